@@ -1,0 +1,58 @@
+"""neardup: near-duplicate detection with Simhash fingerprints, for Chinese and English.
+
+The public surface is what ``__all__`` lists; everything else is internal.
+"""
+
+from importlib import metadata
+
+from .config import FingerprintConfig
+from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
+from .errors import (
+    ConfigError,
+    IndexConfigMismatchError,
+    InputError,
+    KeyExistsError,
+    KeyNotFoundError,
+    MissingDependencyError,
+    NeardupError,
+    StorageError,
+    StorageUnavailableError,
+)
+from .fingerprint import EncodedBatch, Feature, Fingerprinter, simhash
+from .hashing import HASH_NAMES, hash_tokens
+from .idf import IdfModel
+from .weighting import WEIGHTINGS
+
+try:
+    __version__ = metadata.version("neardup")
+except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    "HASH_NAMES",
+    "WEIGHTINGS",
+    "ConfigError",
+    "EncodedBatch",
+    "Feature",
+    "FingerprintConfig",
+    "Fingerprinter",
+    "IdfModel",
+    "IndexConfigMismatchError",
+    "InputError",
+    "KeyExistsError",
+    "KeyNotFoundError",
+    "MissingDependencyError",
+    "NeardupError",
+    "StorageError",
+    "StorageUnavailableError",
+    "__version__",
+    "from_hex",
+    "hamming",
+    "hamming_many",
+    "hash_tokens",
+    "hex_many",
+    "simhash",
+    "to_array",
+    "to_hex",
+    "to_ints",
+]

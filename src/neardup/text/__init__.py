@@ -1,0 +1,1 @@
+"""The text pipeline: normalization and tokenizers (see DESIGN §3)."""

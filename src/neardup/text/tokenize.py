@@ -1,0 +1,379 @@
+"""Tokenizers: Chinese words (rjieba, optionally with part-of-speech tags), Latin words,
+character n-grams, and the automatic per-document choice between them.
+
+Tokenizers see normalized text (see :mod:`neardup.text.normalize`). For speed they return a
+:class:`TokenBatch`: the code points of the batch in one numpy array and each token as a
+``(start, end)`` span of it, with the document it belongs to. Nothing is created per token
+except by jieba itself; Latin words and n-grams are found with array operations. Token lists
+(``tokenize_many``) are derived from it for callers who want strings.
+
+Why rjieba: it is the Rust port of jieba (same dictionary and tags) and segments ~15-20 MB/s
+here, where jieba manages ~1 MB/s. Its version is pinned in ``pyproject.toml`` and recorded
+in :data:`SEGMENTER_VERSION`, because a different segmenter gives different tokens and so
+different fingerprints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import metadata
+from itertools import chain
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ConfigError, InputError
+
+Language = Literal["auto", "zh", "en"]
+LANGUAGES: tuple[str, ...] = ("auto", "zh", "en")
+
+try:
+    SEGMENTER_VERSION = f"rjieba-{metadata.version('rjieba')}"
+except metadata.PackageNotFoundError:  # pragma: no cover - rjieba is a core dependency
+    SEGMENTER_VERSION = "rjieba-unknown"
+
+# CJK unified ideographs and their extensions: a document with any of these is cut by jieba.
+_HAN_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F))
+_HAN = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in _HAN_RANGES) + "]")
+
+# Tag given to user-dictionary words that carry none: they are almost always domain terms.
+USER_WORD_TAG = "nz"
+LATIN_TAG = "eng"
+NGRAM_TAG = "ngram"
+
+Int64Array = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """The tokens of a batch of documents as spans of one code-point array.
+
+    Token i is ``codepoints[starts[i]:ends[i]]`` and belongs to document ``documents[i]``
+    (non-decreasing). ``tags[i]`` indexes ``tag_names`` when the tokenizer tagged parts of
+    speech, else ``tags`` is None.
+    """
+
+    codepoints: npt.NDArray[np.uint32]
+    starts: Int64Array
+    ends: Int64Array
+    documents: Int64Array
+    count: int
+    tags: npt.NDArray[np.int32] | None = None
+    tag_names: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def token(self, index: int) -> str:
+        return self.codepoints[self.starts[index] : self.ends[index]].tobytes().decode("utf-32-le")
+
+    def tag(self, index: int) -> str:
+        return "" if self.tags is None else self.tag_names[int(self.tags[index])]
+
+    def token_lists(self) -> list[list[str]]:
+        """The tokens of each document as strings (slow path, for inspection and IDF fitting)."""
+        result: list[list[str]] = [[] for _ in range(self.count)]
+        for index, document in enumerate(self.documents.tolist()):
+            result[document].append(self.token(index))
+        return result
+
+    def tagged_lists(self) -> list[list[tuple[str, str]]]:
+        result: list[list[tuple[str, str]]] = [[] for _ in range(self.count)]
+        for index, document in enumerate(self.documents.tolist()):
+            result[document].append((self.token(index), self.tag(index)))
+        return result
+
+
+def empty_batch(count: int) -> TokenBatch:
+    nothing = np.zeros(0, dtype=np.int64)
+    return TokenBatch(np.zeros(0, dtype=np.uint32), nothing, nothing, nothing, count)
+
+
+def merge_batches(parts: Sequence[tuple[TokenBatch, Sequence[int]]], count: int) -> TokenBatch:
+    """Combine batches tokenized separately; ``positions`` maps each part's documents to the
+    merged batch (the result is ordered by document)."""
+    parts = [(batch, positions) for batch, positions in parts if batch.count]
+    if len(parts) == 1 and list(parts[0][1]) == list(range(count)):
+        return parts[0][0]
+    tag_names: list[str] = []
+    pieces_codepoints, starts, ends, documents, tags = [], [], [], [], []
+    offset = 0
+    for batch, positions in parts:
+        mapping = np.asarray(positions, dtype=np.int64)
+        pieces_codepoints.append(batch.codepoints)
+        starts.append(batch.starts + offset)
+        ends.append(batch.ends + offset)
+        documents.append(mapping[batch.documents])
+        offset += len(batch.codepoints)
+        if batch.tags is not None:
+            remap = np.array([_index_of(tag_names, name) for name in batch.tag_names], dtype=np.int32)
+            tags.append(remap[batch.tags] if len(batch.tags) else batch.tags)
+    all_documents = np.concatenate(documents) if documents else np.zeros(0, dtype=np.int64)
+    order = np.argsort(all_documents, kind="stable")
+    return TokenBatch(
+        codepoints=np.concatenate(pieces_codepoints) if pieces_codepoints else np.zeros(0, dtype=np.uint32),
+        starts=np.concatenate(starts)[order] if starts else all_documents,
+        ends=np.concatenate(ends)[order] if ends else all_documents,
+        documents=all_documents[order],
+        count=count,
+        tags=np.concatenate(tags)[order] if tags else None,
+        tag_names=tuple(tag_names),
+    )
+
+
+def _index_of(names: list[str], name: str) -> int:
+    if name not in names:
+        names.append(name)
+    return names.index(name)
+
+
+def _codepoints(text: str) -> npt.NDArray[np.uint32]:
+    return np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+
+
+@lru_cache(maxsize=1)
+def _bmp_word_table() -> npt.NDArray[np.bool_]:
+    """Word characters of the Basic Multilingual Plane: letters and digits (``str.isalnum``,
+    which is what the regex ``[^\\W_]`` means), as a lookup table."""
+    return np.array([chr(code).isalnum() for code in range(0x10000)], dtype=bool)
+
+
+def word_character_mask(codepoints: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
+    table = _bmp_word_table()
+    mask = table[np.minimum(codepoints, 0xFFFF)]
+    astral = codepoints > 0xFFFF
+    if astral.any():
+        for code in np.unique(codepoints[astral]).tolist():
+            mask[codepoints == code] = chr(code).isalnum()
+    return mask
+
+
+def han_character_mask(codepoints: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
+    """Chinese characters (the ranges of :data:`_HAN`)."""
+    mask = np.zeros(len(codepoints), dtype=bool)
+    for low, high in _HAN_RANGES:
+        mask |= (codepoints >= low) & (codepoints <= high)
+    return mask
+
+
+class Tokenizer(Protocol):
+    """Splits normalized documents into tokens."""
+
+    def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch: ...
+
+
+def tokenize_many(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[str]]:
+    """Token strings per document."""
+    return tokenizer.tokenize_batch(texts).token_lists()
+
+
+def contains_han(text: str) -> bool:
+    """True when the text holds at least one Chinese character."""
+    return _HAN.search(text) is not None
+
+
+def detect_language(text: str) -> Literal["zh", "en"]:
+    """``zh`` for text with Chinese characters (jieba also keeps its Latin words whole, so
+    mixed text is served well), ``en`` for everything else."""
+    return "zh" if contains_han(text) else "en"
+
+
+def read_user_dictionary(path: str | Path) -> list[tuple[str, int | None, str | None]]:
+    """Parse a jieba user dictionary: one ``word [freq] [tag]`` per line, ``#`` comments.
+
+    rjieba has no file loader (only ``add_word``), so we read the file here.
+    """
+    entries: list[tuple[str, int | None, str | None]] = []
+    location = str(path)
+    try:
+        lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read user dictionary {location}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"user dictionary {location} is not UTF-8; re-save it as UTF-8") from exc
+    for number, line in enumerate(lines, start=1):
+        parts = line.split("#", 1)[0].split()
+        if not parts:
+            continue
+        word, freq, tag = parts[0], None, None
+        rest = parts[1:]
+        if rest and rest[0].isdigit():
+            freq = int(rest.pop(0))
+        if rest:
+            tag = rest.pop(0)
+        if rest:
+            raise InputError("expected 'word [freq] [tag]'; remove the extra columns", f"{location}:{number}")
+        entries.append((word, freq, tag))
+    return entries
+
+
+def read_word_list(path: str | Path) -> frozenset[str]:
+    """One word per line (stopwords, signal words); blank lines and ``#`` comments ignored."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise ConfigError(f"cannot read word list {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"word list {path} is not UTF-8; re-save it as UTF-8") from exc
+    words = (line.split("#", 1)[0].strip().lower() for line in text.splitlines())
+    return frozenset(word for word in words if word)
+
+
+@dataclass
+class ChineseTokenizer:
+    """jieba segmentation through rjieba; ``hmm`` enables new-word discovery (off by default:
+    unknown words then fall apart into characters, which is stable and fast)."""
+
+    hmm: bool = False
+    user_dictionary: str | Path | None = None
+    _jieba: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        import rjieba
+
+        if self.user_dictionary is None:
+            self._jieba = rjieba  # the module-level default instance; never modified by us
+            return
+        self._jieba = rjieba.Jieba()
+        for word, freq, tag in read_user_dictionary(self.user_dictionary):
+            self._jieba.add_word(word.lower(), freq, tag or USER_WORD_TAG)
+
+    def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch:
+        if tagged:
+            tag = self._jieba.tag
+            pairs = [tag(text) for text in texts]
+            per_document = [len(document) for document in pairs]
+            flat_pairs = list(chain.from_iterable(pairs))
+            tokens = [token for token, _ in flat_pairs]
+            names: list[str] = []
+            ids: dict[str, int] = {}
+            tag_ids = [ids.setdefault(name, len(ids)) for _, name in flat_pairs]
+            names = list(ids)
+            batch = _batch_from_tokens(tokens, per_document, len(texts))
+            return TokenBatch(
+                batch.codepoints, batch.starts, batch.ends, batch.documents, batch.count,
+                tags=np.asarray(tag_ids, dtype=np.int32), tag_names=tuple(names),
+            )
+        cut, hmm = self._jieba.cut, self.hmm
+        documents = [cut(text, hmm) for text in texts]
+        return _batch_from_tokens(list(chain.from_iterable(documents)), list(map(len, documents)), len(texts))
+
+
+def _batch_from_tokens(tokens: list[str], per_document: list[int], count: int) -> TokenBatch:
+    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    ends = np.cumsum(lengths)
+    return TokenBatch(
+        codepoints=_codepoints("".join(tokens)),
+        starts=ends - lengths,
+        ends=ends,
+        documents=np.repeat(np.arange(count, dtype=np.int64), per_document),
+        count=count,
+    )
+
+
+def _joined(texts: Sequence[str]) -> tuple[npt.NDArray[np.uint32], Int64Array]:
+    """Code points of the texts separated by one space, and each text's start offset."""
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    return _codepoints(" ".join(texts) + " "), offsets
+
+
+def _with_tags(batch: TokenBatch, tagged: bool, name: str) -> TokenBatch:
+    if not tagged:
+        return batch
+    return TokenBatch(
+        batch.codepoints, batch.starts, batch.ends, batch.documents, batch.count,
+        tags=np.zeros(len(batch), dtype=np.int32), tag_names=(name,),
+    )
+
+
+@dataclass
+class LatinTokenizer:
+    """Words: maximal runs of letters and digits (``str.isalnum``), found with array
+    operations over the whole batch. POS tags are not known, so every word is ``eng``."""
+
+    def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch:
+        codepoints, offsets = _joined(texts)
+        word = word_character_mask(codepoints).view(np.int8)
+        edges = np.diff(word, prepend=np.int8(0), append=np.int8(0))
+        starts = np.flatnonzero(edges == 1)
+        ends = np.flatnonzero(edges == -1)
+        documents = np.searchsorted(offsets, starts, side="right") - 1
+        batch = TokenBatch(codepoints, starts, ends, documents.astype(np.int64), len(texts))
+        return _with_tags(batch, tagged, LATIN_TAG)
+
+
+@dataclass
+class CharNgramTokenizer:
+    """Overlapping character n-grams of the letters and digits of each text (spaces and
+    punctuation dropped first), the robust choice for short texts. A text with fewer than
+    ``n`` such characters yields them as one token."""
+
+    n: int = 2
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ConfigError(f"ngram must be >= 1, got {self.n}")
+
+    def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch:
+        codepoints, offsets = _joined(texts)
+        keep = word_character_mask(codepoints)
+        owner = np.searchsorted(offsets, np.arange(len(codepoints)), side="right") - 1
+        letters = codepoints[keep]
+        documents = owner[keep]
+        n = self.n
+        per_document = np.bincount(documents, minlength=len(texts))
+        first = np.concatenate([[0], np.cumsum(per_document)[:-1]]).astype(np.int64)
+        if len(letters) >= n:
+            starts = np.arange(len(letters) - n + 1, dtype=np.int64)
+            full = documents[starts] == documents[starts + n - 1]
+            starts = starts[full]
+        else:
+            starts = np.zeros(0, dtype=np.int64)
+        ends = starts + n
+        short = np.flatnonzero((per_document > 0) & (per_document < n))
+        if len(short):
+            starts = np.concatenate([starts, first[short]])
+            ends = np.concatenate([ends, first[short] + per_document[short]])
+            order = np.argsort(starts, kind="stable")
+            starts, ends = starts[order], ends[order]
+        batch = TokenBatch(letters, starts, ends, documents[starts].astype(np.int64), len(texts))
+        return _with_tags(batch, tagged, NGRAM_TAG)
+
+
+@dataclass
+class AutoTokenizer:
+    """Chooses per document: jieba for text with Chinese characters (mixed zh+en included),
+    Latin words otherwise. ``lang`` forces one of them for every document."""
+
+    lang: str = "auto"
+    chinese: ChineseTokenizer = field(default_factory=ChineseTokenizer)
+    latin: LatinTokenizer = field(default_factory=LatinTokenizer)
+
+    def __post_init__(self) -> None:
+        if self.lang not in LANGUAGES:
+            raise ConfigError(f"lang must be one of {', '.join(LANGUAGES)}; got {self.lang!r}")
+
+    def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch:
+        if self.lang == "zh":
+            return self.chinese.tokenize_batch(texts, tagged)
+        if self.lang == "en":
+            return self.latin.tokenize_batch(texts, tagged)
+        zh: list[int] = []
+        en: list[int] = []
+        for position, text in enumerate(texts):
+            (en if text.isascii() or not contains_han(text) else zh).append(position)
+        if not zh:
+            return self.latin.tokenize_batch(texts, tagged)
+        if not en:
+            return self.chinese.tokenize_batch(texts, tagged)
+        parts = [
+            (self.chinese.tokenize_batch([texts[i] for i in zh], tagged), zh),
+            (self.latin.tokenize_batch([texts[i] for i in en], tagged), en),
+        ]
+        return merge_batches(parts, len(texts))
