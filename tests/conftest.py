@@ -1,0 +1,33 @@
+"""Shared fixtures: the labelled data in ../shared/data (beside the clone) and a few
+fingerprinters, which are built once per session because loading the default IDF costs ~0.3 s."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neardup import Fingerprinter
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPOSITORY.parent / "shared" / "data"
+
+
+def shared_file(relative: str) -> Path:
+    """A file under ../shared/data, or skip the test with the reason."""
+    path = SHARED_DATA / relative
+    if not path.exists():
+        pytest.skip(f"needs {relative} from ../shared/data beside the clone ({path} is absent)")
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def default_fingerprinter() -> Fingerprinter:
+    return Fingerprinter()

@@ -1,0 +1,106 @@
+"""Normalization and tokenizers."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+
+from neardup import ConfigError, InputError
+from neardup.text.normalize import Normalizer, nfkc
+from neardup.text.tokenize import (
+    AutoTokenizer,
+    CharNgramTokenizer,
+    ChineseTokenizer,
+    LatinTokenizer,
+    detect_language,
+    read_user_dictionary,
+    read_word_list,
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["１９９８年，ＡＢＣ！", "ﾊﾝｶｸ ｶﾀｶﾅ", "𝐀𝐁𝐂 ﬁ ㍿", "e\u0301cole", "plain ascii", "", "中文 text　全角空格"],
+)
+def test_nfkc_fast_path_equals_unicodedata(text: str) -> None:
+    assert nfkc(text) == unicodedata.normalize("NFKC", text)
+
+
+def test_normalizer_folds_width_and_case_and_keeps_whitespace_for_tokenizers() -> None:
+    assert Normalizer().normalize("ＨＥＬＬＯ　Ｗｏｒｌｄ １２３") == "hello world 123"
+    assert Normalizer(lowercase=False).normalize("ＡＢ") == "AB"
+
+
+def test_traditional_to_simplified() -> None:
+    pytest.importorskip("opencc")
+    assert Normalizer(to_simplified=True).normalize("漢語書籍") == "汉语书籍"
+
+
+def test_latin_tokenizer_splits_on_everything_but_letters_and_digits() -> None:
+    tokens = LatinTokenizer().tokenize_batch(["hello, world-wide 3.5 café_au", "", "  x  "]).token_lists()
+    assert tokens == [["hello", "world", "wide", "3", "5", "café", "au"], [], ["x"]]
+
+
+def test_chinese_tokenizer_segments_words_and_keeps_latin_words_whole() -> None:
+    tokens = ChineseTokenizer().tokenize_batch(["我们在北京大学读书 csdn博客"]).token_lists()[0]
+    assert [token for token in tokens if token.strip()] == ["我们", "在", "北京大学", "读书", "csdn", "博客"]
+
+
+def test_chinese_tagging_gives_jieba_tags() -> None:
+    tagged = ChineseTokenizer().tokenize_batch(["我们在北京大学读书"], tagged=True).tagged_lists()[0]
+    assert ("北京大学", "nt") in tagged and ("我们", "r") in tagged
+
+
+def test_user_dictionary_changes_segmentation(tmp_path) -> None:
+    dictionary = tmp_path / "user.txt"
+    dictionary.write_text("# domain words\n北京大学读书 10 n\n信访件\n", encoding="utf-8")
+    assert read_user_dictionary(dictionary) == [("北京大学读书", 10, "n"), ("信访件", None, None)]
+    tokens = ChineseTokenizer(user_dictionary=dictionary).tokenize_batch(["我们在北京大学读书"]).token_lists()
+    assert "北京大学读书" in tokens[0]
+    # the default tokenizer is untouched by another instance's user words
+    assert "北京大学读书" not in ChineseTokenizer().tokenize_batch(["我们在北京大学读书"]).token_lists()[0]
+
+
+def test_bad_user_dictionary_line_names_the_line(tmp_path) -> None:
+    dictionary = tmp_path / "user.txt"
+    dictionary.write_text("好词 3 n extra\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"user.txt:1"):
+        read_user_dictionary(dictionary)
+
+
+def test_word_list_reader_ignores_comments_and_case(tmp_path) -> None:
+    path = tmp_path / "stop.txt"
+    path.write_text("# comment\nThe\n\n  of  # trailing\n", encoding="utf-8")
+    assert read_word_list(path) == frozenset({"the", "of"})
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_word_list(tmp_path / "missing.txt")
+
+
+def test_char_ngrams_drop_spaces_and_punctuation_and_respect_document_boundaries() -> None:
+    batch = CharNgramTokenizer(2).tokenize_batch(["ab c,d", "x", "", "中文短"])
+    assert batch.token_lists() == [["ab", "bc", "cd"], ["x"], [], ["中文", "文短"]]
+    with pytest.raises(ConfigError):
+        CharNgramTokenizer(0)
+
+
+def test_auto_language_choice_per_document() -> None:
+    assert detect_language("hello world") == "en"
+    assert detect_language("hello 世界") == "zh"
+    tokens = AutoTokenizer().tokenize_batch(["hello world", "你好世界 hello", "bonjour café"]).token_lists()
+    assert tokens[0] == ["hello", "world"]
+    assert "hello" in tokens[1] and "世界" in tokens[1]
+    assert tokens[2] == ["bonjour", "café"]
+
+
+def test_forced_language() -> None:
+    assert AutoTokenizer("en").tokenize_batch(["你好世界"]).token_lists() == [["你好世界"]]
+    with pytest.raises(ConfigError, match="lang must be one of"):
+        AutoTokenizer("fr")
+
+
+def test_mixed_batches_keep_document_order() -> None:
+    texts = ["中文一", "english one", "中文二", "", "english two"]
+    tokens = AutoTokenizer().tokenize_batch(texts).token_lists()
+    assert tokens[1] == ["english", "one"] and tokens[3] == [] and tokens[4] == ["english", "two"]
+    assert "中文" in tokens[0] and "中文" in tokens[2]
