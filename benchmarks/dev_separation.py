@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from neardup import Fingerprinter  # noqa: E402
+from neardup import Fingerprinter
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dev"
 NEAR_LEVELS = {"original", "light", "medium"}
@@ -59,7 +59,7 @@ def evaluate(name: str, fingerprints: np.ndarray, records: list[dict], k: int) -
     gold, heavy = gold_pairs(records)
     rows, cols, histogram = all_pairs_within(fingerprints, k)
     keep = ~(heavy[rows] | heavy[cols])
-    found = set(zip(rows[keep].tolist(), cols[keep].tolist()))
+    found = set(zip(rows[keep].tolist(), cols[keep].tolist(), strict=True))
     true_positive = len(found & gold)
     precision = true_positive / len(found) if found else 1.0
     recall = true_positive / len(gold) if gold else 1.0
@@ -85,7 +85,9 @@ def pypi_simhash(records: list[dict]) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--sets", nargs="+", default=["zh_news", "en_news", "zh_short"])
@@ -96,7 +98,10 @@ def main() -> None:
     if not args.data.exists():
         sys.exit(f"dev data not found at {args.data}; pass --data")
     print(f"k = {args.k}; distances are Hamming distances of 64-bit fingerprints\n")
-    print(f"{'set':9s} {'method':22s} {'dup mean':>8s} {'all mean':>8s} {'P':>6s} {'R':>6s} {'F1':>6s} {'s':>6s}")
+    print(
+        f"{'set':9s} {'method':22s} {'dup mean':>8s} {'all mean':>8s} "
+        f"{'P':>6s} {'R':>6s} {'F1':>6s} {'s':>6s}"
+    )
     for name in args.sets:
         records = load(args.data / f"{name}.jsonl")
         texts = [record["text"] for record in records]

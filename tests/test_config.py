@@ -40,7 +40,9 @@ def test_unknown_keys_are_refused() -> None:
 
 def test_from_toml(tmp_path) -> None:
     path = tmp_path / "neardup.toml"
-    path.write_text('[fingerprint]\nbits = 128\nweighting = "tf"\nstopword_files = ["a.txt"]\n', encoding="utf-8")
+    path.write_text(
+        '[fingerprint]\nbits = 128\nweighting = "tf"\nstopword_files = ["a.txt"]\n', encoding="utf-8"
+    )
     config = FingerprintConfig.from_toml(path)
     assert (config.bits, config.weighting, config.stopword_files) == (128, "tf", ("a.txt",))
     path.write_text("bits = = 3", encoding="utf-8")

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
+
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
-HEAVY = ("redis", "psycopg", "pymysql", "pymongo", "sqlalchemy", "pyspark", "fastapi", "uvicorn", "pyarrow",
-         "matplotlib", "datasketch", "flask", "django")
+HEAVY = (
+    "redis",
+    "psycopg",
+    "pymysql",
+    "pymongo",
+    "sqlalchemy",
+    "pyspark",
+    "fastapi",
+    "uvicorn",
+    "pyarrow",
+    "matplotlib",
+    "datasketch",
+    "flask",
+    "django",
+)
 
 
 def _name(requirement: str) -> str:

@@ -21,7 +21,15 @@ from neardup.text.tokenize import (
 
 @pytest.mark.parametrize(
     "text",
-    ["１９９８年，ＡＢＣ！", "ﾊﾝｶｸ ｶﾀｶﾅ", "𝐀𝐁𝐂 ﬁ ㍿", "e\u0301cole", "plain ascii", "", "中文 text　全角空格"],
+    [
+        "１９９８年，ＡＢＣ！",
+        "ﾊﾝｶｸ ｶﾀｶﾅ",
+        "𝐀𝐁𝐂 ﬁ ㍿",
+        "e\u0301cole",
+        "plain ascii",
+        "",
+        "中文 text　全角空格",
+    ],
 )
 def test_nfkc_fast_path_equals_unicodedata(text: str) -> None:
     assert nfkc(text) == unicodedata.normalize("NFKC", text)

@@ -31,7 +31,9 @@ def test_tfidf_len_follows_seed_000_equation_6() -> None:
     latin = 2.0 * (1 + math.exp(-((9 - 6.1) ** 2) / (2 * 2.4**2)))
     assert weighting.static_weight("经济") == pytest.approx(chinese)
     assert weighting.static_weight("indicator") == pytest.approx(latin)
-    assert weighting.static_weight("unknown") == pytest.approx(1.0 * (1 + math.exp(-((7 - 6.1) ** 2) / 11.52)))
+    assert weighting.static_weight("unknown") == pytest.approx(
+        1.0 * (1 + math.exp(-((7 - 6.1) ** 2) / 11.52))
+    )
 
 
 def test_composite_uses_pos_and_signal_words() -> None:
@@ -100,5 +102,7 @@ def test_default_chinese_idf_is_jiebas_table() -> None:
 def test_fitted_idf_file_is_used_by_the_fingerprinter(tmp_path) -> None:
     path = tmp_path / "idf.json"
     IdfModel({"alpha": 9.0, "beta": 1.0}, default=1.0).save(path)
-    features = {f.token: f.weight for f in Fingerprinter(weighting="tfidf", idf=str(path)).features("alpha beta")}
+    features = {
+        f.token: f.weight for f in Fingerprinter(weighting="tfidf", idf=str(path)).features("alpha beta")
+    }
     assert features["alpha"] == pytest.approx(9 * features["beta"])

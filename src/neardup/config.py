@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .errors import ConfigError
 from .hashing import BITS_CHOICES, HASH_NAMES
@@ -106,7 +107,9 @@ class FingerprintConfig:
         return cls.from_dict(section)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, prefix: str = "NEARDUP_") -> FingerprintConfig:
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, prefix: str = "NEARDUP_"
+    ) -> FingerprintConfig:
         """Read ``NEARDUP_BITS``, ``NEARDUP_WEIGHTING``, ... (booleans: 1/0, true/false)."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}

@@ -8,7 +8,8 @@ least significant). Hex text is big-endian, ``bits / 4`` lower-case digits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,7 @@ from .errors import ConfigError, InputError
 from .hashing import check_bits, split_128
 
 FingerprintArray = npt.NDArray[np.uint64]
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def hamming(a: int, b: int) -> int:
@@ -24,16 +26,20 @@ def hamming(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 
 
-def hamming_many(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.uint8]:
+def hamming_many(a: npt.ArrayLike, b: npt.ArrayLike, bits: int | None = None) -> npt.NDArray[np.uint8]:
     """Element-wise Hamming distances of fingerprint arrays (numpy broadcasting applies).
 
-    Arrays of shape (..., 2) are read as 128-bit ``[low, high]`` rows when both inputs have a
-    trailing axis of 2 and are two-dimensional; pass 1-d uint64 arrays for <= 64 bits.
+    128-bit fingerprints are ``[low, high]`` rows: they are meant when ``bits=128`` or when
+    either input is two-dimensional with rows of two words (the other may then be one row of
+    shape (2,)). Otherwise every uint64 element is one fingerprint of <= 64 bits.
     """
     left = np.asarray(a, dtype=np.uint64)
     right = np.asarray(b, dtype=np.uint64)
     distances = np.bitwise_count(np.bitwise_xor(left, right))
-    if left.ndim == 2 and left.shape[-1] == 2 and right.ndim >= 1 and right.shape[-1] == 2:
+    wide = bits == 128 or (
+        bits is None and any(array.ndim == 2 and array.shape[-1] == 2 for array in (left, right))
+    )
+    if wide:
         return np.asarray(distances.sum(axis=-1, dtype=np.uint8))
     return np.asarray(distances, dtype=np.uint8)
 
@@ -56,18 +62,17 @@ def to_ints(array: FingerprintArray) -> list[int]:
 
 def to_hex(fingerprint: int, bits: int = 64) -> str:
     """Fixed-width hex: ``bits / 4`` digits, so every fingerprint of a run has one length."""
-    return format(fingerprint, f"0{bits // 4}x")
+    return format(check_fingerprint(fingerprint, bits), f"0{bits // 4}x")
 
 
 def from_hex(text: str, bits: int = 64) -> int:
-    """Parse :func:`to_hex` output; the digit count must match ``bits``."""
+    """Parse :func:`to_hex` output: exactly ``bits / 4`` ASCII hex digits, nothing else."""
     check_bits(bits)
     if len(text) != bits // 4:
         raise InputError(f"fingerprint {text!r} has {len(text)} hex digits; {bits}-bit ones have {bits // 4}")
-    try:
-        return int(text, 16)
-    except ValueError as exc:
-        raise InputError(f"fingerprint {text!r} is not hexadecimal") from exc
+    if _HEX.fullmatch(text) is None:
+        raise InputError(f"fingerprint {text!r} is not hexadecimal (digits 0-9 and a-f only)")
+    return int(text, 16)
 
 
 def hex_many(array: FingerprintArray, bits: int = 64) -> list[str]:
@@ -83,4 +88,3 @@ def check_fingerprint(value: int, bits: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0 or value >> bits:
         raise ConfigError(f"fingerprint {value!r} is not a non-negative integer of at most {bits} bits")
     return value
-

@@ -51,15 +51,18 @@ def simhash(features: Iterable[tuple[int, float]], bits: int = 64) -> int:
     hashes = [int(feature_hash) & mask for feature_hash, _ in pairs]
     weights = np.array([float(weight) for _, weight in pairs], dtype=np.float64)
     words = (bits + 63) // 64
-    raw = np.array([[(value >> (64 * word)) & MASK_64 for word in range(words)] for value in hashes], dtype="<u8")
+    raw = np.array(
+        [[(value >> (64 * word)) & MASK_64 for word in range(words)] for value in hashes], dtype="<u8"
+    )
     signs = _sign_matrix(raw, bits)
     positive = weights @ signs > _tie_tolerance(np.abs(weights).sum())
     return sum(1 << int(bit) for bit in np.flatnonzero(positive))
 
 
 def _tie_tolerance(absolute_weight_sum: Any) -> Any:
-    """Sums within floating-point noise of 0 are ties (bit 0), so a fingerprint never depends
-    on the order in which a batch happened to add its features."""
+    """Sums within 1e-9 of the document's total weight Σ|w| count as ties (bit 0). That is
+    well above the rounding error of any summation order (n·2^-53·Σ|w| for millions of
+    features), so a fingerprint never depends on how a batch happened to add its features."""
     return absolute_weight_sum * TIE_TOLERANCE
 
 
@@ -93,7 +96,7 @@ class Fingerprinter:
         self,
         bits: int = 64,
         weighting: str = "tfidf-len",
-        hash: str = "city64",  # noqa: A002 - the public name of the setting
+        hash: str = "city64",
         lang: str = "auto",
         *,
         config: FingerprintConfig | None = None,
@@ -127,7 +130,9 @@ class Fingerprinter:
         """The fingerprint of one text as a Python int."""
         return to_ints(self.fingerprint_many([text], None if title is None else [title]))[0]
 
-    def fingerprint_many(self, texts: Sequence[str], titles: Sequence[str | None] | None = None) -> FingerprintArray:
+    def fingerprint_many(
+        self, texts: Sequence[str], titles: Sequence[str | None] | None = None
+    ) -> FingerprintArray:
         """Fingerprints of a batch (see the class docstring for the array form)."""
         return self.encode_many(texts, titles).fingerprints
 
@@ -147,7 +152,7 @@ class Fingerprinter:
         """The weighted features of one text, heaviest first (for explanations and debugging)."""
         columns, _, weights = self._weighted_occurrences([text], None if title is None else [title])
         totals: dict[int, float] = {}
-        for column, weight in zip(columns.tolist(), weights.tolist()):
+        for column, weight in zip(columns.tolist(), weights.tolist(), strict=True):
             totals[column] = totals.get(column, 0.0) + weight
         cache = self._cache
         found = [Feature(cache.texts[c], cache.hash_of(c), w) for c, w in totals.items()]
@@ -180,9 +185,9 @@ class Fingerprinter:
         normalized = self.normalizer.normalize_many(texts)
         return self.tokenizer.tokenize_batch(normalized, tagged=self.weighting.needs_pos)
 
-    def _weighted_occurrences(self, texts: Sequence[str], titles: Sequence[str | None] | None) -> tuple[
-        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]
-    ]:
+    def _weighted_occurrences(
+        self, texts: Sequence[str], titles: Sequence[str | None] | None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """(cache column, document, weight) of every kept token occurrence, before tf scaling."""
         if titles is not None and len(titles) != len(texts):
             raise ConfigError(f"got {len(texts)} texts but {len(titles)} titles; give one title per text")
@@ -212,7 +217,7 @@ class Fingerprinter:
     ) -> npt.NDArray[np.float64]:
         """×TITLE_FACTOR for body words that occur in the document's title."""
         title_batch = self.tokenizer.tokenize_batch(self.normalizer.normalize_many([t or "" for t in titles]))
-        title_keys = token_keys(title_batch, self._cache.powers)
+        title_keys = token_keys(title_batch)
         with np.errstate(over="ignore"):
             title_codes = fmix64(title_keys ^ title_batch.documents.astype(np.uint64))
             body_codes = fmix64(self._cache.word_keys[columns] ^ documents.astype(np.uint64))
@@ -239,7 +244,8 @@ class Fingerprinter:
 
 def _sign_matrix(table: FingerprintArray, bits: int) -> npt.NDArray[np.float64]:
     """Token hashes (n,) or (n, 2) uint64 → (n, bits) matrix of ±1."""
-    raw = np.ascontiguousarray(table.astype("<u8").reshape(len(table), -1))
+    words = 2 if bits == 128 else 1
+    raw = np.ascontiguousarray(table.astype("<u8").reshape(len(table), words))
     bit_matrix = np.unpackbits(raw.view(np.uint8), axis=1, bitorder="little")[:, :bits]
     return bit_matrix.astype(np.float64) * 2.0 - 1.0
 
@@ -265,10 +271,10 @@ def _relative_length_factor(
     np.minimum.at(shortest, documents, lengths)
     np.maximum.at(longest, documents, lengths)
     spread = (longest - shortest)[documents]
-    relative = np.divide(
+    relative: npt.NDArray[np.float64] = np.divide(
         lengths - shortest[documents], spread, out=np.zeros_like(lengths), where=spread > 0
     )
-    return 1.0 + relative
+    return relative + 1.0
 
 
 def _shipped_list(name: str) -> frozenset[str]:
@@ -290,4 +296,3 @@ def _resolve_idf(config: FingerprintConfig) -> IdfModel | None:
     if config.idf == "default":
         return default_chinese_idf()
     return IdfModel.load(config.idf)
-

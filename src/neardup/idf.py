@@ -92,8 +92,7 @@ def _from_json(text: str, location: str) -> IdfModel:
         raise ConfigError(f"IDF file {location} is not valid JSON: {exc.msg} (line {exc.lineno})") from exc
     if payload.get("format") != IDF_FORMAT or payload.get("version") != IDF_VERSION:
         raise ConfigError(
-            f"IDF file {location} is not a {IDF_FORMAT} v{IDF_VERSION} file; "
-            "make it with `neardup idf fit`"
+            f"IDF file {location} is not a {IDF_FORMAT} v{IDF_VERSION} file; make it with `neardup idf fit`"
         )
     try:
         idf = {str(token): float(value) for token, value in payload["idf"].items()}

@@ -134,13 +134,14 @@ class Weighting:
         if self.name == "composite":
             signal = np.fromiter((token in self.signal_words for token in tokens), dtype=bool, count=count)
             stop &= ~signal
-        keep = has_word_character & ~stop
+        weights: npt.NDArray[np.float64] = (has_word_character & ~stop).astype(np.float64)
         if self.name == "tf":
-            return keep.astype(np.float64)
-        weights = keep.astype(np.float64)
+            return weights
         if self.idf is not None:
             lookup, default = self.idf.idf.get, self.idf.default
-            weights *= np.fromiter((lookup(token, default) for token in tokens), dtype=np.float64, count=count)
+            weights *= np.fromiter(
+                (lookup(token, default) for token in tokens), dtype=np.float64, count=count
+            )
         if self.name == "tfidf-len":
             mean = np.where(has_han, CHINESE_LENGTH_MEAN, LATIN_LENGTH_MEAN)
             sd = np.where(has_han, CHINESE_LENGTH_SD, LATIN_LENGTH_SD)

