@@ -112,3 +112,13 @@ def test_mixed_batches_keep_document_order() -> None:
     tokens = AutoTokenizer().tokenize_batch(texts).token_lists()
     assert tokens[1] == ["english", "one"] and tokens[3] == [] and tokens[4] == ["english", "two"]
     assert "中文" in tokens[0] and "中文" in tokens[2]
+
+
+def test_whitespace_between_chinese_characters_does_not_split_words() -> None:
+    spaced, plain = (
+        ChineseTokenizer()
+        .tokenize_batch(["北京 大学\n读书 hello world", "北京大学读书 hello world"])
+        .token_lists()
+    )
+    assert spaced == plain
+    assert "北京大学" in plain and "hello" in plain and "world" in plain

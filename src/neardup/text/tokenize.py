@@ -39,7 +39,13 @@ except metadata.PackageNotFoundError:  # pragma: no cover - rjieba is a core dep
 
 # CJK unified ideographs and their extensions: a document with any of these is cut by jieba.
 _HAN_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F))
-_HAN = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in _HAN_RANGES) + "]")
+_HAN_CLASS = "".join(f"{chr(low)}-{chr(high)}" for low, high in _HAN_RANGES)
+_HAN = re.compile(f"[{_HAN_CLASS}]")
+# Whitespace between two Chinese characters: not a word boundary in Chinese writing, but
+# jieba would cut there ("北京 大学" → 北京 / 大学), so copies that differ only in spacing or
+# line breaks would get different words. Removed before segmentation.
+_HAN_GAP = re.compile(f"(?<=[{_HAN_CLASS}])\\s+(?=[{_HAN_CLASS}])")
+_WHITESPACE_CHARACTERS = (" ", "\n", "\t", "\r")
 
 # Tag given to user-dictionary words that carry none: they are almost always domain terms.
 USER_WORD_TAG = "nz"
@@ -245,6 +251,7 @@ class ChineseTokenizer:
             self._jieba.add_word(word.lower(), freq, tag or USER_WORD_TAG)
 
     def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch:
+        texts = [_close_han_gaps(text) for text in texts]
         if tagged:
             tag = self._jieba.tag
             pairs = [tag(text) for text in texts]
@@ -268,6 +275,12 @@ class ChineseTokenizer:
         cut, hmm = self._jieba.cut, self.hmm
         documents = [cut(text, hmm) for text in texts]
         return _batch_from_tokens(list(chain.from_iterable(documents)), list(map(len, documents)), len(texts))
+
+
+def _close_han_gaps(text: str) -> str:
+    if any(character in text for character in _WHITESPACE_CHARACTERS):
+        return _HAN_GAP.sub("", text)
+    return text
 
 
 def _batch_from_tokens(tokens: list[str], per_document: list[int], count: int) -> TokenBatch:
