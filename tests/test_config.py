@@ -44,7 +44,11 @@ def test_from_toml(tmp_path) -> None:
         '[fingerprint]\nbits = 128\nweighting = "tf"\nstopword_files = ["a.txt"]\n', encoding="utf-8"
     )
     config = FingerprintConfig.from_toml(path)
-    assert (config.bits, config.weighting, config.stopword_files) == (128, "tf", ("a.txt",))
+    # paths in a config file are relative to the file
+    assert (config.bits, config.weighting, config.stopword_files) == (128, "tf", (str(tmp_path / "a.txt"),))
+    path.write_text('stopword_files = "a.txt"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="stopword_files must be a list"):
+        FingerprintConfig.from_toml(path)
     path.write_text("bits = = 3", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid TOML"):
         FingerprintConfig.from_toml(path)

@@ -89,7 +89,10 @@ class FingerprintConfig:
             )
         values = {key: value for key, value in data.items() if key in fields}
         if "stopword_files" in values:
-            values["stopword_files"] = tuple(values["stopword_files"])
+            files = values["stopword_files"]
+            if isinstance(files, str) or not all(isinstance(item, str) for item in files):
+                raise ConfigError(f"stopword_files must be a list of paths; got {files!r}")
+            values["stopword_files"] = tuple(files)
         try:
             return cls(**values)
         except TypeError as exc:
@@ -103,8 +106,8 @@ class FingerprintConfig:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-        section = data.get("fingerprint", data)
-        return cls.from_dict(section)
+        section = dict(data.get("fingerprint", data))
+        return cls.from_dict(_resolve_paths(section, Path(path).parent))
 
     @classmethod
     def from_env(
@@ -119,6 +122,21 @@ class FingerprintConfig:
                 continue
             values[field.name] = _parse_env(field.name, raw)
         return cls.from_dict(values)
+
+
+def _resolve_paths(section: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Paths in a config file are relative to the file, not to wherever neardup runs."""
+
+    def resolve(value: Any) -> Any:
+        return str(folder / value) if isinstance(value, str) and not Path(value).is_absolute() else value
+
+    if section.get("idf") not in (None, *IDF_CHOICES):
+        section["idf"] = resolve(section["idf"])
+    if section.get("user_dictionary"):
+        section["user_dictionary"] = resolve(section["user_dictionary"])
+    if isinstance(section.get("stopword_files"), list):
+        section["stopword_files"] = [resolve(item) for item in section["stopword_files"]]
+    return section
 
 
 def _parse_env(name: str, raw: str) -> Any:

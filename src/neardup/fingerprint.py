@@ -30,7 +30,7 @@ from .idf import IdfModel, default_chinese_idf
 from .text.normalize import Normalizer
 from .text.tokenize import AutoTokenizer, CharNgramTokenizer, ChineseTokenizer, TokenBatch, read_word_list
 from .token_cache import NewTokens, TokenCache, fmix64, token_keys
-from .weighting import TITLE_FACTOR, Weighting
+from .weighting import FIELDS_ON_TEXT, TITLE_FACTOR, Weighting
 
 DEFAULT_CACHE_SIZE = 2_000_000
 TIE_TOLERANCE = 1e-9
@@ -158,6 +158,11 @@ class Fingerprinter:
         found = [Feature(cache.texts[c], cache.hash_of(c), w) for c, w in totals.items()]
         return sorted(found, key=lambda feature: (-feature.weight, feature.token))
 
+    def word_tokens_many(self, texts: Sequence[str]) -> list[list[str]]:
+        """The tokens of each text as this fingerprinter cuts them (normalized, segmented),
+        without spaces and punctuation: the input of :meth:`IdfModel.fit`."""
+        return self.tokenizer.tokenize_batch(self.normalizer.normalize_many(texts)).word_token_lists()
+
     def fingerprint_features_many(self, documents: Sequence[Sequence[tuple[str, float]]]) -> FingerprintArray:
         """Fingerprints of documents given as ``(feature, weight)`` lists — the hook for the
         ``fields`` weighting of database rows, where the caller decides features and weights."""
@@ -191,6 +196,8 @@ class Fingerprinter:
         """(cache column, document, weight) of every kept token occurrence, before tf scaling."""
         if titles is not None and len(titles) != len(texts):
             raise ConfigError(f"got {len(texts)} texts but {len(titles)} titles; give one title per text")
+        if self.weighting.name == "fields":
+            raise ConfigError(FIELDS_ON_TEXT)
         batch = self._tokens(texts)
         columns = self._cache.columns(batch)
         weights = self._cache.static[columns]

@@ -64,7 +64,10 @@ class IdfModel:
             "default": self.default,
             "idf": dict(sorted(self.idf.items())),
         }
-        Path(path).write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+        try:
+            Path(path).write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write IDF file {path}: {exc.strerror or exc}") from exc
 
     @classmethod
     def load(cls, path: str | Path) -> IdfModel:

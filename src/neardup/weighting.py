@@ -67,6 +67,10 @@ POS_WEIGHTS: tuple[tuple[str, float], ...] = (
 )
 DEFAULT_POS_WEIGHT = 0.2  # prepositions, conjunctions, particles, interjections, unknown
 
+FIELDS_ON_TEXT = (
+    "the 'fields' weighting applies to database rows, not text; choose another weighting, "
+    "or use Fingerprinter.fingerprint_features_many (or `neardup records`) for rows"
+)
 _HAS_WORD_CHARACTER = re.compile(r"[^\W_]")
 
 
@@ -124,10 +128,7 @@ class Weighting:
     ) -> npt.NDArray[np.float64]:
         """The per-token factors of many tokens at once (the fingerprinter's cache fill)."""
         if self.name == "fields":
-            raise ConfigError(
-                "the 'fields' weighting applies to database rows, not text; "
-                "use Fingerprinter.fingerprint_features_many or `neardup records`"
-            )
+            raise ConfigError(FIELDS_ON_TEXT)
         count = len(tokens)
         stop = np.fromiter((token in self.stopwords for token in tokens), dtype=bool, count=count)
         signal = np.zeros(count, dtype=bool)

@@ -88,6 +88,17 @@ class TokenBatch:
             result[document].append(self.token(index))
         return result
 
+    def word_token_lists(self) -> list[list[str]]:
+        """Like :meth:`token_lists` without tokens that lack a letter or digit (spaces and
+        punctuation, which jieba emits and weighting always drops): what IDF is fitted on."""
+        word = word_character_mask(self.codepoints)
+        prefix = np.concatenate([[0], np.cumsum(word)])
+        kept = (prefix[self.ends] - prefix[self.starts]) > 0
+        result: list[list[str]] = [[] for _ in range(self.count)]
+        for index in np.flatnonzero(kept).tolist():
+            result[int(self.documents[index])].append(self.token(index))
+        return result
+
     def tagged_lists(self) -> list[list[tuple[str, str]]]:
         result: list[list[tuple[str, str]]] = [[] for _ in range(self.count)]
         for index, document in enumerate(self.documents.tolist()):

@@ -1,0 +1,303 @@
+"""Options and helpers shared by the commands: input options, fingerprint settings, batching,
+progress bars and the end-of-run summary.
+
+Fingerprint settings come from ``FingerprintConfig`` defaults, then a ``--config`` TOML file,
+then flags the user typed. Only typed flags override the file, which is why the settings are
+read through click's parameter source rather than by comparing values with defaults.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import click
+from click.core import ParameterSource
+
+from ..config import FingerprintConfig
+from ..errors import NeardupError
+from ..hashing import BITS_CHOICES, HASH_NAMES
+from ..io import FORMATS, ErrorReport, Record, read_records
+from ..text.tokenize import LANGUAGES
+from ..weighting import WEIGHTINGS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_BATCH_SIZE = 2048
+BATCH_CHARACTERS = 8_000_000
+_DEFAULTS = FingerprintConfig()
+_EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+# CLI parameter name → FingerprintConfig field, for the settings a flag can override.
+TOKENIZER_SETTINGS = {
+    "lang": "lang",
+    "ngram": "ngram",
+    "user_dict": "user_dictionary",
+    "to_simplified": "to_simplified",
+    "hmm": "hmm",
+}
+FINGERPRINT_SETTINGS = {
+    **TOKENIZER_SETTINGS,
+    "bits": "bits",
+    "weighting": "weighting",
+    "hash_name": "hash",
+    "idf": "idf",
+    "stopword_files": "stopword_files",
+    "no_stopwords": "stopwords",
+}
+
+
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(ctx: click.Context, param: click.Parameter, value: str | int) -> int:
+    """A size in bytes from ``67108864``, ``64M``, ``64MiB`` or ``1G`` (powers of 1024); a
+    callback rather than a ParamType subclass, which is generic only in click >= 8.2."""
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(value)
+    if not match or int(match.group(1)) == 0:
+        raise click.BadParameter(f"{value!r} is not a size; use e.g. 67108864, 64M or 1G", ctx, param)
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+
+
+def _apply(decorators: list[Callable[[F], F]]) -> Callable[[F], F]:
+    def wrap(function: F) -> F:
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+
+    return wrap
+
+
+def input_options(function: F) -> F:
+    """Where records come from and what to do with bad ones."""
+    return _apply(
+        [
+            click.option(
+                "--format",
+                "input_format",
+                type=click.Choice(FORMATS),
+                default="auto",
+                show_default=True,
+                help="Input format; auto goes by the extension (stdin: jsonl).",
+            ),
+            click.option(
+                "--id-field", default="id", show_default=True, help="Field or column holding the id."
+            ),
+            click.option(
+                "--text-field", default="text", show_default=True, help="Field or column holding the text."
+            ),
+            click.option(
+                "--title-field",
+                default="title",
+                show_default=True,
+                help="Field or column holding the optional title.",
+            ),
+            click.option(
+                "--on-error",
+                type=click.Choice(["fail", "skip"]),
+                default="fail",
+                show_default=True,
+                help="Stop at the first bad record, or skip bad records and count them.",
+            ),
+            click.option(
+                "--max-bytes",
+                callback=parse_size,
+                metavar="SIZE",
+                default="64M",
+                show_default=True,
+                help="Largest record accepted (e.g. 64M, 1G).",
+            ),
+        ]
+    )(function)
+
+
+def tokenizer_options(function: F) -> F:
+    """Settings that decide the tokens (shared by ``fingerprint`` and ``idf fit``)."""
+    return _apply(
+        [
+            click.option(
+                "--config",
+                "config_file",
+                type=click.Path(exists=True, dir_okay=False),
+                help="TOML file of fingerprint settings ([fingerprint] table); flags override it.",
+            ),
+            click.option(
+                "--lang",
+                type=click.Choice(LANGUAGES),
+                default=_DEFAULTS.lang,
+                show_default=True,
+                help="Tokenizer: auto picks jieba for text with Chinese characters, words otherwise.",
+            ),
+            click.option(
+                "--ngram",
+                type=click.IntRange(min=0),
+                default=_DEFAULTS.ngram,
+                show_default=True,
+                help="Use character n-grams of this length instead of words (0: words).",
+            ),
+            click.option(
+                "--user-dict",
+                type=click.Path(exists=True, dir_okay=False),
+                help="jieba user dictionary: one 'word [freq] [tag]' per line.",
+            ),
+            click.option(
+                "--hmm/--no-hmm",
+                default=_DEFAULTS.hmm,
+                show_default=True,
+                help="jieba's HMM discovery of words missing from its dictionary (changes tokens).",
+            ),
+            click.option(
+                "--to-simplified/--no-to-simplified",
+                default=_DEFAULTS.to_simplified,
+                show_default=True,
+                help="Convert traditional to simplified Chinese first (needs opencc).",
+            ),
+        ]
+    )(function)
+
+
+def fingerprint_options(function: F) -> F:
+    """Settings that decide the fingerprint beyond the tokens."""
+    return _apply(
+        [
+            click.option(
+                "--bits",
+                type=click.Choice([str(bits) for bits in BITS_CHOICES]),
+                default=str(_DEFAULTS.bits),
+                show_default=True,
+                help="Fingerprint width.",
+            ),
+            click.option(
+                "--weighting",
+                type=click.Choice([w for w in WEIGHTINGS if w != "fields"]),
+                default=_DEFAULTS.weighting,
+                show_default=True,
+                help="Feature weighting scheme.",
+            ),
+            click.option(
+                "--hash",
+                "hash_name",
+                type=click.Choice(HASH_NAMES),
+                default=_DEFAULTS.hash,
+                show_default=True,
+                help="Feature hash function.",
+            ),
+            click.option(
+                "--idf",
+                default=_DEFAULTS.idf,
+                show_default=True,
+                metavar="default|none|PATH",
+                help="IDF table: jieba's Chinese default, none (idf = 1), or a file from `neardup idf fit`.",
+            ),
+            click.option(
+                "--stopwords",
+                "stopword_files",
+                multiple=True,
+                type=click.Path(exists=True, dir_okay=False),
+                help="Extra stopword list, one word per line (repeatable).",
+            ),
+            click.option(
+                "--no-stopwords",
+                is_flag=True,
+                default=False,
+                help="Do not drop the shipped Chinese and English stopwords.",
+            ),
+        ]
+    )(function)
+
+
+def build_config(ctx: click.Context, settings: dict[str, str], **fixed: Any) -> FingerprintConfig:
+    """The config file (or defaults) with the flags the user typed applied on top, then
+    ``fixed`` values the command needs regardless."""
+    path = ctx.params.get("config_file")
+    config = FingerprintConfig.from_toml(path) if path else FingerprintConfig()
+    changes: dict[str, Any] = {}
+    for param, name in settings.items():
+        if ctx.get_parameter_source(param) in _EXPLICIT:
+            changes[name] = _setting_value(param, ctx.params[param])
+    return config.replace(**changes, **fixed)
+
+
+def _setting_value(param: str, value: Any) -> Any:
+    if param == "bits":
+        return int(value)
+    if param == "no_stopwords":
+        return not value
+    if param == "stopword_files":
+        return tuple(value)
+    return value
+
+
+def open_records(ctx: click.Context, source: str, report: ErrorReport) -> Iterator[Record]:
+    """The records of ``source`` under the command's input options."""
+    params = ctx.params
+    return read_records(
+        source,
+        params["input_format"],
+        id_field=params["id_field"],
+        text_field=params["text_field"],
+        title_field=params["title_field"],
+        on_error=params["on_error"],
+        max_bytes=params["max_bytes"],
+        report=report,
+    )
+
+
+def batches(
+    records: Iterable[Record], size: int, characters: int = BATCH_CHARACTERS
+) -> Iterator[list[Record]]:
+    """Groups of at most ``size`` records or about ``characters`` of text, whichever comes
+    first: large enough to amortise the vectorised work, small enough to bound memory."""
+    batch: list[Record] = []
+    total = 0
+    for record in records:
+        batch.append(record)
+        total += len(record.text)
+        if len(batch) >= size or total >= characters:
+            yield batch
+            batch, total = [], 0
+    if batch:
+        yield batch
+
+
+def progress_bar(show: bool | None, description: str) -> Any:
+    """A tqdm bar on stderr; shown by default only when stderr is a terminal, so logs and
+    pipes stay clean."""
+    from tqdm import tqdm
+
+    enabled = sys.stderr.isatty() if show is None else show
+    return tqdm(desc=description, unit=" records", file=sys.stderr, disable=not enabled, dynamic_ncols=True)
+
+
+def progress_option(function: F) -> F:
+    return click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="Show a progress bar on stderr [default: only when stderr is a terminal].",
+    )(function)
+
+
+def batch_size_option(function: F) -> F:
+    return click.option(
+        "--batch-size",
+        type=click.IntRange(min=1),
+        default=DEFAULT_BATCH_SIZE,
+        show_default=True,
+        help="Records per batch (a batch also ends at ~8 million characters of text).",
+    )(function)
+
+
+def report_skipped(report: ErrorReport) -> None:
+    """The first few reasons records were skipped, one per line on stderr."""
+    for message in report.messages:
+        click.echo(f"neardup: skipped {message}", err=True)
+    if report.count > len(report.messages):
+        click.echo(f"neardup: ... and {report.count - len(report.messages)} more skipped", err=True)
+
+
+def output_error(target: str, exc: OSError) -> NeardupError:
+    return NeardupError(f"cannot write {target}: {exc.strerror or exc}")
