@@ -28,6 +28,17 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+def write_lines(path: Path, *lines: bytes | str | dict[str, Any]) -> Path:
+    """A JSONL file from raw bytes, text lines or objects (objects are JSON-encoded)."""
+    parts = []
+    for line in lines:
+        if isinstance(line, dict):
+            line = json.dumps(line, ensure_ascii=False)
+        parts.append(line.encode("utf-8") if isinstance(line, str) else line)
+    path.write_bytes(b"\n".join(parts) + b"\n")
+    return path
+
+
 @pytest.fixture(scope="session")
 def default_fingerprinter() -> Fingerprinter:
     return Fingerprinter()

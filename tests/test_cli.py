@@ -16,6 +16,8 @@ from click.testing import CliRunner, Result
 from neardup import FingerprintConfig, Fingerprinter, IdfModel, to_hex
 from neardup.cli.main import main
 
+from .conftest import write_lines
+
 FIXTURES = Path(__file__).parent / "fixtures"
 DOCS = FIXTURES / "docs.jsonl"
 GOOD = {"id": "good", "text": "a good record about simhash fingerprints"}
@@ -42,16 +44,6 @@ def expected(text: str, title: str | None = None, **options: Any) -> str:
 
 def fixture_records() -> list[dict[str, Any]]:
     return [json.loads(line) for line in DOCS.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def write_lines(path: Path, *lines: bytes | str | dict[str, Any]) -> Path:
-    parts = []
-    for line in lines:
-        if isinstance(line, dict):
-            line = json.dumps(line, ensure_ascii=False)
-        parts.append(line.encode("utf-8") if isinstance(line, str) else line)
-    path.write_bytes(b"\n".join(parts) + b"\n")
-    return path
 
 
 # -- happy paths -------------------------------------------------------------------------------

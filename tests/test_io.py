@@ -14,18 +14,9 @@ import pytest
 from neardup.errors import ConfigError, InputError, MissingDependencyError, NeardupError
 from neardup.io import DEFAULT_MAX_BYTES, ErrorReport, Record, detect_format, read_records, write_jsonl
 
+from .conftest import write_lines
+
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def write_lines(path: Path, *lines: bytes | str | dict[str, Any]) -> Path:
-    """A JSONL file from raw bytes, text lines or objects (objects are JSON-encoded)."""
-    parts = []
-    for line in lines:
-        if isinstance(line, dict):
-            line = json.dumps(line, ensure_ascii=False)
-        parts.append(line.encode("utf-8") if isinstance(line, str) else line)
-    path.write_bytes(b"\n".join(parts) + b"\n")
-    return path
 
 
 def read_all(path: Path | str, **options: Any) -> list[Record]:
