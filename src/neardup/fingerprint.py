@@ -138,10 +138,9 @@ class Fingerprinter:
 
     def encode_many(self, texts: Sequence[str], titles: Sequence[str | None] | None = None) -> EncodedBatch:
         """Fingerprints plus feature counts, so callers can flag documents without features."""
+        # tf's 1/Σ_k n_kd is left out: scaling a document's weights by a positive factor
+        # changes no sign, so no fingerprint (ties are relative to Σ|w| too).
         columns, documents, weights = self._weighted_occurrences(texts, titles)
-        if self.weighting.normalizes_tf and len(weights):
-            totals = np.bincount(documents, minlength=len(texts)).astype(np.float64)
-            weights = weights / totals[documents]
         present = np.zeros(len(self._cache), dtype=bool)
         present[columns] = True
         unique = np.flatnonzero(present)
@@ -193,7 +192,8 @@ class Fingerprinter:
     def _weighted_occurrences(
         self, texts: Sequence[str], titles: Sequence[str | None] | None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """(cache column, document, weight) of every kept token occurrence, before tf scaling."""
+        """(cache column, document, weight) of every kept token occurrence; a token's weights
+        sum to its count times its static weight."""
         if titles is not None and len(titles) != len(texts):
             raise ConfigError(f"got {len(texts)} texts but {len(titles)} titles; give one title per text")
         if self.weighting.name == "fields":

@@ -76,7 +76,7 @@ def span_sums(
 
 
 def token_keys(batch: TokenBatch) -> UInt64Array:
-    """The 64-bit key of every token of the batch (tagged tokens: token and tag together).
+    """The 64-bit key of every token of the batch: its text alone (see :func:`tagged_keys`).
 
     key = fmix64(Σ_j (c_j + 1)·B^j  XOR  length·φ) with j counted from the token's first code
     point, read off prefix sums over windows of 2·WINDOW code points starting every WINDOW
@@ -107,10 +107,17 @@ def token_keys(batch: TokenBatch) -> UInt64Array:
         keys = fmix64(keys ^ (lengths.astype(np.uint64) * _LENGTH_MIX))
         for index in np.flatnonzero(long).tolist():
             keys[index] = _name_key(batch.token(index))
-        if batch.tags is not None and len(batch.tag_names):
-            tag_keys = np.array([_name_key(name) for name in batch.tag_names], dtype=np.uint64)
-            keys = fmix64(keys ^ tag_keys[batch.tags])
     return keys
+
+
+def tagged_keys(word_keys: UInt64Array, batch: TokenBatch) -> UInt64Array:
+    """Keys of (token, part-of-speech tag) pairs, for weightings that weigh by tag; the word
+    keys themselves when the batch is untagged."""
+    if batch.tags is None or not len(batch.tag_names):
+        return word_keys
+    tag_keys = np.array([_name_key(name) for name in batch.tag_names], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        return fmix64(word_keys ^ tag_keys[batch.tags])
 
 
 def _name_key(name: str) -> int:
@@ -240,7 +247,8 @@ class TokenCache:
 
     def columns(self, batch: TokenBatch) -> npt.NDArray[np.int64]:
         """The cache column of every token of the batch, adding new tokens as needed."""
-        keys = token_keys(batch)
+        word_keys = token_keys(batch)
+        keys = tagged_keys(word_keys, batch)
         columns = self.table.lookup(keys)
         missing = np.flatnonzero(columns < 0)
         if len(missing):
@@ -248,13 +256,18 @@ class TokenCache:
             if len(self) + len(new_keys) > self.capacity:
                 self.clear()
                 return self.columns(batch)
-            new_columns = self._add(batch, new_keys, missing[first])
-            columns[missing] = new_columns[np.searchsorted(new_keys, keys[missing])]
+            examples = missing[first]
+            self._add(batch, new_keys, examples, word_keys[examples])
+            columns[missing] = self.table.lookup(keys[missing])
         return columns
 
     def _add(
-        self, batch: TokenBatch, new_keys: UInt64Array, examples: npt.NDArray[np.intp]
-    ) -> npt.NDArray[np.int64]:
+        self,
+        batch: TokenBatch,
+        new_keys: UInt64Array,
+        examples: npt.NDArray[np.intp],
+        word_keys: UInt64Array,
+    ) -> None:
         start = len(self)
         new_columns = np.arange(start, start + len(new_keys), dtype=np.int64)
         new_tokens = describe_new_tokens(batch, examples)
@@ -262,18 +275,12 @@ class TokenCache:
         self.texts.extend(new_tokens.texts)
         self.static = np.concatenate([self.static, static])
         self.lengths = np.concatenate([self.lengths, new_tokens.lengths.astype(np.float64)])
-        word_keys = token_keys(
-            TokenBatch(
-                batch.codepoints, batch.starts[examples], batch.ends[examples], batch.documents[examples], 1
-            )
-        )
         self.word_keys = np.concatenate([self.word_keys, word_keys])
         if self.bits == 128:
             self.hashes = np.concatenate([self.hashes, split_128(values)])
         else:
             self.hashes = np.concatenate([self.hashes, np.array(values, dtype=np.uint64)])
         self.table.insert(new_keys, new_columns)
-        return new_columns
 
     def hash_of(self, column: int) -> int:
         row = self.hashes[column]

@@ -102,10 +102,6 @@ class Weighting:
     def uses_title(self) -> bool:
         return self.name == "composite"
 
-    @property
-    def normalizes_tf(self) -> bool:
-        return self.name != "tf"
-
     def static_weight(self, token: str, pos: str = "") -> float:
         """The per-token factor of one token; 0 drops it."""
         return float(
