@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .hashing import split_128
-from .text.tokenize import TokenBatch, han_character_mask, word_character_mask
+from .text.tokenize import TokenBatch, decode, han_character_mask, word_character_mask
 
 UInt64Array = npt.NDArray[np.uint64]
 
@@ -141,7 +141,7 @@ def describe_new_tokens(batch: TokenBatch, examples: npt.NDArray[np.intp]) -> Ne
     positions, _, firsts = span_positions(starts, lengths)
     codepoints = batch.codepoints[positions]
     return NewTokens(
-        texts=_split_text(codepoints.tobytes().decode("utf-32-le"), lengths),
+        texts=_split_text(decode(codepoints), lengths),
         tags=[batch.tag(int(index)) for index in examples]
         if batch.tags is not None
         else [""] * len(examples),
