@@ -223,3 +223,14 @@ def test_featureless_document_alone_fingerprints_to_zero(
 
 def test_empty_batch_gives_an_empty_array(fingerprinter: FingerprinterFactory) -> None:
     assert fingerprinter("tf", 64).fingerprint_many([]).shape == (0,)
+
+
+@pytest.mark.parametrize("bad", [None, 12, b"bytes", ["list"]])
+def test_non_string_text_is_a_clear_error(bad: object) -> None:
+    from neardup import InputError
+
+    with pytest.raises(InputError, match=r"^text #1: text must be a string"):
+        Fingerprinter().fingerprint_many(["fine", bad])  # type: ignore[list-item]
+    if bad is not None:
+        with pytest.raises(InputError, match=r"^title #1: title must be a string"):
+            Fingerprinter().fingerprint_many(["fine", "also fine"], [None, bad])  # type: ignore[list-item]

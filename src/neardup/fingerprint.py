@@ -24,7 +24,7 @@ from scipy import sparse
 
 from .config import FingerprintConfig
 from .distance import FingerprintArray, to_ints
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 from .hashing import MASK_64, check_bits, get_hash_function, split_128
 from .idf import IdfModel, default_chinese_idf
 from .text.normalize import Normalizer
@@ -198,6 +198,9 @@ class Fingerprinter:
             raise ConfigError(f"got {len(texts)} texts but {len(titles)} titles; give one title per text")
         if self.weighting.name == "fields":
             raise ConfigError(FIELDS_ON_TEXT)
+        _check_strings(texts, "text")
+        if titles is not None:
+            _check_strings(titles, "title", allow_none=True)
         batch = self._tokens(texts)
         columns = self._cache.columns(batch)
         weights = self._cache.static[columns]
@@ -247,6 +250,19 @@ class Fingerprinter:
         magnitude = np.bincount(documents, weights=np.abs(weights), minlength=count)
         fingerprints = _pack_array(sums > _tie_tolerance(magnitude)[:, np.newaxis], self.bits)
         return EncodedBatch(fingerprints=fingerprints, feature_counts=feature_counts)
+
+
+def _check_strings(values: Sequence[object], name: str, allow_none: bool = False) -> None:
+    def valid(value: object) -> bool:
+        return isinstance(value, str) or (allow_none and value is None)
+
+    if not all(map(valid, values)):
+        position, value = next((i, v) for i, v in enumerate(values) if not valid(v))
+        raise InputError(
+            f"{name} must be a string, got {type(value).__name__} {str(value)[:40]!r}; "
+            f"convert it (or leave the record out) before fingerprinting",
+            f"{name} #{position}",
+        )
 
 
 def _sign_matrix(table: FingerprintArray, bits: int) -> npt.NDArray[np.float64]:

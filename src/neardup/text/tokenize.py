@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import metadata
-from itertools import chain
+from itertools import chain, pairwise
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -316,7 +316,7 @@ def _close_han_gaps(text: str) -> str:
     if len(parts) < 2:
         return parts[0] if parts else ""
     pieces = [parts[0]]
-    for before, after in zip(parts, parts[1:], strict=False):
+    for before, after in pairwise(parts):
         pieces.append("" if _is_han(before[-1]) and _is_han(after[0]) else " ")
         pieces.append(after)
     return "".join(pieces)
