@@ -12,6 +12,10 @@ md5_64      the first 8 bytes (or all 16) of MD5, read little-endian
 blake2b_64  BLAKE2b with an 8-byte (or 16-byte) digest, read little-endian
 ==========  ===========================================================================
 
+128-bit CityHash/FarmHash values are the integers python-cityhash returns (the C++ pair packed
+as ``first << 64 | second``); FarmHash's 128-bit function is CityHash128 v1.1, so ``farm64``
+and ``city64`` agree at 128 bits.
+
 32-bit hashes are the low 32 bits of the 64-bit ones (for ``java`` that equals the 32-bit
 Java computation, since multiplication and XOR commute with truncation mod 2^32).
 
