@@ -78,7 +78,7 @@ def span_sums(
 def token_keys(batch: TokenBatch) -> UInt64Array:
     """The 64-bit key of every token of the batch: its text alone (see :func:`tagged_keys`).
 
-    key = fmix64(Σ_j (c_j + 1)·B^j  XOR  length·φ) with j counted from the token's first code
+    key = fmix64(Σ_j c_j·B^j  XOR  length·φ) with j counted from the token's first code
     point, read off prefix sums over windows of 2·WINDOW code points starting every WINDOW
     code points, so every token of at most WINDOW code points lies wholly in one of them.
     """
@@ -98,7 +98,6 @@ def token_keys(batch: TokenBatch) -> UInt64Array:
     with np.errstate(over="ignore"):
         for base, members in windows:
             region = batch.codepoints[base : base + 2 * WINDOW].astype(np.uint64)
-            region += np.uint64(1)
             region *= forward[: len(region)]
             prefix = np.zeros(len(region) + 1, dtype=np.uint64)
             np.cumsum(region, out=prefix[1:])

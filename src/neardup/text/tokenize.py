@@ -362,10 +362,13 @@ class LatinTokenizer:
 
     def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch:
         codepoints, offsets = _joined(texts)
-        word = word_character_mask(codepoints).view(np.int8)
-        edges = np.diff(word, prepend=np.int8(0), append=np.int8(0))
-        starts = np.flatnonzero(edges == 1)
-        ends = np.flatnonzero(edges == -1)
+        word = word_character_mask(codepoints)
+        # Word runs begin and end where the mask changes; the joined text ends with a space,
+        # so after a possible start at 0 the changes alternate start, end, start, end, ...
+        changes = np.flatnonzero(word[1:] != word[:-1]) + 1
+        if len(word) and word[0]:
+            changes = np.concatenate([[0], changes])
+        starts, ends = changes[0::2], changes[1::2]
         documents = np.searchsorted(offsets, starts, side="right") - 1
         batch = TokenBatch(codepoints, starts, ends, documents.astype(np.int64), len(texts))
         return _with_tags(batch, tagged, LATIN_TAG)
