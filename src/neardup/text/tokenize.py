@@ -5,7 +5,7 @@ Tokenizers see normalized text (see :mod:`neardup.text.normalize`). For speed th
 :class:`TokenBatch`: the code points of the batch in one numpy array and each token as a
 ``(start, end)`` span of it, with the document it belongs to. Nothing is created per token
 except by jieba itself; Latin words and n-grams are found with array operations. Token lists
-(``tokenize_many``) are derived from it for callers who want strings.
+(``TokenBatch.token_lists``) are derived from it for callers who want strings.
 
 Why rjieba: it is the Rust port of jieba (same dictionary and tags) and segments ~15-20 MB/s
 here, where jieba manages ~1 MB/s. Its version is pinned in ``pyproject.toml`` and recorded
@@ -29,7 +29,6 @@ import numpy.typing as npt
 
 from ..errors import ConfigError, InputError
 
-Language = Literal["auto", "zh", "en"]
 LANGUAGES: tuple[str, ...] = ("auto", "zh", "en")
 
 try:
@@ -100,11 +99,6 @@ class TokenBatch:
         for index, document in enumerate(self.documents.tolist()):
             result[document].append((self.token(index), self.tag(index)))
         return result
-
-
-def empty_batch(count: int) -> TokenBatch:
-    nothing = np.zeros(0, dtype=np.int64)
-    return TokenBatch(np.zeros(0, dtype=np.uint32), nothing, nothing, nothing, count)
 
 
 def merge_batches(parts: Sequence[tuple[TokenBatch, Sequence[int]]], count: int) -> TokenBatch:
@@ -192,11 +186,6 @@ class Tokenizer(Protocol):
     """Splits normalized documents into tokens."""
 
     def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch: ...
-
-
-def tokenize_many(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[str]]:
-    """Token strings per document."""
-    return tokenizer.tokenize_batch(texts).token_lists()
 
 
 def contains_han(text: str) -> bool:
