@@ -234,3 +234,14 @@ def test_non_string_text_is_a_clear_error(bad: object) -> None:
     if bad is not None:
         with pytest.raises(InputError, match=r"^title #1: title must be a string"):
             Fingerprinter().fingerprint_many(["fine", "also fine"], [None, bad])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("bits", [1, 7, 63, 65, 100, 200, 256])
+def test_pure_simhash_any_width_matches_a_bit_by_bit_sum(bits: int) -> None:
+    rng = random.Random(bits)
+    features = [(rng.getrandbits(bits + 5), rng.uniform(-3, 5)) for _ in range(9)]
+    expected = 0
+    for bit in range(bits):
+        total = sum(weight if hash_value >> bit & 1 else -weight for hash_value, weight in features)
+        expected |= (total > 1e-6) << bit
+    assert neardup.simhash(features, bits=bits) == expected

@@ -7,7 +7,7 @@ give 0 bits). Bit i is bit i of the integer, bit 0 the least significant.
 For a batch this is sign(W · S): W the sparse document × token weight matrix, S the token ×
 f matrix of ±1 hash bits. :class:`Fingerprinter` hashes each distinct token once (and keeps
 it in a bounded cache across batches), builds W with numpy and multiplies once with scipy, so
-no Python code runs per token occurrence beyond the tokenizer and one dictionary lookup.
+no Python code runs per token occurrence beyond jieba's (see :mod:`neardup.token_cache`).
 """
 
 from __future__ import annotations
@@ -266,8 +266,8 @@ def _check_strings(values: Sequence[object], name: str, allow_none: bool = False
 
 
 def _sign_matrix(table: FingerprintArray, bits: int) -> npt.NDArray[np.float64]:
-    """Token hashes (n,) or (n, 2) uint64 → (n, bits) matrix of ±1."""
-    words = 2 if bits == 128 else 1
+    """Hashes as (n,) uint64 or (n, words) uint64 rows, low word first → (n, bits) matrix of ±1."""
+    words = (bits + 63) // 64
     raw = np.ascontiguousarray(table.astype("<u8").reshape(len(table), words))
     bit_matrix = np.unpackbits(raw.view(np.uint8), axis=1, bitorder="little")[:, :bits]
     return bit_matrix.astype(np.float64) * 2.0 - 1.0
