@@ -77,3 +77,17 @@ def test_tags_change_keys_and_merged_batches_keep_them() -> None:
     assert (tagged_keys(words, merged) != words).all()
     assert merged.token_lists() == [["economic", "growth"], ["经济", "发展"]]
     assert [merged.tag(i) for i in range(len(merged))] == ["eng", "eng", "n", "vn"]
+
+
+def test_a_full_cache_is_cleared_without_changing_fingerprints() -> None:
+    from neardup import Fingerprinter
+
+    texts = [f"document {i} about topic{i % 7} and word{i}x{i * 31 % 101}" for i in range(300)]
+    reference = Fingerprinter().fingerprint_many(texts)
+    tiny = Fingerprinter(cache_size=50)  # fewer columns than one batch has distinct tokens
+    assert tiny.fingerprint_many(texts).tolist() == reference.tolist()
+    for start in range(0, 300, 40):  # and across many clears
+        assert (
+            tiny.fingerprint_many(texts[start : start + 40]).tolist()
+            == reference[start : start + 40].tolist()
+        )

@@ -252,8 +252,8 @@ class TokenCache:
         missing = np.flatnonzero(columns < 0)
         if len(missing):
             new_keys, first = np.unique(keys[missing], return_index=True)
-            if len(self) + len(new_keys) > self.capacity:
-                self.clear()
+            if len(self) and len(self) + len(new_keys) > self.capacity:
+                self.clear()  # a batch with more new tokens than the capacity still fits alone
                 return self.columns(batch)
             examples = missing[first]
             self._add(batch, new_keys, examples, word_keys[examples])
