@@ -122,3 +122,13 @@ def test_whitespace_between_chinese_characters_does_not_split_words() -> None:
     )
     assert spaced == plain
     assert "北京大学" in plain and "hello" in plain and "world" in plain
+
+
+@pytest.mark.parametrize("hmm", [False, True])
+def test_tagging_and_cutting_agree_on_the_words(hmm: bool) -> None:
+    text = "韩冰是一个好人，他在北京大学读书"  # 韩冰 is found only by HMM
+    tokenizer = ChineseTokenizer(hmm=hmm)
+    cut = tokenizer.tokenize_batch([text]).token_lists()[0]
+    tagged = [token for token, _ in tokenizer.tokenize_batch([text], tagged=True).tagged_lists()[0]]
+    assert cut == tagged
+    assert ("韩冰" in cut) is hmm

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import metadata
 from itertools import chain, pairwise
@@ -261,27 +261,14 @@ class ChineseTokenizer:
 
     def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch:
         texts = [_close_han_gaps(text) for text in texts]
+        cut, tag, hmm = self._jieba.cut, self._jieba.tag, self.hmm
         if tagged:
-            tag = self._jieba.tag
-            pairs = [tag(text) for text in texts]
-            per_document = [len(document) for document in pairs]
+            pairs = [tag(text, hmm) for text in texts]  # rjieba's tag() defaults to hmm=True
             flat_pairs = list(chain.from_iterable(pairs))
-            tokens = [token for token, _ in flat_pairs]
-            names: list[str] = []
             ids: dict[str, int] = {}
             tag_ids = [ids.setdefault(name, len(ids)) for _, name in flat_pairs]
-            names = list(ids)
-            batch = _batch_from_tokens(tokens, per_document, len(texts))
-            return TokenBatch(
-                batch.codepoints,
-                batch.starts,
-                batch.ends,
-                batch.documents,
-                batch.count,
-                tags=np.asarray(tag_ids, dtype=np.int32),
-                tag_names=tuple(names),
-            )
-        cut, hmm = self._jieba.cut, self.hmm
+            batch = _batch_from_tokens([token for token, _ in flat_pairs], list(map(len, pairs)), len(texts))
+            return replace(batch, tags=np.asarray(tag_ids, dtype=np.int32), tag_names=tuple(ids))
         documents = [cut(text, hmm) for text in texts]
         return _batch_from_tokens(list(chain.from_iterable(documents)), list(map(len, documents)), len(texts))
 
@@ -331,17 +318,10 @@ def _joined(texts: Sequence[str]) -> tuple[CodePoints, Int64Array]:
 
 
 def _with_tags(batch: TokenBatch, tagged: bool, name: str) -> TokenBatch:
+    """Tokenizers without a tagger give every token the same tag."""
     if not tagged:
         return batch
-    return TokenBatch(
-        batch.codepoints,
-        batch.starts,
-        batch.ends,
-        batch.documents,
-        batch.count,
-        tags=np.zeros(len(batch), dtype=np.int32),
-        tag_names=(name,),
-    )
+    return replace(batch, tags=np.zeros(len(batch), dtype=np.int32), tag_names=(name,))
 
 
 @dataclass
