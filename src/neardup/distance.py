@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import ConfigError, InputError
-from .hashing import check_bits, split_128
+from .hashing import check_bits, ints_to_array
 
 FingerprintArray = npt.NDArray[np.uint64]
 _HEX = re.compile(r"[0-9a-fA-F]+")
@@ -46,11 +46,7 @@ def hamming_many(a: npt.ArrayLike, b: npt.ArrayLike, bits: int | None = None) ->
 
 def to_array(fingerprints: Iterable[int], bits: int = 64) -> FingerprintArray:
     """Python ints → the array form (uint64 for <= 64 bits, (n, 2) for 128)."""
-    check_bits(bits)
-    values = list(fingerprints)
-    if bits == 128:
-        return split_128(values)
-    return np.fromiter(values, dtype=np.uint64, count=len(values))
+    return ints_to_array(list(fingerprints), check_bits(bits))
 
 
 def to_ints(array: FingerprintArray) -> list[int]:

@@ -25,7 +25,7 @@ from scipy import sparse
 from .config import FingerprintConfig
 from .distance import FingerprintArray, to_ints
 from .errors import ConfigError, InputError
-from .hashing import MASK_64, check_bits, get_hash_function, split_128
+from .hashing import MASK_64, check_bits, get_hash_function, ints_to_array
 from .idf import IdfModel, default_chinese_idf
 from .text.normalize import Normalizer
 from .text.tokenize import AutoTokenizer, CharNgramTokenizer, ChineseTokenizer, TokenBatch, read_word_list
@@ -213,10 +213,7 @@ class Fingerprinter:
         return columns, documents, weights
 
     def _hash_table(self, tokens: list[str]) -> FingerprintArray:
-        values = [self._hash(token) for token in tokens]
-        if self.bits == 128:
-            return split_128(values)
-        return np.fromiter(values, dtype=np.uint64, count=len(values))
+        return ints_to_array([self._hash(token) for token in tokens], self.bits)
 
     def _boost_title_words(
         self,

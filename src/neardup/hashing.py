@@ -146,10 +146,14 @@ def hash_tokens(tokens: Sequence[str], name: str = "city64", bits: int = 64) -> 
     """Hash a batch of tokens: shape (n,) uint64 for 32/64 bits, (n, 2) uint64 ``[low, high]``
     words for 128 bits."""
     function = get_hash_function(name, bits)
-    values = [function(token) for token in tokens]
-    if bits <= 64:
-        return np.fromiter(values, dtype=np.uint64, count=len(values))
-    return split_128(values)
+    return ints_to_array([function(token) for token in tokens], bits)
+
+
+def ints_to_array(values: Sequence[int], bits: int) -> npt.NDArray[np.uint64]:
+    """Python ints → uint64 (n,) for <= 64 bits, (n, 2) ``[low, high]`` for 128 bits."""
+    if bits == 128:
+        return split_128(values)
+    return np.fromiter(values, dtype=np.uint64, count=len(values))
 
 
 def split_128(values: Sequence[int]) -> npt.NDArray[np.uint64]:

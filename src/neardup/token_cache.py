@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .hashing import split_128
+from .hashing import ints_to_array
 from .text.tokenize import TokenBatch, decode, han_character_mask, word_character_mask
 
 UInt64Array = npt.NDArray[np.uint64]
@@ -275,10 +275,7 @@ class TokenCache:
         self.static = np.concatenate([self.static, static])
         self.lengths = np.concatenate([self.lengths, new_tokens.lengths.astype(np.float64)])
         self.word_keys = np.concatenate([self.word_keys, word_keys])
-        if self.bits == 128:
-            self.hashes = np.concatenate([self.hashes, split_128(values)])
-        else:
-            self.hashes = np.concatenate([self.hashes, np.array(values, dtype=np.uint64)])
+        self.hashes = np.concatenate([self.hashes, ints_to_array(values, self.bits)])
         self.table.insert(new_keys, new_columns)
 
     def hash_of(self, column: int) -> int:

@@ -28,7 +28,6 @@ scheme and are dropped; in ``composite`` signal words are kept even when they ar
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,7 +36,7 @@ import numpy.typing as npt
 
 from .errors import ConfigError
 from .idf import IdfModel
-from .text.tokenize import contains_han
+from .text.tokenize import han_character_mask, word_character_mask
 
 WEIGHTINGS: tuple[str, ...] = ("tf", "tfidf", "tfidf-len", "composite", "fields")
 
@@ -71,7 +70,6 @@ FIELDS_ON_TEXT = (
     "the 'fields' weighting applies to database rows, not text; choose another weighting, "
     "or use Fingerprinter.fingerprint_features_many (or `neardup records`) for rows"
 )
-_HAS_WORD_CHARACTER = re.compile(r"[^\W_]")
 
 
 def pos_weight(tag: str) -> float:
@@ -104,13 +102,14 @@ class Weighting:
 
     def static_weight(self, token: str, pos: str = "") -> float:
         """The per-token factor of one token; 0 drops it."""
+        codepoints = np.frombuffer(token.encode("utf-32-le"), dtype="<u4")
         return float(
             self.static_weights(
                 [token],
                 [pos],
                 lengths=np.array([len(token)]),
-                has_word_character=np.array([_HAS_WORD_CHARACTER.search(token) is not None]),
-                has_han=np.array([contains_han(token)]),
+                has_word_character=np.array([word_character_mask(codepoints).any()]),
+                has_han=np.array([han_character_mask(codepoints).any()]),
             )[0]
         )
 

@@ -133,12 +133,7 @@ class Normalizer:
             self._converter = opencc.OpenCC("t2s")
 
     def normalize(self, text: str) -> str:
-        text = nfkc(text)
-        if self.lowercase:
-            text = text.lower()
-        if self._converter is not None:
-            text = self._converter.convert(text)
-        return text
+        return self.normalize_many([text])[0]
 
     def normalize_many(self, texts: Sequence[str]) -> list[str]:
         folded = nfkc_many(texts)
