@@ -1,0 +1,260 @@
+"""Block schemes: which bits of a fingerprint key each table of the exact block index.
+
+Two f-bit fingerprints within Hamming distance k, cut into m blocks, differ in at most k
+blocks, so at least m − k blocks are equal. A table keyed on t blocks with t ≤ m − k
+therefore sees every such pair in at least one of the C(m, t) tables (Manku, Jain and
+Das Sarma, WWW 2007). m = k + 1, t = 1 is the pigeonhole scheme of seeds 000-002 (4 tables
+of 16 bits for f = 64, k = 3).
+
+A *key* is a run of selected bits read most-significant first and packed into one uint64.
+Keys longer than 64 bits keep their first 64 bits: a shorter key only merges buckets, so it
+adds candidates (all verified) and never loses a pair. The same holds for any prefix of a
+key, which is how callers trade bucket size for key width.
+
+Seed 000's second hashing splits an overloaded bucket on the bits *outside* its key, cut
+into k + 1 sub-blocks: two members within distance k agree on the key, so all their differing
+bits lie outside it and one sub-block is equal (pigeonhole again). :meth:`BlockScheme.sub_blocks`
+gives those sub-blocks for any key.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import ConfigError
+from .hashing import check_bits
+
+UInt64Array = npt.NDArray[np.uint64]
+
+#: Relative cost of verifying one candidate pair versus sorting one entry of one table; the
+#: auto-tuner weighs the two (measured by benchmarks/index_speed.py on this project's code).
+PAIR_COST = 0.25
+#: Largest number of tables the auto-tuner considers when no budget is given.
+DEFAULT_MAX_TABLES = 64
+
+
+@dataclass(frozen=True)
+class BitSelection:
+    """An ordered set of fingerprint bits, stored as runs of adjacent bits.
+
+    ``positions`` lists bit numbers most significant first (bit 0 is the integer's least
+    significant bit); every key built from a selection reads its bits in that order.
+    """
+
+    positions: tuple[int, ...]
+
+    @property
+    def bit_count(self) -> int:
+        return len(self.positions)
+
+    def prefix(self, bit_count: int) -> BitSelection:
+        """The first ``bit_count`` bits: a coarser key (same or more candidates, still exact)."""
+        return BitSelection(self.positions[: max(0, bit_count)])
+
+    @cached_property
+    def segments(self) -> tuple[tuple[int, int, int], ...]:
+        """Runs of adjacent bits inside one 64-bit word: ``(word, shift, length)``, in key order."""
+        runs: list[tuple[int, int, int]] = []
+        for position in self.positions:
+            word, shift = divmod(position, 64)
+            if runs:
+                last_word, last_shift, last_length = runs[-1]
+                if last_word == word and last_shift == shift + 1 and last_length < 64:
+                    runs[-1] = (word, shift, last_length + 1)
+                    continue
+            runs.append((word, shift, 1))
+        return tuple(runs)
+
+    def mask(self, words: int) -> UInt64Array:
+        """The selected bits as a (words,) uint64 mask over ``[low, high]`` fingerprint words."""
+        out = np.zeros(words, dtype=np.uint64)
+        for word, shift, length in self.segments:
+            out[word] |= np.uint64(((1 << length) - 1) << shift)
+        return out
+
+    def extract(self, words: UInt64Array) -> UInt64Array:
+        """Keys of a (n, w) word array: the selected bits packed into uint64 (first 64 kept)."""
+        key = np.zeros(words.shape[0], dtype=np.uint64)
+        used = 0
+        for word, shift, length in self.segments:
+            kept = min(length, 64 - used)
+            if kept <= 0:
+                break
+            part = words[:, word] >> np.uint64(shift + length - kept)
+            if kept < 64:
+                part = part & np.uint64((1 << kept) - 1)
+            key = part if used == 0 else (key << np.uint64(kept)) | part
+            used += kept
+        return key
+
+    def extract_int(self, value: int) -> int:
+        """The key of one fingerprint given as a Python int (same value as :meth:`extract`)."""
+        key = 0
+        used = 0
+        for word, shift, length in self.segments:
+            kept = min(length, 64 - used)
+            if kept <= 0:
+                break
+            key = (key << kept) | ((value >> (word * 64 + shift + length - kept)) & ((1 << kept) - 1))
+            used += kept
+        return key
+
+
+def _runs(positions: Sequence[int], parts: int) -> list[BitSelection]:
+    """Cut an ordered bit list into ``parts`` consecutive pieces, sizes differing by at most 1."""
+    size, extra = divmod(len(positions), parts)
+    pieces = []
+    start = 0
+    for index in range(parts):
+        stop = start + size + (1 if index < extra else 0)
+        pieces.append(BitSelection(tuple(positions[start:stop])))
+        start = stop
+    return pieces
+
+
+@dataclass(frozen=True)
+class BlockScheme:
+    """m blocks, tables keyed on t of them: exact for every pair within ``max_distance``.
+
+    Guarantee: if ``hamming(a, b) <= max_distance`` then ``a`` and ``b`` have equal keys in
+    at least one table. It holds because ``key_blocks <= num_blocks - max_distance``, which
+    the constructor checks. ``BlockScheme(64, 3)`` is the pigeonhole scheme (4 tables of 16
+    bits); :meth:`auto` picks (m, t) for a collection size.
+    """
+
+    bits: int = 64
+    max_distance: int = 3
+    num_blocks: int | None = None
+    key_blocks: int = 1
+
+    def __post_init__(self) -> None:
+        check_bits(self.bits)
+        k = self.max_distance
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0 or k >= self.bits:
+            raise ConfigError(f"max_distance must be an integer from 0 to {self.bits - 1}; got {k!r}")
+        if self.num_blocks is None:
+            object.__setattr__(self, "num_blocks", k + 1)
+        m = self.blocks_count
+        t = self.key_blocks
+        if not 1 <= m <= self.bits:
+            raise ConfigError(f"num_blocks must be from 1 to {self.bits}; got {m}")
+        if not 1 <= t <= m - k:
+            raise ConfigError(
+                f"num_blocks={m}, key_blocks={t} cannot guarantee max_distance={k}: "
+                f"key_blocks must be from 1 to num_blocks - max_distance = {m - k}; "
+                f"raise num_blocks to at least {k + t} or lower key_blocks"
+            )
+
+    @property
+    def blocks_count(self) -> int:
+        assert self.num_blocks is not None
+        return self.num_blocks
+
+    @property
+    def words(self) -> int:
+        """uint64 words per fingerprint: 1 up to 64 bits, 2 for 128."""
+        return 2 if self.bits == 128 else 1
+
+    @cached_property
+    def blocks(self) -> tuple[BitSelection, ...]:
+        """The m blocks, most significant first; the first ``bits % m`` get one extra bit."""
+        return tuple(_runs(range(self.bits - 1, -1, -1), self.blocks_count))
+
+    @cached_property
+    def tables(self) -> tuple[BitSelection, ...]:
+        """One key per table: the union of its t blocks, in block order."""
+        return tuple(
+            BitSelection(tuple(itertools.chain.from_iterable(self.blocks[i].positions for i in combination)))
+            for combination in itertools.combinations(range(self.blocks_count), self.key_blocks)
+        )
+
+    @property
+    def table_count(self) -> int:
+        return math.comb(self.blocks_count, self.key_blocks)
+
+    @property
+    def key_bits(self) -> int:
+        """Bits in the narrowest table key (the one with the largest buckets)."""
+        return min(table.bit_count for table in self.tables)
+
+    def sub_blocks(self, key: BitSelection) -> tuple[BitSelection, ...]:
+        """Seed 000's second hash: the bits outside ``key``, cut into max_distance + 1 pieces."""
+        selected = set(key.positions)
+        outside = [position for position in range(self.bits - 1, -1, -1) if position not in selected]
+        if len(outside) <= self.max_distance:
+            # Too few bits for pigeonhole: a pair may differ in all of them. One empty
+            # sub-block (every member agrees) keeps the search exact.
+            return (BitSelection(()),)
+        return tuple(_runs(outside, self.max_distance + 1))
+
+    def keys(self, words: UInt64Array) -> UInt64Array:
+        """(n, tables) uint64 keys of a (n, w) word array."""
+        out = np.empty((words.shape[0], self.table_count), dtype=np.uint64)
+        for index, table in enumerate(self.tables):
+            out[:, index] = table.extract(words)
+        return out
+
+    def describe(self) -> str:
+        return (
+            f"{self.blocks_count} blocks, tables keyed on {self.key_blocks}: {self.table_count} tables, "
+            f"keys of {self.key_bits}+ bits, exact to distance {self.max_distance} at {self.bits} bits"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bits": self.bits,
+            "max_distance": self.max_distance,
+            "num_blocks": self.blocks_count,
+            "key_blocks": self.key_blocks,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BlockScheme:
+        unknown = set(data) - {"bits", "max_distance", "num_blocks", "key_blocks"}
+        if unknown:
+            raise ConfigError(f"unknown block scheme settings: {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+    @classmethod
+    def auto(
+        cls, size: int, bits: int = 64, max_distance: int = 3, max_tables: int | None = None
+    ) -> BlockScheme:
+        """The exact scheme with the least expected work for ``size`` fingerprints.
+
+        Work per table is one sort of ``size`` keys plus the verification of the expected
+        random collisions, ``size²/2 · 2^-key_bits`` pairs at :data:`PAIR_COST` each, so the
+        optimum has key bits near log2(size); ``max_tables`` caps the tables (memory of an
+        index grows with them). Small collections get the pigeonhole scheme.
+        """
+        check_bits(bits)
+        if max_tables is not None and max_tables < max_distance + 1:
+            raise ConfigError(
+                f"max_tables={max_tables} is too small: an exact scheme for max_distance={max_distance} "
+                f"needs at least {max_distance + 1} tables"
+            )
+        limit = DEFAULT_MAX_TABLES if max_tables is None else max_tables
+        n = max(int(size), 2)
+        best = cls(bits, max_distance)
+        best_cost = _expected_work(best, n)
+        for m in range(max_distance + 2, min(bits, max_distance + 12) + 1):
+            for t in range(1, m - max_distance + 1):
+                if math.comb(m, t) > limit:
+                    break
+                scheme = cls(bits, max_distance, m, t)
+                cost = _expected_work(scheme, n)
+                if cost < best_cost:
+                    best, best_cost = scheme, cost
+        return best
+
+
+def _expected_work(scheme: BlockScheme, size: int) -> float:
+    pairs = size * (size - 1) / 2
+    return sum(size + PAIR_COST * pairs * 2.0 ** -min(table.bit_count, 64) for table in scheme.tables)
