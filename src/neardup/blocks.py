@@ -95,16 +95,28 @@ class BitSelection:
             used += kept
         return key
 
-    def extract_int(self, value: int) -> int:
-        """The key of one fingerprint given as a Python int (same value as :meth:`extract`)."""
-        key = 0
+    @cached_property
+    def _int_plan(self) -> tuple[tuple[int, int, int], ...]:
+        """Per kept run: (shift of the run's kept bits in the integer, their mask, their count)."""
+        plan = []
         used = 0
         for word, shift, length in self.segments:
             kept = min(length, 64 - used)
             if kept <= 0:
                 break
-            key = (key << kept) | ((value >> (word * 64 + shift + length - kept)) & ((1 << kept) - 1))
+            plan.append((word * 64 + shift + length - kept, (1 << kept) - 1, kept))
             used += kept
+        return tuple(plan)
+
+    def extract_int(self, value: int) -> int:
+        """The key of one fingerprint given as a Python int (same value as :meth:`extract`)."""
+        plan = self._int_plan
+        if len(plan) == 1:
+            shift, mask, _ = plan[0]
+            return (value >> shift) & mask
+        key = 0
+        for shift, mask, kept in plan:
+            key = (key << kept) | ((value >> shift) & mask)
         return key
 
 
