@@ -12,7 +12,19 @@ def test_all_names_resolve_and_are_sorted_uniquely() -> None:
 
 
 def test_core_api_is_public() -> None:
-    for name in ("simhash", "Fingerprinter", "FingerprintConfig", "hamming", "hamming_many", "NeardupError"):
+    for name in (
+        "simhash",
+        "Fingerprinter",
+        "FingerprintConfig",
+        "hamming",
+        "hamming_many",
+        "NeardupError",
+        "BlockScheme",
+        "SimhashIndex",
+        "Match",
+        "find_all_pairs",
+        "cluster_records",
+    ):
         assert name in neardup.__all__
 
 

@@ -5,7 +5,10 @@ The public surface is what ``__all__`` lists; everything else is internal.
 
 from importlib import metadata
 
+from .blocks import BlockScheme
 from .config import FingerprintConfig
+from .dedup.batch import BucketStats, Pairs, brute_force_pairs, find_all_pairs, single_pass
+from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
 from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
 from .errors import (
     ConfigError,
@@ -21,6 +24,7 @@ from .errors import (
 from .fingerprint import EncodedBatch, Feature, Fingerprinter, simhash
 from .hashing import HASH_NAMES, hash_tokens
 from .idf import IdfModel
+from .index import Match, SimhashIndex
 from .weighting import WEIGHTINGS
 
 try:
@@ -30,7 +34,11 @@ except metadata.PackageNotFoundError:  # pragma: no cover - running from a sourc
 
 __all__ = [
     "HASH_NAMES",
+    "KEEP_POLICIES",
     "WEIGHTINGS",
+    "BlockScheme",
+    "BucketStats",
+    "Clusters",
     "ConfigError",
     "EncodedBatch",
     "Feature",
@@ -41,17 +49,24 @@ __all__ = [
     "InputError",
     "KeyExistsError",
     "KeyNotFoundError",
+    "Match",
     "MissingDependencyError",
     "NeardupError",
+    "Pairs",
+    "SimhashIndex",
     "StorageError",
     "StorageUnavailableError",
     "__version__",
+    "brute_force_pairs",
+    "cluster_records",
+    "find_all_pairs",
     "from_hex",
     "hamming",
     "hamming_many",
     "hash_tokens",
     "hex_many",
     "simhash",
+    "single_pass",
     "to_array",
     "to_hex",
     "to_ints",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +30,9 @@ from .storage.memory import Key, MemoryStorage, key_hash, key_hashes
 FORMAT = "neardup-index"
 FORMAT_VERSION = 1
 #: Bytes per entry that do not depend on the number of tables (fingerprint, key, alive flag,
-#: sorted key hash and its slot) and per entry per table (one int32 slot).
+#: sorted key hash and its slot) and per entry per table (slot and 32-bit filter).
 FIXED_BYTES_PER_ENTRY = 29
-TABLE_BYTES_PER_ENTRY = 4
+TABLE_BYTES_PER_ENTRY = 8
 DEFAULT_MEMORY_BUDGET = 64
 
 
@@ -163,9 +164,9 @@ class SimhashIndex:
         return self._store.fingerprint_at(slot)
 
     def __contains__(self, key: object) -> bool:
-        if isinstance(key, bool) or not isinstance(key, int | str):
+        if isinstance(key, bool) or not isinstance(key, int | str | np.integer):
             return False
-        return self._store.find(key) >= 0
+        return self._store.find(_plain(key)) >= 0
 
     def __len__(self) -> int:
         return self._store.live
@@ -242,9 +243,13 @@ class SimhashIndex:
             arrays["keys"] = keys
         target = Path(path)
         temporary = target.with_name(target.name + ".tmp")
-        with open(temporary, "wb") as stream:
-            np.savez(stream, **arrays)  # type: ignore[arg-type]
-        os.replace(temporary, target)
+        try:
+            with open(temporary, "wb") as stream:
+                np.savez(stream, **arrays)  # type: ignore[arg-type]
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
 
     @classmethod
     def load(
@@ -268,7 +273,9 @@ class SimhashIndex:
                 else:
                     text = bytes(data["key_json"]).decode("utf-8", "surrogatepass")
                     keys = [json.loads(line) for line in text.split("\n")] if text else []
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, EOFError, TypeError, zipfile.BadZipFile) as exc:
+            # EOFError: an empty file; BadZipFile: a truncated or corrupt one; TypeError: a
+            # plain .npy file (np.load returns an array, which is no context manager).
             raise InputError(f"cannot read {str(path)!r} as a neardup index: {exc}") from exc
         recorded = header["fingerprint_config"]
         stored = FingerprintConfig.from_dict(recorded) if recorded else None
@@ -323,7 +330,11 @@ class SimhashIndex:
 
     def _words(self, fingerprints: npt.ArrayLike) -> npt.NDArray[np.uint64]:
         array = np.asarray(fingerprints)
-        if array.dtype == object:
+        if not isinstance(fingerprints, np.ndarray) and array.ndim == 1:
+            # A list of ints: numpy would make [1, 2**63] float64 and a 128-bit list of small
+            # values one-dimensional, so convert the values themselves.
+            array = _ints_to_words(list(fingerprints), self.bits)  # type: ignore[arg-type]
+        elif array.dtype == object:
             array = _ints_to_words(list(array.reshape(-1)), self.bits)
         elif self.bits == 128 and array.ndim == 1 and array.size == 0:
             array = array.reshape(0, 2)
@@ -352,7 +363,7 @@ def _ints_to_words(values: list[Any], bits: int) -> npt.NDArray[np.uint64]:
 
 
 def _check_header(header: dict[str, Any], path: str | Path) -> None:
-    if header.get("format") != FORMAT:
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise InputError(f"{str(path)!r} is not a neardup index file")
     if header.get("version") != FORMAT_VERSION:
         raise InputError(

@@ -31,6 +31,7 @@ import xxhash
 
 from ..blocks import BitSelection, BlockScheme
 from ..dedup.batch import BucketStats, TableStats, row_distances, split_size
+from ..errors import StorageError
 from ..token_cache import fmix64
 
 IntArray = npt.NDArray[np.int64]
@@ -38,6 +39,9 @@ UInt64Array = npt.NDArray[np.uint64]
 Key = int | str
 
 TAIL_LIMIT = 1024
+QUERY_CHUNK = 4096
+_MASK_32 = (1 << 32) - 1
+_LOW_32 = np.uint64(_MASK_32)
 MERGE_RATIO = 4
 MAX_DIRECTORY_BITS = 26
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -47,6 +51,7 @@ _BIG_INT_TAG = 0x27D4EB2F165667C5
 
 def key_hash(key: Key) -> int:
     """A stable 64-bit hash of a key: fmix64 of an int64, XXH3 of other keys' text."""
+    key = _plain(key)  # a numpy integer hashes as the equal Python int, not as its text
     if isinstance(key, int) and _INT64_MIN <= key <= _INT64_MAX:
         return int(fmix64(np.array([key], dtype=np.int64).view(np.uint64))[0])
     tag = _BIG_INT_TAG if isinstance(key, int) else _STR_TAG
@@ -70,14 +75,14 @@ class _SplitBucket:
     """Sub-indexes of one oversized bucket: per sub-block, sorted sub-keys and their slots."""
 
     sub_keys: list[UInt64Array]
-    slots: list[IntArray]
+    entries: list[UInt64Array]
 
 
 @dataclass
 class _Table:
     key: BitSelection
-    offsets: npt.NDArray[np.int64]
-    members: IntArray
+    offsets: npt.NDArray[np.signedinteger[Any]]  # int32 unless the segment has >= 2^31 slots
+    entries: UInt64Array  # (slot << 32) | filter, ordered by key
     split: dict[int, _SplitBucket] = field(default_factory=dict)
     subs: tuple[BitSelection, ...] = ()
 
@@ -89,6 +94,8 @@ class _Segment:
         self, slots: IntArray, words: UInt64Array, hashes: UInt64Array, scheme: BlockScheme, mu: float
     ) -> None:
         """Index ``slots`` (rows of ``words``); ``hashes`` are their key hashes."""
+        if words.shape[0] > 1 << 32:
+            raise StorageError("an in-memory index holds at most 2^32 entries; use a persistent store")
         slots = slots.astype(np.int32 if words.shape[0] < 1 << 31 else np.int64)
         order = np.argsort(hashes, kind="stable")
         self.hashes = hashes[order]
@@ -96,21 +103,22 @@ class _Segment:
         self.hash_slots = slots[order]
         size = slots.size
         member_words = words[slots]
+        entries = (slots.astype(np.uint64) << np.uint64(32)) | (member_words[:, 0] & _LOW_32)
         directory_bits = min(MAX_DIRECTORY_BITS, max(1, math.ceil(math.log2(max(size, 2)))))
         self.tables: list[_Table] = []
         for selection in scheme.tables:
             key = selection.prefix(min(selection.bit_count, directory_bits, 64))
             cells = key.extract(member_words)
             counts = np.bincount(cells.astype(np.intp), minlength=1 << key.bit_count)
-            offsets = np.zeros(counts.size + 1, dtype=np.int64)
+            offsets = np.zeros(counts.size + 1, dtype=np.int32 if size < 1 << 31 else np.int64)
             np.cumsum(counts, out=offsets[1:])
-            table = _Table(key, offsets, slots[_order_by(cells, key.bit_count)])
+            table = _Table(key, offsets, entries[_order_by(cells, key.bit_count)])
             threshold = split_size(size, key.bit_count, mu)
             big = np.flatnonzero(counts > threshold)
             if big.size:
                 table.subs = scheme.sub_blocks(key)
                 for cell in big.tolist():
-                    members = table.members[offsets[cell] : offsets[cell + 1]]
+                    members = table.entries[offsets[cell] : offsets[cell + 1]]
                     table.split[cell] = _split_bucket(members, words, table.subs)
             self.tables.append(table)
 
@@ -124,8 +132,8 @@ class _Segment:
         stop = int(np.searchsorted(self.hashes, target, side="right"))
         return self.hash_slots[start:stop]
 
-    def candidates_one(self, value: int) -> list[IntArray]:
-        """Slots sharing a (sub-)bucket with one fingerprint given as an int."""
+    def candidates_one(self, value: int) -> list[UInt64Array]:
+        """Entries ((slot << 32) | filter) sharing a (sub-)bucket with one fingerprint."""
         found = []
         for table in self.tables:
             cell = table.key.extract_int(value)
@@ -134,19 +142,19 @@ class _Segment:
                 start = table.offsets.item(cell)
                 stop = table.offsets.item(cell + 1)
                 if stop > start:
-                    found.append(table.members[start:stop])
+                    found.append(table.entries[start:stop])
                 continue
-            for sub, keys, slots in zip(table.subs, bucket.sub_keys, bucket.slots, strict=True):
+            for sub, keys, slots in zip(table.subs, bucket.sub_keys, bucket.entries, strict=True):
                 sub_key = np.uint64(sub.extract_int(value))
                 start = int(np.searchsorted(keys, sub_key, side="left"))
                 stop = int(np.searchsorted(keys, sub_key, side="right"))
                 found.append(slots[start:stop])
         return found
 
-    def candidates_many(self, queries: UInt64Array) -> tuple[IntArray, IntArray]:
-        """(query row, slot) candidate pairs for a (q, w) query array."""
+    def candidates_many(self, queries: UInt64Array) -> tuple[IntArray, UInt64Array]:
+        """(query row, entry) candidate pairs for a (q, w) query array."""
         rows: list[IntArray] = []
-        slots: list[IntArray] = []
+        slots: list[UInt64Array] = []
         for table in self.tables:
             cells = table.key.extract(queries).astype(np.int64)
             plain = np.ones(cells.size, dtype=bool)
@@ -155,7 +163,7 @@ class _Segment:
                 plain &= ~in_split
                 for row in np.flatnonzero(in_split).tolist():
                     bucket = table.split[int(cells[row])]
-                    for sub, keys, members in zip(table.subs, bucket.sub_keys, bucket.slots, strict=True):
+                    for sub, keys, members in zip(table.subs, bucket.sub_keys, bucket.entries, strict=True):
                         sub_key = sub.extract(queries[row : row + 1])[0]
                         start = int(np.searchsorted(keys, sub_key, side="left"))
                         stop = int(np.searchsorted(keys, sub_key, side="right"))
@@ -163,16 +171,15 @@ class _Segment:
                         rows.append(np.full(found.size, row, dtype=np.int64))
                         slots.append(found)
             query_rows = np.flatnonzero(plain)
-            lo = table.offsets[cells[query_rows]]
+            lo = table.offsets[cells[query_rows]].astype(np.int64)
             counts = table.offsets[cells[query_rows] + 1] - lo
             total = int(counts.sum())
             if total:
                 steps = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
                 rows.append(np.repeat(query_rows, counts))
-                slots.append(table.members[np.repeat(lo, counts) + steps])
+                slots.append(table.entries[np.repeat(lo, counts) + steps])
         if not rows:
-            empty = np.empty(0, dtype=np.int64)
-            return empty, empty
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint64)
         return np.concatenate(rows), np.concatenate(slots)
 
     def table_stats(self) -> list[TableStats]:
@@ -195,9 +202,9 @@ class _Segment:
     def nbytes(self) -> int:
         total = self.hashes.nbytes + self.hash_slots.nbytes
         for table in self.tables:
-            total += table.offsets.nbytes + table.members.nbytes
+            total += table.offsets.nbytes + table.entries.nbytes
             for bucket in table.split.values():
-                total += sum(a.nbytes for a in bucket.sub_keys) + sum(a.nbytes for a in bucket.slots)
+                total += sum(a.nbytes for a in bucket.sub_keys) + sum(a.nbytes for a in bucket.entries)
         return total
 
 
@@ -212,8 +219,8 @@ def _order_by(keys: UInt64Array, key_bits: int) -> npt.NDArray[np.intp]:
     return (packed & np.uint64((1 << index_bits) - 1)).astype(np.intp)
 
 
-def _split_bucket(members: IntArray, words: UInt64Array, subs: tuple[BitSelection, ...]) -> _SplitBucket:
-    member_words = words[members]
+def _split_bucket(members: UInt64Array, words: UInt64Array, subs: tuple[BitSelection, ...]) -> _SplitBucket:
+    member_words = words[(members >> np.uint64(32)).astype(np.intp)]
     sub_keys, slots = [], []
     for sub in subs:
         keys = sub.extract(member_words)
@@ -371,13 +378,23 @@ class MemoryStorage:
 
     # -- search --------------------------------------------------------------------------
     def search_one(self, value: int, query: UInt64Array, max_distance: int) -> list[tuple[int, int]]:
-        """(slot, distance) of live entries within the distance of one fingerprint."""
+        """(slot, distance) of live entries within the distance of one fingerprint.
+
+        Segment candidates are first filtered on the low 32 bits stored beside each slot, so
+        only the few that pass are looked up in the (cache-cold) fingerprint array.
+        """
         parts = [part for segment in self.segments for part in segment.candidates_one(value)]
-        if self.count > self.tail_start:
-            parts.append(np.arange(self.tail_start, self.count, dtype=np.int64))
-        if not parts:
+        slots: IntArray
+        if parts:
+            entries = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            near = np.bitwise_count((entries ^ np.uint64(value & _MASK_32)).astype(np.uint32))
+            slots = (entries[near <= max_distance] >> np.uint64(32)).astype(np.intp)
+            if self.count > self.tail_start:
+                slots = np.concatenate((slots, np.arange(self.tail_start, self.count)))
+        elif self.count > self.tail_start:
+            slots = np.arange(self.tail_start, self.count)
+        else:
             return []
-        slots = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if self.width == 1:
             dist = np.bitwise_count(self.words.reshape(-1)[slots] ^ query[0])
         else:
@@ -392,13 +409,31 @@ class MemoryStorage:
                 found[slot] = distance
         return list(found.items())
 
-    def search_many(self, queries: UInt64Array, max_distance: int) -> tuple[IntArray, IntArray, IntArray]:
-        """(query rows, slots, distances), each (row, slot) once, sorted by row."""
+    def search_many(
+        self, queries: UInt64Array, max_distance: int, chunk: int = QUERY_CHUNK
+    ) -> tuple[IntArray, IntArray, IntArray]:
+        """(query rows, slots, distances), each (row, slot) once, sorted by row; queries go
+        ``chunk`` at a time to bound the candidate arrays."""
+        results = [
+            self._search_chunk(queries[start : start + chunk], max_distance, start)
+            for start in range(0, queries.shape[0], chunk)
+        ]
+        if not results:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty
+        rows, slots, dist = (np.concatenate(parts) for parts in zip(*results, strict=True))
+        return rows, slots, dist
+
+    def _search_chunk(
+        self, queries: UInt64Array, max_distance: int, offset: int
+    ) -> tuple[IntArray, IntArray, IntArray]:
         rows_parts, slot_parts = [], []
+        low = queries[:, 0] & _LOW_32
         for segment in self.segments:
-            rows, slots = segment.candidates_many(queries)
-            rows_parts.append(rows)
-            slot_parts.append(slots)
+            rows, entries = segment.candidates_many(queries)
+            near = np.bitwise_count((entries ^ low[rows]).astype(np.uint32)) <= max_distance
+            rows_parts.append(rows[near])
+            slot_parts.append((entries[near] >> np.uint64(32)).astype(np.int64))
         tail = np.arange(self.tail_start, self.count, dtype=np.int64)
         if tail.size:
             rows_parts.append(np.repeat(np.arange(queries.shape[0], dtype=np.int64), tail.size))
@@ -413,7 +448,7 @@ class MemoryStorage:
         rows, slots, dist = rows[keep], slots[keep], dist[keep]
         combined = rows * max(self.count, 1) + slots
         combined, first = np.unique(combined, return_index=True)
-        return rows[first], slots[first], dist[first].astype(np.int64)
+        return rows[first] + offset, slots[first], dist[first].astype(np.int64)
 
     # -- facts ---------------------------------------------------------------------------
     def stats(self) -> BucketStats:
