@@ -110,7 +110,9 @@ class _Segment:
             key = selection.prefix(min(selection.bit_count, directory_bits, 64))
             cells = key.extract(member_words)
             counts = np.bincount(cells.astype(np.intp), minlength=1 << key.bit_count)
-            offsets = np.zeros(counts.size + 1, dtype=np.int32 if size < 1 << 31 else np.int64)
+            offsets: npt.NDArray[np.signedinteger[Any]] = np.zeros(
+                counts.size + 1, dtype=np.int32 if size < 1 << 31 else np.int64
+            )
             np.cumsum(counts, out=offsets[1:])
             table = _Table(key, offsets, entries[_order_by(cells, key.bit_count)])
             threshold = split_size(size, key.bit_count, mu)
