@@ -55,12 +55,18 @@ RecordId = str | int
 @dataclass(frozen=True, slots=True)
 class Record:
     """One input document: its id as given (str or int), text, optional title, and where it
-    came from, so later errors can point back at the input."""
+    came from, so later errors can point back at the input.
+
+    ``fields`` is the whole input record as read, under its own field names (for Parquet,
+    only the id, text and title columns are read), so a command can pass records through
+    unchanged; it costs only a reference, and is left out of equality and repr.
+    """
 
     id: RecordId
     text: str
     title: str | None
     location: str
+    fields: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -235,7 +241,7 @@ def _make_record(data: Mapping[str, Any], fields: _Fields, location: str) -> Rec
         title = _check_title(data.get(fields.title), fields.title)
     except InputError as exc:
         return InputError(exc.reason, location)
-    return Record(record_id, text, title, location)
+    return Record(record_id, text, title, location, data)
 
 
 def _check_id(value: Any, name: str) -> RecordId:

@@ -264,13 +264,17 @@ def batches(
         yield batch
 
 
-def progress_bar(show: bool | None, description: str) -> Any:
+def progress_bar(
+    show: bool | None, description: str, *, unit: str = " records", total: int | None = None
+) -> Any:
     """A tqdm bar on stderr; shown by default only when stderr is a terminal, so logs and
     pipes stay clean."""
     from tqdm import tqdm
 
     enabled = sys.stderr.isatty() if show is None else show
-    return tqdm(desc=description, unit=" records", file=sys.stderr, disable=not enabled, dynamic_ncols=True)
+    return tqdm(
+        desc=description, unit=unit, total=total, file=sys.stderr, disable=not enabled, dynamic_ncols=True
+    )
 
 
 def progress_option(function: F) -> F:

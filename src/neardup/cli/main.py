@@ -18,6 +18,7 @@ import click
 
 from .. import __version__
 from ..errors import NeardupError
+from .dedup import dedup
 from .fingerprint import fingerprint
 from .idf import idf
 
@@ -61,11 +62,14 @@ def main(verbose: bool) -> None:
 
     \b
     Example:
+      neardup dedup docs.jsonl --pairs pairs.jsonl --clusters clusters.jsonl
+      neardup dedup docs.jsonl --emit kept -o deduplicated.jsonl
       neardup fingerprint docs.jsonl -o fingerprints.jsonl
       neardup idf fit docs.jsonl -o idf.json
       neardup fingerprint docs.jsonl --idf idf.json --bits 128 > fingerprints.jsonl
     """
 
 
+main.add_command(dedup)
 main.add_command(fingerprint)
 main.add_command(idf)

@@ -1,0 +1,425 @@
+"""``neardup dedup``: the near-duplicate pairs, clusters and deduplicated records of one input.
+
+Fingerprints are computed batch by batch as ``neardup fingerprint`` does, then every pair
+within the distance is found exactly by :func:`~neardup.dedup.batch.find_all_pairs` and the
+pairs are joined into clusters by :func:`~neardup.dedup.clusters.cluster_records`. Pairs and
+clusters name records by their ids, so ids must be unique. Only ids, text lengths and the
+fingerprints are held in memory, plus the records themselves when ``--emit`` writes them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import numpy.typing as npt
+from click.core import ParameterSource
+
+from ..blocks import BlockScheme
+from ..dedup.batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
+from ..dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
+from ..errors import ConfigError, InputError, NeardupError
+from ..fingerprint import Fingerprinter
+from ..io import ErrorReport, Record, RecordId, write_jsonl
+from ..weighting import FIELDS_ON_TEXT
+from .common import (
+    FINGERPRINT_SETTINGS,
+    batch_size_option,
+    batches,
+    build_config,
+    fingerprint_options,
+    input_options,
+    open_records,
+    progress_bar,
+    progress_option,
+    report_skipped,
+    tokenizer_options,
+)
+
+DEFAULT_MAX_DISTANCE = 3
+#: More tables than this from --scheme is surely a typo: each table is one sort of the whole
+#: input (the auto-tuner stays at or below 64).
+MAX_TABLES = 1024
+_SCHEME = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*$")
+
+
+def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    match = _SCHEME.match(value)
+    if not match:
+        raise click.BadParameter(f"{value!r} is not M,T (blocks, key blocks), e.g. 6,2", ctx, param)
+    return int(match.group(1)), int(match.group(2))
+
+
+@click.command(short_help="Find near-duplicates: pairs, clusters and the deduplicated records.")
+@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option(
+    "--pairs",
+    "pairs_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help='Write each pair within --max-distance as {"a": id, "b": id, "distance": d}.',
+)
+@click.option(
+    "--clusters",
+    "clusters_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help='Write {"id": id, "cluster": representative id} for every record, in input order.',
+)
+@click.option(
+    "--emit",
+    type=click.Choice(["kept", "dropped"]),
+    help="Write the input records that --keep keeps (kept) or drops (dropped) to --output.",
+)
+@click.option(
+    "-o",
+    "--output",
+    default="-",
+    show_default=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Where --emit writes the records as JSON lines ('-' is stdout).",
+)
+@click.option(
+    "-k",
+    "--max-distance",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_DISTANCE,
+    show_default=True,
+    help="Largest Hamming distance (differing bits) of a near-duplicate pair.",
+)
+@click.option(
+    "--keep",
+    type=click.Choice(KEEP_POLICIES),
+    default="first",
+    show_default=True,
+    help="Which record represents a cluster and survives (see above).",
+)
+@click.option(
+    "--scheme",
+    metavar="M,T",
+    callback=_parse_scheme,
+    help="Block scheme: M blocks, tables keyed on T of them (needs T <= M - max-distance) "
+    "[default: tuned to the input size].",
+)
+@click.option(
+    "--mu",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_MU,
+    show_default=True,
+    help="Second hash: a bucket over (1 + mu) x the mean bucket is split again.",
+)
+@click.option("--stats", is_flag=True, help="Print the bucket statistics and a timed summary on stderr.")
+@fingerprint_options
+@tokenizer_options
+@input_options
+@batch_size_option
+@progress_option
+@click.pass_context
+def dedup(
+    ctx: click.Context,
+    /,
+    input_path: str,
+    pairs_path: str | None,
+    clusters_path: str | None,
+    emit: str | None,
+    output: str,
+    max_distance: int,
+    keep: str,
+    scheme: tuple[int, int] | None,
+    mu: float,
+    stats: bool,
+    batch_size: int,
+    progress: bool | None,
+    **_: Any,
+) -> None:
+    """Find the near-duplicate records of INPUT (JSONL, CSV or Parquet; '-' is stdin).
+
+    Every record is fingerprinted as `neardup fingerprint` does (same options), every
+    pair within --max-distance bits is found exactly (block keys, no pair missed), and
+    pairs are joined into clusters: a near-duplicate of a near-duplicate is in the same
+    cluster. Ids are written as given; they must be unique.
+
+    \b
+    Outputs (give at least one):
+      --pairs PATH         {"a": id, "b": id, "distance": d}, a the earlier record
+      --clusters PATH      {"id": id, "cluster": representative id} per record, in
+                           input order (a record with no near-duplicate is its own cluster)
+      --emit kept|dropped  the input records kept (or dropped) by --keep, as JSON lines
+                           to -o; JSONL and CSV records keep all their fields (CSV values
+                           are strings), Parquet records their id, text and title columns
+
+    \b
+    --keep picks each cluster's representative and the records that survive:
+      first     the earliest record (input order) represents the cluster and is kept
+      longest   the record with the longest text (ties: the earliest) is kept
+      drop-all  every record of a cluster of two or more is dropped; the earliest
+                names the cluster
+
+    A record whose text yields no features (empty, only stopwords or punctuation) gets
+    the all-zero fingerprint, so all such records pair up at distance 0 in one cluster.
+
+    \b
+    Example:
+      neardup dedup docs.jsonl --pairs pairs.jsonl --clusters clusters.jsonl
+      neardup dedup docs.jsonl --emit kept --keep longest -o deduplicated.jsonl
+      neardup dedup rows.csv --id-field doc_id --text-field body --bits 128 -k 6 --pairs pairs.jsonl
+      cat docs.jsonl | neardup dedup - --emit dropped --stats > dropped.jsonl
+    """
+    started = time.perf_counter()
+    targets = _check_outputs(ctx, pairs_path, clusters_path, emit, output)
+    config = build_config(ctx, FINGERPRINT_SETTINGS)
+    if config.weighting == "fields":  # refuse before reading any input
+        raise ConfigError(FIELDS_ON_TEXT)
+    block_scheme = _block_scheme(config.bits, max_distance, scheme)
+    for target in targets:
+        _check_directory(target)
+    fingerprinter = Fingerprinter(config=config)
+    ready = time.perf_counter()
+    report = ErrorReport()
+    records = open_records(ctx, input_path, report)
+    with progress_bar(progress, "fingerprint") as bar:
+        collected = _collect(
+            fingerprinter, batches(records, batch_size), keep_records=emit is not None, bar=bar
+        )
+    fingerprinted = time.perf_counter()
+
+    n = len(collected.ids)
+    block_scheme = block_scheme or BlockScheme.auto(n, config.bits, max_distance)
+    bucket_stats = BucketStats()
+    with progress_bar(progress, "pairs", unit=" tables", total=block_scheme.table_count) as bar:
+        pairs = find_all_pairs(
+            collected.fingerprints,
+            max_distance,
+            bits=config.bits,
+            scheme=block_scheme,
+            mu=mu,
+            stats=bucket_stats,
+            progress=bar.update,
+        )
+    paired = time.perf_counter()
+    lengths = collected.lengths if keep == "longest" else None
+    clusters = cluster_records(n, pairs.i, pairs.j, keep=keep, lengths=lengths)
+
+    if pairs_path is not None:
+        write_jsonl(pairs_path, _pair_rows(collected.ids, pairs))
+    if clusters_path is not None:
+        write_jsonl(clusters_path, _cluster_rows(collected.ids, clusters))
+    if emit is not None:
+        params = ctx.params
+        fields = (params["id_field"], params["text_field"], params["title_field"])
+        write_jsonl(output, _record_rows(collected.records, clusters, emit == "kept", fields))
+
+    summary = _Summary.of(collected, report, pairs, clusters, max_distance, keep)
+    if stats:
+        click.echo(bucket_stats.format(), err=True)
+        finished = time.perf_counter()
+        timings = (ready - started, fingerprinted - ready, paired - fingerprinted, finished - paired)
+        click.echo(summary.details(timings), err=True)
+    else:
+        click.echo(summary.line(), err=True)
+    report_skipped(report)
+
+
+# -- checks before any work --------------------------------------------------------------------
+
+
+def _check_outputs(
+    ctx: click.Context, pairs_path: str | None, clusters_path: str | None, emit: str | None, output: str
+) -> list[str]:
+    """The files to write; usage errors for no output at all, -o without --emit, two outputs
+    on stdout or the same file twice."""
+    if emit is None and ctx.get_parameter_source("output") == ParameterSource.COMMANDLINE:
+        raise click.UsageError("-o/--output is where --emit writes records; add --emit kept|dropped", ctx)
+    if pairs_path is None and clusters_path is None and emit is None:
+        raise click.UsageError(
+            "nothing to write: give --pairs PATH, --clusters PATH or --emit kept|dropped", ctx
+        )
+    named = {"--pairs": pairs_path, "--clusters": clusters_path, "--output": output if emit else None}
+    given = [(flag, path) for flag, path in named.items() if path is not None]
+    seen: dict[str, str] = {}
+    for flag, path in given:
+        key = "-" if path == "-" else str(Path(path).resolve())
+        if key in seen:
+            where = "stdout ('-')" if path == "-" else path
+            raise click.UsageError(
+                f"{seen[key]} and {flag} both write to {where}; give them different files", ctx
+            )
+        seen[key] = flag
+    return [path for _, path in given if path != "-"]
+
+
+def _check_directory(target: str) -> None:
+    """Fail before the work, not after it, when an output cannot be created."""
+    parent = Path(target).parent
+    if not parent.is_dir():
+        raise NeardupError(f"cannot open output file {target}: no directory {parent}")
+
+
+def _block_scheme(bits: int, max_distance: int, scheme: tuple[int, int] | None) -> BlockScheme | None:
+    """The --scheme block scheme, or None for the auto-tuned one; either way the distance is
+    checked against the width here, before any input is read."""
+    if scheme is None:
+        BlockScheme(bits, max_distance)  # raises for a distance the width cannot have
+        return None
+    num_blocks, key_blocks = scheme
+    try:
+        chosen = BlockScheme(bits, max_distance, num_blocks, key_blocks)
+    except ConfigError as exc:
+        raise ConfigError(f"--scheme {num_blocks},{key_blocks}: {exc}") from exc
+    if chosen.table_count > MAX_TABLES:
+        raise ConfigError(
+            f"--scheme {num_blocks},{key_blocks} means C({num_blocks},{key_blocks}) = {chosen.table_count:,} "
+            f"tables, each a sort of the whole input; choose a scheme with at most {MAX_TABLES} tables"
+        )
+    return chosen
+
+
+# -- fingerprinting ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Collected:
+    """What later steps need of every record, in input order."""
+
+    bits: int
+    ids: list[RecordId] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    parts: list[npt.NDArray[np.uint64]] = field(default_factory=list)
+    empty: int = 0
+
+    @property
+    def fingerprints(self) -> npt.NDArray[np.uint64]:
+        if not self.parts:
+            shape = (0, 2) if self.bits == 128 else (0,)
+            return np.empty(shape, dtype=np.uint64)
+        return np.concatenate(self.parts)
+
+
+def _collect(
+    fingerprinter: Fingerprinter, groups: Iterable[list[Record]], *, keep_records: bool, bar: Any
+) -> _Collected:
+    """Fingerprint every record; ids are checked for uniqueness as they arrive."""
+    collected = _Collected(bits=fingerprinter.bits)
+    first_seen: dict[RecordId, str] = {}
+    for group in groups:
+        for record in group:
+            if record.id in first_seen:
+                raise InputError(
+                    f"duplicate id {record.id!r}, first seen at {first_seen[record.id]}; pairs and "
+                    f"clusters name records by id, so ids must be unique (choose another field with "
+                    f"--id-field)",
+                    record.location,
+                )
+            first_seen[record.id] = record.location
+        encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
+        collected.parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
+        collected.empty += int(np.count_nonzero(encoded.feature_counts == 0))
+        collected.ids.extend(record.id for record in group)
+        collected.lengths.extend(len(record.text) for record in group)
+        if keep_records:
+            collected.records.extend(group)
+        bar.update(len(group))
+    return collected
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def _pair_rows(ids: list[RecordId], pairs: Pairs) -> Iterator[dict[str, Any]]:
+    for a, b, distance in zip(pairs.i.tolist(), pairs.j.tolist(), pairs.distance.tolist(), strict=True):
+        yield {"a": ids[a], "b": ids[b], "distance": distance}
+
+
+def _cluster_rows(ids: list[RecordId], clusters: Clusters) -> Iterator[dict[str, Any]]:
+    for record_id, representative in zip(ids, clusters.representative.tolist(), strict=True):
+        yield {"id": record_id, "cluster": ids[representative]}
+
+
+def _record_rows(
+    records: list[Record], clusters: Clusters, kept: bool, fields: tuple[str, str, str]
+) -> Iterator[dict[str, Any]]:
+    """The records on the chosen side of the keep policy, as they were read."""
+    for record, keep in zip(records, clusters.keep.tolist(), strict=True):
+        if keep == kept:
+            yield _record_row(record, fields)
+
+
+def _record_row(record: Record, fields: tuple[str, str, str]) -> dict[str, Any]:
+    if record.fields is not None:
+        return dict(record.fields)
+    id_field, text_field, title_field = fields
+    row: dict[str, Any] = {id_field: record.id, text_field: record.text}
+    if record.title is not None:
+        row[title_field] = record.title
+    return row
+
+
+@dataclass(frozen=True)
+class _Summary:
+    records: int
+    empty: int
+    skipped: int
+    pairs: int
+    exact: int
+    max_distance: int
+    clusters: int
+    largest: int
+    dropped: int
+    keep: str
+
+    @classmethod
+    def of(
+        cls,
+        collected: _Collected,
+        report: ErrorReport,
+        pairs: Pairs,
+        clusters: Clusters,
+        max_distance: int,
+        keep: str,
+    ) -> _Summary:
+        n = len(collected.ids)
+        leaders = clusters.cluster == np.arange(n)
+        return cls(
+            records=n,
+            empty=collected.empty,
+            skipped=report.count,
+            pairs=len(pairs),
+            exact=int(np.count_nonzero(pairs.distance == 0)),
+            max_distance=max_distance,
+            clusters=int(np.count_nonzero(leaders & (clusters.size >= 2))),
+            largest=int(clusters.size.max()) if n else 0,
+            dropped=n - int(np.count_nonzero(clusters.keep)),
+            keep=keep,
+        )
+
+    def line(self) -> str:
+        return (
+            f"neardup: {self.records} records, {self.pairs} pairs within distance {self.max_distance}, "
+            f"{self.clusters} clusters of 2+ records, {self.dropped} dropped (--keep {self.keep}); "
+            f"{self.empty} empty; {self.skipped} skipped"
+        )
+
+    def details(self, seconds: tuple[float, float, float, float]) -> str:
+        setup, fingerprints, pairs, rest = seconds
+        rate = self.records / fingerprints if fingerprints > 0 else math.inf
+        total = sum(seconds)
+        return "\n".join(
+            [
+                f"records: {self.records} ({self.empty} empty, {self.skipped} skipped)",
+                f"pairs: {self.pairs} within distance {self.max_distance} ({self.exact} at distance 0)",
+                f"clusters of 2+ records: {self.clusters} (largest {self.largest})",
+                f"dropped: {self.dropped} (--keep {self.keep}), kept {self.records - self.dropped}",
+                f"seconds: {total:.2f} (set-up {setup:.2f}, fingerprints {fingerprints:.2f} at "
+                f"{rate:,.0f} records/s, pairs {pairs:.2f}, clusters and output {rest:.2f})",
+            ]
+        )
