@@ -92,6 +92,13 @@ def as_words(fingerprints: npt.ArrayLike, bits: int) -> UInt64Array:
     """Check a fingerprint array against ``bits`` and view it as (n, words) uint64."""
     check_bits(bits)
     array = np.asarray(fingerprints)
+    if array.dtype.kind in "fO" and not isinstance(fingerprints, np.ndarray):
+        # numpy reads a list mixing ints >= 2**63 with smaller ones as float64: read such a
+        # list as Python ints instead (anything else is refused below).
+        exact = np.asarray(fingerprints, dtype=object)
+        ints = (isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in exact.flat)
+        if all(ints) and all(0 <= v < 1 << 64 for v in exact.flat):
+            array = exact.astype(np.uint64)
     if array.dtype != np.uint64:
         if array.size and (not np.issubdtype(array.dtype, np.integer) or array.min() < 0):
             raise InputError(f"fingerprints must be non-negative integers (uint64); got dtype {array.dtype}")
