@@ -35,8 +35,9 @@ from .hashing import check_bits
 UInt64Array = npt.NDArray[np.uint64]
 
 #: Relative cost of verifying one candidate pair versus sorting one entry of one table; the
-#: auto-tuner weighs the two (measured by benchmarks/index_speed.py on this project's code).
-PAIR_COST = 0.25
+#: auto-tuner weighs the two. benchmarks/index_speed.py fits it from two schemes at 1 M
+#: (0.5-0.9 measured); the choice at 10^5-10^8 entries is the same anywhere in 0.25-1.
+PAIR_COST = 0.5
 #: Largest number of tables the auto-tuner considers when no budget is given.
 DEFAULT_MAX_TABLES = 64
 

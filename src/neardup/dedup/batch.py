@@ -78,13 +78,14 @@ class BucketStats:
         return sum(table.candidates for table in self.tables)
 
     def format(self) -> str:
+        """A printable table; the candidate and pair columns appear for a search (an index
+        has buckets but no pairs)."""
+        searched = any(table.candidates for table in self.tables)
         lines = [f"scheme: {self.scheme}", f"second-hash threshold: {self.threshold:.1f} entries"]
-        lines.append("table key_bits buckets largest mean split candidates pairs")
+        lines.append("table key_bits buckets largest mean split" + (" candidates pairs" if searched else ""))
         for t in self.tables:
-            lines.append(
-                f"{t.table:5d} {t.key_bits:8d} {t.buckets:7d} {t.largest:7d} {t.mean:4.1f} "
-                f"{t.split:5d} {t.candidates:10d} {t.pairs:5d}"
-            )
+            row = f"{t.table:5d} {t.key_bits:8d} {t.buckets:7d} {t.largest:7d} {t.mean:4.1f} {t.split:5d}"
+            lines.append(row + (f" {t.candidates:10d} {t.pairs:5d}" if searched else ""))
         return "\n".join(lines)
 
 
