@@ -135,13 +135,14 @@ class SimhashIndex:
     def query(self, fingerprint: int, max_distance: int | None = None) -> list[Match]:
         """Stored fingerprints within ``max_distance`` (default: the index's), by (distance, key)."""
         distance = self._distance(max_distance)
-        words = self._one_array(fingerprint).reshape(-1)
-        store = self._store
+        value = self._one_int(fingerprint)
+        key_at = self._store.key_at
         matches = [
-            Match(store.key_at(slot), store.fingerprint_at(slot), found)
-            for slot, found in store.search_one(int(fingerprint), words, distance)
+            Match(key_at(slot), found, found_distance)
+            for slot, (found, found_distance) in self._store.search_one(value, distance).items()
         ]
-        matches.sort(key=_order)
+        if len(matches) > 1:
+            matches.sort(key=_order)
         return matches
 
     def query_many(self, fingerprints: npt.ArrayLike, max_distance: int | None = None) -> list[list[Match]]:
@@ -318,12 +319,17 @@ class SimhashIndex:
             )
         return int(max_distance)
 
+    def _one_int(self, fingerprint: int) -> int:
+        if type(fingerprint) is not int:
+            if isinstance(fingerprint, bool) or not isinstance(fingerprint, int | np.integer):
+                raise InputError(f"a fingerprint must be an int; got {type(fingerprint).__name__}")
+            fingerprint = int(fingerprint)
+        if not 0 <= fingerprint < 1 << self.bits:
+            raise InputError(f"fingerprint {fingerprint} does not fit in {self.bits} bits")
+        return fingerprint
+
     def _one_array(self, fingerprint: int) -> npt.NDArray[np.uint64]:
-        if isinstance(fingerprint, bool) or not isinstance(fingerprint, int | np.integer):
-            raise InputError(f"a fingerprint must be an int; got {type(fingerprint).__name__}")
-        value = int(fingerprint)
-        if not 0 <= value < 1 << self.bits:
-            raise InputError(f"fingerprint {value} does not fit in {self.bits} bits")
+        value = self._one_int(fingerprint)
         if self.bits == 128:
             return np.array([[value & (2**64 - 1), value >> 64]], dtype=np.uint64)
         return np.array([value], dtype=np.uint64)

