@@ -460,7 +460,7 @@ def section_all_pairs(sizes: Sequence[int]) -> list[Row]:
                 verdict(run["recovered"] == run["planted"]),
             )
         )
-    rows.append(Row("PAIR_COST fitted (library 0.25)", f"{implied:.2f}"))
+    rows.append(Row(f"PAIR_COST fitted (library {PAIR_COST})", f"{implied:.2f}"))
     return rows
 
 
