@@ -17,11 +17,11 @@ import click
 from click.core import ParameterSource
 
 from ..config import FingerprintConfig
-from ..errors import NeardupError
+from ..errors import ConfigError, NeardupError
 from ..hashing import BITS_CHOICES, HASH_NAMES
 from ..io import FORMATS, ErrorReport, Record, read_records
 from ..text.tokenize import LANGUAGES
-from ..weighting import WEIGHTINGS
+from ..weighting import FIELDS_ON_TEXT, WEIGHTINGS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -220,6 +220,15 @@ def build_config(ctx: click.Context, settings: dict[str, str], **fixed: Any) -> 
         if ctx.get_parameter_source(param) in _EXPLICIT:
             changes[name] = _setting_value(param, ctx.params[param])
     return config.replace(**changes, **fixed)
+
+
+def text_config(ctx: click.Context) -> FingerprintConfig:
+    """The fingerprint settings of a command that reads plain text records; ``fields``
+    weighting needs per-field input, so it is refused before any input is read."""
+    config = build_config(ctx, FINGERPRINT_SETTINGS)
+    if config.weighting == "fields":
+        raise ConfigError(FIELDS_ON_TEXT)
+    return config
 
 
 def _setting_value(param: str, value: Any) -> Any:

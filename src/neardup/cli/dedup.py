@@ -28,18 +28,16 @@ from ..dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
 from ..errors import ConfigError, InputError, NeardupError
 from ..fingerprint import Fingerprinter
 from ..io import ErrorReport, Record, RecordId, write_jsonl
-from ..weighting import FIELDS_ON_TEXT
 from .common import (
-    FINGERPRINT_SETTINGS,
     batch_size_option,
     batches,
-    build_config,
     fingerprint_options,
     input_options,
     open_records,
     progress_bar,
     progress_option,
     report_skipped,
+    text_config,
     tokenizer_options,
 )
 
@@ -176,9 +174,7 @@ def dedup(
     """
     started = time.perf_counter()
     targets = _check_outputs(ctx, pairs_path, clusters_path, emit, output)
-    config = build_config(ctx, FINGERPRINT_SETTINGS)
-    if config.weighting == "fields":  # refuse before reading any input
-        raise ConfigError(FIELDS_ON_TEXT)
+    config = text_config(ctx)
     block_scheme = _block_scheme(config.bits, max_distance, scheme)
     for target in targets:
         _check_directory(target)

@@ -8,21 +8,18 @@ from typing import Any
 import click
 
 from ..distance import hex_many
-from ..errors import ConfigError
 from ..fingerprint import Fingerprinter
 from ..io import ErrorReport, Record, write_jsonl
-from ..weighting import FIELDS_ON_TEXT
 from .common import (
-    FINGERPRINT_SETTINGS,
     batch_size_option,
     batches,
-    build_config,
     fingerprint_options,
     input_options,
     open_records,
     progress_bar,
     progress_option,
     report_skipped,
+    text_config,
     tokenizer_options,
 )
 
@@ -59,9 +56,7 @@ def fingerprint(
       neardup fingerprint rows.csv --id-field doc_id --text-field body --bits 128
       cat docs.jsonl | neardup fingerprint - --lang zh --idf my_idf.json > out.jsonl
     """
-    config = build_config(ctx, FINGERPRINT_SETTINGS)
-    if config.weighting == "fields":  # refuse before reading any input
-        raise ConfigError(FIELDS_ON_TEXT)
+    config = text_config(ctx)
     fingerprinter = Fingerprinter(config=config)
     report = ErrorReport()
     counts = {"written": 0, "empty": 0}
