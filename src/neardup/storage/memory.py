@@ -11,9 +11,10 @@ A segment holds, per table, a directory over the first ``d`` bits of the table k
 (d ≈ log2 of the segment size, a coarser key that only adds verified candidates): bucket
 offsets and the members ordered by key, each a uint64 ``slot << 32 | low 32 fingerprint
 bits``. A query screens a bucket on those 32 bits (sequential reads) and reads the full
-fingerprint only for the few that pass: at 10 M entries that halves query latency. Buckets
-above seed 000's threshold also get sub-indexes on the k + 1 sub-blocks of the bits outside the directory key, so a query that
-lands in a skewed bucket looks at one sub-bucket per sub-block instead of the whole bucket.
+fingerprint only for the few that pass: at 10 M entries that halves query latency.
+Buckets above seed 000's threshold also get sub-indexes on the k + 1 sub-blocks of the bits
+outside the directory key, so a query that lands in a skewed bucket looks at one
+sub-bucket per sub-block instead of the whole bucket.
 
 Removing marks a slot dead (queries skip it); when dead slots outnumber live ones the store
 is rebuilt compactly. Keys (int or str) are found through 64-bit key hashes kept sorted per
