@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -256,192 +256,6 @@ def test_expected_size_picks_an_auto_scheme_within_the_memory_budget() -> None:
 
 
 # -- sequences -------------------------------------------------------------------------------
-class IndexMachine(RuleBasedStateMachine):
-    """Random interleavings of every mutating and reading call, checked against the dict."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.model: dict[Key, int] = {}
-        self.removed: list[Key] = []
-        self.serial = 0
-
-    @initialize(
-        bits=st.sampled_from(WIDTHS),
-        k=st.integers(0, 4),
-        scheme=st.sampled_from(["plain", "manku", "skewed"]),
-        seed=st.integers(0, 2**32 - 1),
-        prefill=st.sampled_from([5000, 2500, TAIL_LIMIT, 300, 0]),
-    )
-    def start(self, bits: int, k: int, scheme: str, seed: int, prefill: int) -> None:
-        self.bits, self.k = bits, k
-        self.rng = random.Random(seed)
-        self.skewed = scheme == "skewed"
-        blocks = BlockScheme(bits, k, k + 2, 2) if scheme == "manku" else BlockScheme(bits, k)
-        self.index = SimhashIndex(bits, k, scheme=blocks, mu=0.0 if self.skewed else 2.0)
-        self.shared = self.rng.getrandbits(16) << (bits - 16)
-        self.centres = [self.fingerprint() for _ in range(6)]
-        self.most_segments, self.compacted, self.slots = 0, False, 0
-        if prefill:
-            self.add_batch(self.new_keys(prefill))
-
-    def fingerprint(self) -> int:
-        """Near a centre (0..k + 1 bits away) or anywhere; skewed: top 16 bits shared."""
-        if hasattr(self, "centres") and self.rng.random() < 0.6:
-            centre = self.rng.choice(self.centres)
-            return neighbour(self.rng, centre, self.bits, self.rng.randint(0, self.k + 1), self.k)
-        value = self.rng.getrandbits(self.bits)
-        if self.skewed:
-            value = (value & ((1 << (self.bits - 16)) - 1)) | self.shared
-        return value
-
-    def new_keys(self, count: int) -> list[Key]:
-        """Keys neither stored nor in the batch (kinds may collide: int 7919 is also mixed 7919)."""
-        out: list[Key] = []
-        while len(out) < count:
-            kind = self.rng.choice(["int", "str", "mixed"])
-            for key in make_keys(self.rng, kind, count - len(out), self.serial):
-                if key not in self.model and key not in out:
-                    out.append(key)
-            self.serial += count
-        return out
-
-    def add_batch(self, keys: list[Key]) -> None:
-        values = [self.fingerprint() for _ in keys]
-        as_array = self.rng.random() < 0.7
-        self.index.add_many(keys, words(values, self.bits) if as_array else values)
-        self.model.update(zip(keys, values, strict=True))
-
-    def pick(self, count: int) -> list[Key]:
-        return self.rng.sample(list(self.model), min(count, len(self.model)))
-
-    # mutations
-    @rule()
-    def add_one(self) -> None:
-        (key,) = self.new_keys(1)
-        value = self.fingerprint()
-        self.index.add(key, value)
-        self.model[key] = value
-
-    @rule(size=st.integers(2, 60))
-    def add_small_batch(self, size: int) -> None:
-        self.add_batch(self.new_keys(size))
-
-    @rule(size=st.sampled_from([TAIL_LIMIT, 1200]))
-    def add_bulk(self, size: int) -> None:
-        if len(self.model) < 12_000:
-            self.add_batch(self.new_keys(size))
-
-    @rule()
-    def add_numpy_keys(self) -> None:
-        start = 10**12 + self.serial
-        self.serial += 50
-        keys = np.arange(start, start + 50, dtype=np.int64)
-        values = [self.fingerprint() for _ in range(50)]
-        self.index.add_many(keys, words(values, self.bits))
-        self.model.update(zip(keys.tolist(), values, strict=True))
-
-    @rule()
-    def readd_removed(self) -> None:
-        if self.removed:
-            key = self.removed.pop(self.rng.randrange(len(self.removed)))
-            if key in self.model:  # added again already, as a fresh key
-                return
-            value = self.fingerprint()
-            self.index.add(key, value)
-            self.model[key] = value
-            assert self.index.get(key) == value
-
-    @rule(fraction=st.sampled_from([0.6, 0.9]))
-    def remove_most(self, fraction: float) -> None:
-        self.remove_batch(fraction)
-
-    @rule()
-    def remove_one(self) -> None:
-        for key in self.pick(1):
-            self.index.remove(key)
-            del self.model[key]
-            self.removed.append(key)
-
-    @rule(fraction=st.sampled_from([0.05, 0.3, 0.7, 0.95]))
-    def remove_batch(self, fraction: float) -> None:
-        """Large fractions of a large index leave more dead slots than live ones: compaction."""
-        keys = self.pick(int(len(self.model) * fraction) + 1)
-        self.index.remove_many(keys)
-        for key in keys:
-            del self.model[key]
-        self.removed += keys[:100]
-
-    # failures that must change nothing
-    @rule()
-    def add_existing(self) -> None:
-        if not self.model:
-            return
-        fresh = self.new_keys(5)
-        (taken,) = self.pick(1)
-        batch = [*fresh[:2], taken, *fresh[2:]]
-        with pytest.raises(KeyExistsError, match="already in the index"):
-            self.index.add_many(batch, words([self.fingerprint() for _ in batch], self.bits))
-        assert not any(key in self.index for key in fresh)
-        with pytest.raises(KeyExistsError):
-            self.index.add(taken, 0)
-
-    @rule()
-    def remove_missing(self) -> None:
-        present = self.pick(3)
-        (missing,) = self.new_keys(1)
-        with pytest.raises(KeyNotFoundError, match="nothing was removed"):
-            self.index.remove_many([*present, missing])
-        assert all(key in self.index for key in present)
-        with pytest.raises(KeyNotFoundError):
-            self.index.remove(missing)
-
-    # reads
-    @rule()
-    def query(self) -> None:
-        queries = [self.fingerprint() for _ in range(3)]
-        if self.model:
-            queries.append(self.rng.choice(list(self.model.values())))
-        k = self.k
-        assert [self.index.query(q) for q in queries] == [brute(self.model, q, k) for q in queries]
-        smaller = self.rng.randint(0, k)
-        expected = [brute(self.model, q, smaller) for q in queries]
-        assert self.index.query_many(words(queries, self.bits), max_distance=smaller) == expected
-
-    @rule()
-    def get_and_contains(self) -> None:
-        for key in self.pick(3):
-            assert key in self.index
-            assert self.index.get(key) == self.model[key]
-        for key in self.removed[-3:]:
-            if key not in self.model:
-                assert key not in self.index
-                with pytest.raises(KeyNotFoundError):
-                    self.index.get(key)
-
-    @invariant()
-    def same_length(self) -> None:
-        if hasattr(self, "index"):
-            assert len(self.index) == len(self.model)
-            store = self.index._store
-            self.most_segments = max(self.most_segments, len(store.segments))
-            self.compacted |= store.count < self.slots  # slots are only ever given back by compaction
-            self.slots = store.count
-
-    def teardown(self) -> None:
-        if hasattr(self, "index"):
-            assert_same_entries(self.index, self.model)
-            assert all(self.index.get(key) == value for key, value in self.model.items())
-            event(f"most segments at once: {min(self.most_segments, 3)}{'+' * (self.most_segments > 2)}")
-            event(f"compacted: {self.compacted}")
-            event(f"split buckets: {self.index.stats().split > 0}")
-
-
-TestIndexMachine = IndexMachine.TestCase
-TestIndexMachine.settings = settings(
-    max_examples=30, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
-)
-
-
 def test_long_sequence_crosses_tail_segments_merging_and_compaction() -> None:
     """A fixed long run: several segments (merged geometrically), tail sealing, compaction
     after mass removal, and removed keys added again with new fingerprints."""
@@ -550,6 +364,29 @@ def test_query_many_across_chunks() -> None:
     for n in [*range(0, count, 97), QUERY_CHUNK - 1, QUERY_CHUNK, count - 1]:
         subset = {m.key: m.fingerprint for m in by_centre[centres[owners[n]]]}
         assert got[n] == brute(subset, queries[n], 3), n
+
+
+@pytest.mark.parametrize("where", ["tail", "segment"])
+def test_removed_entries_are_gone_and_keys_reusable(where: str) -> None:
+    index = SimhashIndex(64, 3)
+    count = 10 if where == "tail" else TAIL_LIMIT
+    index.add_many([f"k{n}" for n in range(count)], [0xF0 | n for n in range(count)])
+    assert (len(index._store.segments) == 1) == (where == "segment")
+    index.remove_many(["k1", "k2"])
+    index.remove("k3")
+    for key in ("k1", "k2", "k3"):
+        assert key not in index
+        with pytest.raises(KeyNotFoundError):
+            index.get(key)
+    model = {f"k{n}": 0xF0 | n for n in range(count) if n not in (1, 2, 3)}
+    assert index.query(0xF1) == brute(model, 0xF1, 3)
+    assert index.query_many([0xF1, 0xF3]) == [brute(model, 0xF1, 3), brute(model, 0xF3, 3)]
+    index.add("k1", 0xF1 ^ (1 << 40))  # back, with another fingerprint
+    model["k1"] = 0xF1 ^ (1 << 40)
+    assert index.get("k1") == model["k1"]
+    assert index.query(0xF1) == brute(model, 0xF1, 3)
+    assert Match("k1", model["k1"], 1) in index.query(0xF1)
+    assert_same_entries(index, model)
 
 
 def test_remove_everything_then_reuse() -> None:
@@ -1048,3 +885,197 @@ def test_memory_iteration_and_repr() -> None:
     index.remove_many(list(range(100, 300)))
     assert len(list(index)) == len(index) == 4803
     assert "SimhashIndex(4803 fingerprints" in repr(index)
+
+
+# -- random sequences (last: slowest, and slow to shrink when failing) ------------------------
+class IndexMachine(RuleBasedStateMachine):
+    """Random interleavings of every mutating and reading call, checked against the dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model: dict[Key, int] = {}
+        self.removed: list[Key] = []
+        self.serial = 0
+
+    @initialize(
+        bits=st.sampled_from(WIDTHS),
+        k=st.integers(0, 4),
+        scheme=st.sampled_from(["plain", "manku", "skewed"]),
+        seed=st.integers(0, 2**32 - 1),
+        prefill=st.sampled_from([TAIL_LIMIT, 5000, 2500, 300, 0]),  # shrinks to one small segment
+    )
+    def start(self, bits: int, k: int, scheme: str, seed: int, prefill: int) -> None:
+        self.bits, self.k = bits, k
+        self.rng = random.Random(seed)
+        self.skewed = scheme == "skewed"
+        blocks = BlockScheme(bits, k, k + 2, 2) if scheme == "manku" else BlockScheme(bits, k)
+        self.index = SimhashIndex(bits, k, scheme=blocks, mu=0.0 if self.skewed else 2.0)
+        self.shared = self.rng.getrandbits(16) << (bits - 16)
+        self.centres = [self.fingerprint() for _ in range(6)]
+        self.most_segments, self.compacted, self.slots = 0, False, 0
+        if prefill:
+            self.add_batch(self.new_keys(prefill))
+
+    def fingerprint(self) -> int:
+        """Near a centre (0..k + 1 bits away) or anywhere; skewed: top 16 bits shared."""
+        if hasattr(self, "centres") and self.rng.random() < 0.6:
+            centre = self.rng.choice(self.centres)
+            return neighbour(self.rng, centre, self.bits, self.rng.randint(0, self.k + 1), self.k)
+        value = self.rng.getrandbits(self.bits)
+        if self.skewed:
+            value = (value & ((1 << (self.bits - 16)) - 1)) | self.shared
+        return value
+
+    def new_keys(self, count: int) -> list[Key]:
+        """Keys neither stored nor in the batch (kinds may collide: int 7919 is also mixed 7919)."""
+        out: dict[Key, None] = {}
+        while len(out) < count:
+            kind = self.rng.choice(["int", "str", "mixed"])
+            for key in make_keys(self.rng, kind, count - len(out), self.serial):
+                if key not in self.model:
+                    out[key] = None
+            self.serial += count
+        return list(out)
+
+    def add_batch(self, keys: list[Key]) -> None:
+        values = [self.fingerprint() for _ in keys]
+        as_array = self.rng.random() < 0.7
+        self.index.add_many(keys, words(values, self.bits) if as_array else values)
+        self.model.update(zip(keys, values, strict=True))
+
+    def pick(self, count: int) -> list[Key]:
+        return self.rng.sample(list(self.model), min(count, len(self.model)))
+
+    # mutations
+    @rule()
+    def add_one(self) -> None:
+        (key,) = self.new_keys(1)
+        value = self.fingerprint()
+        self.index.add(key, value)
+        self.model[key] = value
+
+    @rule(size=st.integers(2, 60))
+    def add_small_batch(self, size: int) -> None:
+        self.add_batch(self.new_keys(size))
+
+    @rule(size=st.sampled_from([TAIL_LIMIT, 1200]))
+    def add_bulk(self, size: int) -> None:
+        if len(self.model) < 9000:
+            self.add_batch(self.new_keys(size))
+
+    @rule()
+    def add_numpy_keys(self) -> None:
+        start = 10**12 + self.serial
+        self.serial += 50
+        keys = np.arange(start, start + 50, dtype=np.int64)
+        values = [self.fingerprint() for _ in range(50)]
+        self.index.add_many(keys, words(values, self.bits))
+        self.model.update(zip(keys.tolist(), values, strict=True))
+
+    @rule()
+    def readd_removed(self) -> None:
+        if self.removed:
+            key = self.removed.pop(self.rng.randrange(len(self.removed)))
+            if key in self.model:  # added again already, as a fresh key
+                return
+            value = self.fingerprint()
+            self.index.add(key, value)
+            self.model[key] = value
+            assert self.index.get(key) == value
+
+    @rule(fraction=st.sampled_from([0.6, 0.9]))
+    def remove_most(self, fraction: float) -> None:
+        self.remove_batch(fraction)
+
+    @rule()
+    def remove_one(self) -> None:
+        for key in self.pick(1):
+            self.index.remove(key)
+            del self.model[key]
+            self.removed.append(key)
+
+    @rule(fraction=st.sampled_from([0.05, 0.3, 0.7, 0.95]))
+    def remove_batch(self, fraction: float) -> None:
+        """Large fractions of a large index leave more dead slots than live ones: compaction."""
+        keys = self.pick(int(len(self.model) * fraction) + 1)
+        self.index.remove_many(keys)
+        for key in keys:
+            del self.model[key]
+        self.removed += keys[:100]
+
+    # failures that must change nothing
+    @rule()
+    def add_existing(self) -> None:
+        if not self.model:
+            return
+        fresh = self.new_keys(5)
+        (taken,) = self.pick(1)
+        batch = [*fresh[:2], taken, *fresh[2:]]
+        with pytest.raises(KeyExistsError, match="already in the index"):
+            self.index.add_many(batch, words([self.fingerprint() for _ in batch], self.bits))
+        assert not any(key in self.index for key in fresh)
+        with pytest.raises(KeyExistsError):
+            self.index.add(taken, 0)
+
+    @rule()
+    def remove_missing(self) -> None:
+        present = self.pick(3)
+        (missing,) = self.new_keys(1)
+        with pytest.raises(KeyNotFoundError, match="nothing was removed"):
+            self.index.remove_many([*present, missing])
+        assert all(key in self.index for key in present)
+        with pytest.raises(KeyNotFoundError):
+            self.index.remove(missing)
+
+    # reads
+    @rule()
+    def query(self) -> None:
+        queries = [self.fingerprint() for _ in range(3)]
+        if self.model:
+            queries.append(self.rng.choice(list(self.model.values())))
+        k = self.k
+        assert [self.index.query(q) for q in queries] == [brute(self.model, q, k) for q in queries]
+        smaller = self.rng.randint(0, k)
+        expected = [brute(self.model, q, smaller) for q in queries]
+        assert self.index.query_many(words(queries, self.bits), max_distance=smaller) == expected
+
+    @rule()
+    def get_and_contains(self) -> None:
+        for key in self.pick(3):
+            assert key in self.index
+            assert self.index.get(key) == self.model[key]
+        for key in self.removed[-3:]:
+            if key not in self.model:
+                assert key not in self.index
+                with pytest.raises(KeyNotFoundError):
+                    self.index.get(key)
+
+    @invariant()
+    def same_length(self) -> None:
+        if hasattr(self, "index"):
+            assert len(self.index) == len(self.model)
+            store = self.index._store
+            self.most_segments = max(self.most_segments, len(store.segments))
+            self.compacted |= store.count < self.slots  # slots are only ever given back by compaction
+            self.slots = store.count
+
+    def teardown(self) -> None:
+        if hasattr(self, "index"):
+            assert_same_entries(self.index, self.model)
+            assert all(self.index.get(key) == value for key, value in self.model.items())
+            event(f"most segments at once: {min(self.most_segments, 3)}{'+' * (self.most_segments > 2)}")
+            event(f"compacted: {self.compacted}")
+            event(f"split buckets: {self.index.stats().split > 0}")
+
+
+TestIndexMachine = IndexMachine.TestCase
+TestIndexMachine.settings = settings(
+    max_examples=30,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    report_multiple_bugs=False,
+    # No shrinking: the data come from seeds, and replaying long sequences over thousands of
+    # entries to shrink them takes minutes; a failure prints its (replayable) steps as found.
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
