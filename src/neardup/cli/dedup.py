@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from click.core import ParameterSource
 
-from ..blocks import BlockScheme
+from ..blocks import DEFAULT_MAX_TABLES, BlockScheme
 from ..dedup.batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
 from ..dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
 from ..errors import ConfigError, InputError, NeardupError
@@ -43,8 +43,8 @@ from .common import (
 
 DEFAULT_MAX_DISTANCE = 3
 #: More tables than this from --scheme is surely a typo: each table is one sort of the whole
-#: input (the auto-tuner stays at or below 64).
-MAX_TABLES = 1024
+#: input (the auto-tuner has the same cap).
+MAX_TABLES = DEFAULT_MAX_TABLES
 _SCHEME = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*$")
 
 
