@@ -86,16 +86,12 @@ class BitSelection:
     def extract(self, words: UInt64Array) -> UInt64Array:
         """Keys of a (n, w) word array: the selected bits packed into uint64 (first 64 kept)."""
         key = np.zeros(words.shape[0], dtype=np.uint64)
-        used = 0
-        for word, shift, length in self.segments:
-            kept = min(length, 64 - used)
-            if kept <= 0:
-                break
-            part = words[:, word] >> np.uint64(shift + length - kept)
+        for index, (shift, mask, kept) in enumerate(self._int_plan):
+            word, within = divmod(shift, 64)
+            part = words[:, word] >> np.uint64(within)
             if kept < 64:
-                part = part & np.uint64((1 << kept) - 1)
-            key = part if used == 0 else (key << np.uint64(kept)) | part
-            used += kept
+                part = part & np.uint64(mask)
+            key = part if index == 0 else (key << np.uint64(kept)) | part
         return key
 
     @cached_property

@@ -24,8 +24,9 @@ from .blocks import BlockScheme
 from .config import FingerprintConfig
 from .dedup.batch import DEFAULT_MU, BucketStats, as_words
 from .errors import ConfigError, IndexConfigMismatchError, InputError, KeyExistsError, KeyNotFoundError
-from .hashing import check_bits
+from .hashing import check_bits, ints_to_array
 from .storage.memory import Key, MemoryStorage, key_hash, key_hashes
+from .storage.memory import plain_key as _plain
 
 FORMAT = "neardup-index"
 FORMAT_VERSION = 1
@@ -360,12 +361,7 @@ def _ints_to_words(values: list[Any], bits: int) -> npt.NDArray[np.uint64]:
     for value in values:
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value < 1 << bits:
             raise InputError(f"fingerprint {value!r} is not an integer from 0 to 2^{bits} - 1")
-    if bits == 128:
-        out = np.empty((len(values), 2), dtype=np.uint64)
-        out[:, 0] = [int(v) & (2**64 - 1) for v in values]
-        out[:, 1] = [int(v) >> 64 for v in values]
-        return out
-    return np.array([int(v) for v in values], dtype=np.uint64)
+    return ints_to_array([int(value) for value in values], bits)
 
 
 def _check_header(header: dict[str, Any], path: str | Path) -> None:
@@ -376,12 +372,6 @@ def _check_header(header: dict[str, Any], path: str | Path) -> None:
             f"{str(path)!r} is a neardup index of format version {header.get('version')}; "
             f"this neardup reads version {FORMAT_VERSION}: rebuild the index"
         )
-
-
-def _plain(key: Any) -> Key:
-    if isinstance(key, np.integer):
-        return int(key)
-    return str(key) if isinstance(key, np.str_) else key
 
 
 def _check_key(key: Any) -> Key:

@@ -55,7 +55,7 @@ _BIG_INT_TAG = 0x27D4EB2F165667C5
 
 def key_hash(key: Key) -> int:
     """A stable 64-bit hash of a key: fmix64 of an int64, XXH3 of other keys' text."""
-    key = _plain(key)  # a numpy integer hashes as the equal Python int, not as its text
+    key = plain_key(key)  # a numpy integer hashes as the equal Python int, not as its text
     if isinstance(key, int) and _INT64_MIN <= key <= _INT64_MAX:
         return int(fmix64(np.array([key], dtype=np.int64).view(np.uint64))[0])
     tag = _BIG_INT_TAG if isinstance(key, int) else _STR_TAG
@@ -273,7 +273,7 @@ class MemoryStorage:
             if not fits:
                 self.keys = self.keys.astype(object)
         if self.keys.dtype == object:
-            self.keys[start : start + len(keys)] = [_plain(key) for key in keys]
+            self.keys[start : start + len(keys)] = [plain_key(key) for key in keys]
         else:
             self.keys[start : start + len(keys)] = np.asarray(keys, dtype=np.int64)
 
@@ -310,11 +310,11 @@ class MemoryStorage:
             stop = np.searchsorted(segment.hashes, hashes, side="right")
             for row in np.flatnonzero(stop > start).tolist():
                 for candidate in segment.hash_slots[start[row] : stop[row]].tolist():
-                    if self.alive[candidate] and self.key_at(candidate) == _plain(keys[row]):
+                    if self.alive[candidate] and self.key_at(candidate) == plain_key(keys[row]):
                         out[row] = candidate
         if self.tail_keys:
             for row, key in enumerate(keys):
-                slot = self.tail_keys.get(_plain(key))
+                slot = self.tail_keys.get(plain_key(key))
                 if slot is not None:
                     out[row] = slot
         return out
@@ -335,7 +335,7 @@ class MemoryStorage:
             self._seal()
         else:
             for offset, key in enumerate(keys):
-                self.tail_keys[_plain(key)] = start + offset
+                self.tail_keys[plain_key(key)] = start + offset
             if self.count - self.tail_start >= TAIL_LIMIT:
                 self._seal()
 
@@ -476,7 +476,7 @@ def _grow(array: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:
     return grown
 
 
-def _plain(key: Any) -> Key:
+def plain_key(key: Any) -> Key:
     """numpy scalars → Python int/str, so dict lookups and equality behave."""
     if isinstance(key, np.integer):
         return int(key)
