@@ -261,7 +261,7 @@ def test_long_sequence_crosses_tail_segments_merging_and_compaction() -> None:
     after mass removal, and removed keys added again with new fingerprints."""
     rng = random.Random(2024)
     index = SimhashIndex(64, 3)
-    store = index._store
+    store = index._memory
     model: dict[Key, int] = {}
     centres = [rng.getrandbits(64) for _ in range(20)]
 
@@ -371,7 +371,7 @@ def test_removed_entries_are_gone_and_keys_reusable(where: str) -> None:
     index = SimhashIndex(64, 3)
     count = 10 if where == "tail" else TAIL_LIMIT
     index.add_many([f"k{n}" for n in range(count)], [0xF0 | n for n in range(count)])
-    assert (len(index._store.segments) == 1) == (where == "segment")
+    assert (len(index._memory.segments) == 1) == (where == "segment")
     index.remove_many(["k1", "k2"])
     index.remove("k3")
     for key in ("k1", "k2", "k3"):
@@ -396,7 +396,7 @@ def test_remove_everything_then_reuse() -> None:
     index.add_many(keys, words(values, 64))
     index.remove_many(keys)
     assert len(index) == 0 and list(index) == [] and index.query(values[0]) == []
-    assert index._store.count == 0  # compacted
+    assert index._memory.count == 0  # compacted
     index.add("k1", 5)
     assert index.query(5) == [Match("k1", 5, 0)]
     assert index.query(values[1]) == []
@@ -411,7 +411,7 @@ def test_int_keys_including_beyond_int64(bulk: bool) -> None:
     values = [(key * 0x9E3779B97F4A7C15) & MASK64 for key in keys]
     index = SimhashIndex(64, 3)
     index.add_many(keys, words(values, 64))
-    assert len(index._store.segments) == (1 if bulk else 0)
+    assert len(index._memory.segments) == (1 if bulk else 0)
     model = dict(zip(keys, values, strict=True))
     assert_same_entries(index, model)
     for key in special:
@@ -467,7 +467,7 @@ def test_str_keys_unicode_and_distinct_from_ints() -> None:
     for key in keys:
         index.add(key, 0xABCDEF)
     index.add_many([f"filler {n} é" for n in range(TAIL_LIMIT)], np.arange(TAIL_LIMIT, dtype=np.uint64))
-    assert len(index._store.segments) == 1  # the str keys went through a bulk segment
+    assert len(index._memory.segments) == 1  # the str keys went through a bulk segment
     for key in keys:
         assert key in index and index.get(key) == 0xABCDEF
     assert "2" not in index and 2 not in index
@@ -1054,7 +1054,7 @@ class IndexMachine(RuleBasedStateMachine):
     def same_length(self) -> None:
         if hasattr(self, "index"):
             assert len(self.index) == len(self.model)
-            store = self.index._store
+            store = self.index._memory
             self.most_segments = max(self.most_segments, len(store.segments))
             self.compacted |= store.count < self.slots  # slots are only ever given back by compaction
             self.slots = store.count

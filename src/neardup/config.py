@@ -17,8 +17,10 @@ from typing import Any
 
 import tomllib
 
+from .blocks import BlockScheme
+from .dedup.batch import DEFAULT_MU
 from .errors import ConfigError
-from .hashing import BITS_CHOICES, HASH_NAMES
+from .hashing import BITS_CHOICES, HASH_NAMES, check_bits
 from .text.normalize import NORMALIZER_VERSION
 from .text.tokenize import LANGUAGES, SEGMENTER_VERSION
 from .weighting import WEIGHTINGS
@@ -122,6 +124,49 @@ class FingerprintConfig:
                 continue
             values[field.name] = _parse_env(field.name, raw)
         return cls.from_dict(values)
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """What an index is, written as its meta when a store is created and checked on open.
+
+    ``scheme`` None means the pigeonhole scheme, or with ``expected_size`` the scheme
+    ``BlockScheme.auto`` picks within ``memory_budget`` bytes per fingerprint (the budget only
+    bounds the number of tables; persistent stores are not in memory). ``fingerprint`` records
+    how texts become fingerprints, so texts added later are fingerprinted the same way.
+    """
+
+    bits: int = 64
+    max_distance: int = 3
+    scheme: BlockScheme | None = None
+    expected_size: int | None = None
+    mu: float = DEFAULT_MU
+    memory_budget: int = 64
+    fingerprint: FingerprintConfig | None = None
+
+    def __post_init__(self) -> None:
+        check_bits(self.bits)
+        if isinstance(self.max_distance, bool) or not isinstance(self.max_distance, int):
+            raise ConfigError(f"max_distance must be an integer; got {self.max_distance!r}")
+        if not 0 <= self.max_distance < self.bits:
+            raise ConfigError(f"max_distance must be from 0 to {self.bits - 1}; got {self.max_distance}")
+        if not isinstance(self.mu, int | float) or self.mu < 0:
+            raise ConfigError(f"mu must be a number >= 0; got {self.mu!r}")
+        if self.fingerprint is not None and self.fingerprint.bits != self.bits:
+            raise ConfigError(
+                f"the fingerprint config makes {self.fingerprint.bits}-bit fingerprints "
+                f"but the index is for {self.bits}-bit ones; pass bits={self.fingerprint.bits}"
+            )
+        if self.scheme is not None and (
+            self.scheme.bits != self.bits or self.scheme.max_distance != self.max_distance
+        ):
+            raise ConfigError(
+                f"the block scheme is for bits={self.scheme.bits}, max_distance={self.scheme.max_distance}; "
+                f"the index for bits={self.bits}, max_distance={self.max_distance}"
+            )
+
+    def replace(self, **changes: Any) -> IndexConfig:
+        return dataclasses.replace(self, **changes)
 
 
 def _resolve_paths(section: dict[str, Any], folder: Path) -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """SimhashIndex: add, query and remove fingerprints by key; every query exact and verified.
 
 The index is a :class:`~neardup.blocks.BlockScheme` (which bits key which table) over a
-store of (key, fingerprint) entries. Queries return :class:`Match` objects within
-``max_distance``, ordered by (distance, key), identical to a brute-force scan. The store is
-in memory for now (:mod:`neardup.storage.memory`); ``save``/``load`` write and read one
-``.npz`` file whose header records the format version and the configuration, checked on load.
+:class:`~neardup.storage.base.Storage` of (key, fingerprint) records. Queries return
+:class:`Match` objects within ``max_distance``, ordered by (distance, key), identical to a
+brute-force scan. ``SimhashIndex(...)`` lives in memory (``save``/``load`` write and read one
+``.npz`` file); ``SimhashIndex.open(url)`` lives in a store (SQLite, Redis, PostgreSQL,
+MariaDB/MySQL, MongoDB) whose meta records the configuration, checked on every open.
 """
 
 from __future__ import annotations
@@ -15,18 +16,30 @@ import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .blocks import BlockScheme
-from .config import FingerprintConfig
-from .dedup.batch import DEFAULT_MU, BucketStats, as_words
-from .errors import ConfigError, IndexConfigMismatchError, InputError, KeyExistsError, KeyNotFoundError
-from .hashing import check_bits, ints_to_array
+from .config import FingerprintConfig, IndexConfig
+from .dedup.batch import DEFAULT_MU, BucketStats, as_words, row_distances
+from .errors import (
+    ConfigError,
+    IndexConfigMismatchError,
+    InputError,
+    KeyExistsError,
+    KeyNotFoundError,
+    StorageError,
+)
+from .hashing import ints_to_array
+from .storage import DEFAULT_URL, open_storage
+from .storage.base import RecordBatch, Storage, StoredRecord
 from .storage.memory import Key, MemoryStorage, key_hash, key_hashes
 from .storage.memory import plain_key as _plain
+
+if TYPE_CHECKING:
+    from .dedup.incremental import Assignment
 
 FORMAT = "neardup-index"
 FORMAT_VERSION = 1
@@ -60,11 +73,14 @@ def tables_within(budget: int, bits: int = 64) -> int:
 class SimhashIndex:
     """Fingerprints by key, searchable within ``max_distance`` bits.
 
-    ``scheme`` defaults to the pigeonhole scheme, or with ``expected_size`` to
-    ``BlockScheme.auto(expected_size, ...)`` limited to the tables that fit
-    ``memory_budget`` bytes per fingerprint. Keys are ints or strs; fingerprints are ints
-    (single calls) or arrays in the :mod:`neardup.distance` layout (batch calls).
-    ``fingerprint_config`` is recorded so a saved index refuses fingerprints made otherwise.
+    ``SimhashIndex(...)`` is an index in this process's memory; :meth:`open` opens (or
+    creates) one in a store named by URL (SQLite by default, or Redis, PostgreSQL,
+    MariaDB/MySQL, MongoDB) with the same methods. ``scheme`` defaults to the pigeonhole
+    scheme, or with ``expected_size`` to ``BlockScheme.auto(expected_size, ...)`` limited to
+    the tables that fit ``memory_budget`` bytes per fingerprint. Keys are ints or strs;
+    fingerprints are ints (single calls) or arrays in the :mod:`neardup.distance` layout
+    (batch calls). ``fingerprint_config`` is recorded so a saved or stored index refuses
+    fingerprints made otherwise.
     """
 
     def __init__(
@@ -77,35 +93,73 @@ class SimhashIndex:
         mu: float = DEFAULT_MU,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         fingerprint_config: FingerprintConfig | None = None,
+        storage: Storage | None = None,
     ) -> None:
-        check_bits(bits)
-        if fingerprint_config is not None and fingerprint_config.bits != bits:
-            raise ConfigError(
-                f"the fingerprint config makes {fingerprint_config.bits}-bit fingerprints "
-                f"but the index is for {bits}-bit ones; pass bits={fingerprint_config.bits}"
-            )
-        if mu < 0:
-            raise ConfigError(f"mu must be >= 0; got {mu!r}")
-        if scheme is None:
-            if expected_size is None:
-                scheme = BlockScheme(bits, max_distance)
-            else:
-                limit = max(max_distance + 1, tables_within(memory_budget, bits))
-                scheme = BlockScheme.auto(expected_size, bits, max_distance, max_tables=limit)
-        if scheme.bits != bits or scheme.max_distance != max_distance:
-            raise ConfigError(
-                f"the block scheme is for bits={scheme.bits}, max_distance={scheme.max_distance}; "
-                f"the index for bits={bits}, max_distance={max_distance}"
-            )
+        config = IndexConfig(bits, max_distance, scheme, expected_size, mu, memory_budget, fingerprint_config)
         self.bits = bits
         self.max_distance = max_distance
-        self.scheme = scheme
+        self.scheme = resolve_scheme(config)
         self.mu = mu
         self.fingerprint_config = fingerprint_config
-        self._store = MemoryStorage(scheme, mu)
+        self.url = "memory://"
+        self.storage: Storage = MemoryStorage() if storage is None else storage
+        self.storage.attach(self.scheme, mu)
+        self._memory = self.storage if isinstance(self.storage, MemoryStorage) else None
+
+    @classmethod
+    def open(
+        cls, url: str = DEFAULT_URL, config: IndexConfig | None = None, *, create: bool = True
+    ) -> SimhashIndex:
+        """The index stored at ``url`` (see :mod:`neardup.storage`), created with ``config``
+        (default :class:`IndexConfig()`) when the store is empty. An existing index is opened
+        with its stored configuration; a ``config`` that disagrees with it raises
+        :class:`IndexConfigMismatchError` showing both. ``create=False`` refuses a new store."""
+        storage = open_storage(url)
+        try:
+            meta = storage.read_meta()
+            if meta is None:
+                if not create:
+                    raise StorageError(
+                        f"there is no neardup index at {url!r}; create one with `neardup index add`"
+                    )
+                config = config or IndexConfig()
+                meta = {
+                    "format": FORMAT,
+                    "version": FORMAT_VERSION,
+                    **_config_meta(config, resolve_scheme(config)),
+                }
+                storage.write_meta(meta)
+            else:
+                _check_header(meta, url)
+                if config is not None:
+                    _check_same(config, meta, url)
+            stored = meta["fingerprint_config"]
+            index = cls(
+                meta["bits"],
+                meta["max_distance"],
+                scheme=BlockScheme.from_dict(meta["scheme"]),
+                mu=meta["mu"],
+                fingerprint_config=FingerprintConfig.from_dict(stored) if stored else None,
+                storage=storage,
+            )
+        except BaseException:
+            storage.close()
+            raise
+        index.url = url
+        return index
+
+    def close(self) -> None:
+        """Release the store's connections (nothing to do in memory)."""
+        self.storage.close()
+
+    def __enter__(self) -> SimhashIndex:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
-        return f"SimhashIndex({len(self)} fingerprints; {self.scheme.describe()})"
+        return f"SimhashIndex({len(self)} fingerprints at {self.url}; {self.scheme.describe()})"
 
     # -- adding --------------------------------------------------------------------------
     def add(self, key: Key, fingerprint: int) -> None:
@@ -113,76 +167,105 @@ class SimhashIndex:
         self.add_many([key], self._one_array(fingerprint))
 
     def add_many(self, keys: Sequence[Key] | npt.NDArray[Any], fingerprints: npt.ArrayLike) -> None:
-        """Store a batch. All or nothing: a stored or repeated key raises before any is added."""
+        """Store a batch. All or nothing: a stored or repeated key raises before any is added
+        (one transaction in a persistent store)."""
         words = self._words(fingerprints)
+        self.storage.add_many(RecordBatch(self._batch_keys(keys, words), words))
+
+    def _checked_keys(
+        self, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64]
+    ) -> Sequence[Key] | npt.NDArray[Any]:
         if len(keys) != words.shape[0]:
             raise InputError(f"got {len(keys)} keys for {words.shape[0]} fingerprints; give one key each")
-        if not len(keys):
-            return
-        keys = _check_keys(keys)
-        hashes = key_hashes(keys)
-        _check_distinct(keys, hashes)
-        existing = self._store.find_many(keys, hashes)
-        taken = np.flatnonzero(existing >= 0)
-        if taken.size:
-            key = _plain(keys[int(taken[0])])
-            raise KeyExistsError(
-                f"key {key!r} is already in the index ({taken.size} of this batch are); "
-                "remove it first or use another key"
-            )
-        self._store.append(keys, words)
+        return _check_keys(keys)
+
+    def _batch_keys(self, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64]) -> Any:
+        """Checked, distinct keys in the form the store takes (arrays only in memory)."""
+        checked = self._checked_keys(keys, words)
+        if len(checked):
+            _check_distinct(checked, key_hashes(checked))
+        if self._memory is None and isinstance(checked, np.ndarray):
+            return [_plain(key) for key in checked.tolist()]
+        return checked
 
     # -- reading -------------------------------------------------------------------------
     def query(self, fingerprint: int, max_distance: int | None = None) -> list[Match]:
         """Stored fingerprints within ``max_distance`` (default: the index's), by (distance, key)."""
         distance = self._distance(max_distance)
         value = self._one_int(fingerprint)
-        key_at = self._store.key_at
-        matches = [
-            Match(key_at(slot), found, found_distance)
-            for slot, (found, found_distance) in self._store.search_one(value, distance).items()
-        ]
-        if len(matches) > 1:
-            matches.sort(key=_order)
-        return matches
+        if self._memory is not None:
+            found = self._memory.search_one(value, distance)
+            matches = [Match(key, stored, near) for key, stored, near in found]
+            if len(matches) > 1:
+                matches.sort(key=_order)
+            return matches
+        return self.query_many(self._one_array(value), distance)[0]
 
     def query_many(self, fingerprints: npt.ArrayLike, max_distance: int | None = None) -> list[list[Match]]:
         """:meth:`query` for a batch, vectorised; one list per fingerprint, in order."""
         distance = self._distance(max_distance)
         words = self._words(fingerprints)
-        rows, slots, distances = self._store.search_many(words, distance)
+        rows, keys, found = self.storage.search_many(words, distance)
         out: list[list[Match]] = [[] for _ in range(words.shape[0])]
-        bounds = np.searchsorted(rows, np.arange(words.shape[0] + 1))
-        for row in np.flatnonzero(np.diff(bounds)).tolist():
-            start, stop = bounds[row], bounds[row + 1]
-            out[row] = self._matches(slots[start:stop], distances[start:stop])
+        if not keys:
+            return out
+        distances = row_distances(found ^ words[rows]).tolist()
+        values = _word_ints(found)
+        for position, row in enumerate(rows.tolist()):
+            out[row].append(Match(keys[position], values[position], distances[position]))
+        for matches in out:
+            if len(matches) > 1:
+                matches.sort(key=_order)
         return out
+
+    def check(self, fingerprint: int, max_distance: int | None = None) -> bool:
+        """Is any stored fingerprint within ``max_distance``? (Seed 002's first mode.)"""
+        return bool(self.query(fingerprint, max_distance))
+
+    def check_many(self, fingerprints: npt.ArrayLike, max_distance: int | None = None) -> list[bool]:
+        return [bool(matches) for matches in self.query_many(fingerprints, max_distance)]
+
+    def check_and_add(self, key: Key, fingerprint: int) -> Assignment:
+        """Add a record and give it a stable cluster id; see :mod:`neardup.dedup.incremental`."""
+        return self.check_and_add_many([key], self._one_array(fingerprint))[0]
+
+    def check_and_add_many(
+        self, keys: Sequence[Key] | npt.NDArray[Any], fingerprints: npt.ArrayLike
+    ) -> list[Assignment]:
+        """:meth:`check_and_add` for a batch, in order, as one locked transaction."""
+        from .dedup.incremental import check_and_add_many
+
+        return check_and_add_many(self, keys, fingerprints)
 
     def get(self, key: Key) -> int:
         """The fingerprint stored under ``key``; :class:`KeyNotFoundError` if none."""
-        slot = self._store.find(_check_key(key))
-        if slot < 0:
+        record = self.storage.get_many([_check_key(key)])[0]
+        if record is None:
             raise KeyNotFoundError(f"key {key!r} is not in the index")
-        return self._store.fingerprint_at(slot)
+        return record.fingerprint
+
+    def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
+        """The stored records (fingerprint, cluster id, signature) of keys; None where absent."""
+        return self.storage.get_many([_check_key(key) for key in keys])
 
     def __contains__(self, key: object) -> bool:
         if isinstance(key, bool) or not isinstance(key, int | str | np.integer):
             return False
-        return self._store.find(_plain(key)) >= 0
+        return self.storage.get_many([_plain(key)])[0] is not None
 
     def __len__(self) -> int:
-        return self._store.live
+        return self.storage.size()
 
     def __iter__(self) -> Iterator[Key]:
         """The stored keys (in no particular order)."""
-        store = self._store
-        for slot in np.flatnonzero(store.alive[: store.count]).tolist():
-            yield store.key_at(slot)
+        for batch in self.storage.scan():
+            for record in batch:
+                yield record.key
 
     def items(self) -> Iterator[tuple[Key, int]]:
-        store = self._store
-        for slot in np.flatnonzero(store.alive[: store.count]).tolist():
-            yield store.key_at(slot), store.fingerprint_at(slot)
+        for batch in self.storage.scan():
+            for record in batch:
+                yield record.key, record.fingerprint
 
     # -- removing ------------------------------------------------------------------------
     def remove(self, key: Key) -> None:
@@ -191,30 +274,24 @@ class SimhashIndex:
 
     def remove_many(self, keys: Iterable[Key]) -> None:
         """Forget keys. All or nothing: a missing key raises before any is removed."""
-        listed = _check_keys(list(keys))
-        if not listed:
-            return
-        slots = self._store.find_many(listed, key_hashes(listed))
-        missing = np.flatnonzero(slots < 0)
-        if missing.size:
-            raise KeyNotFoundError(
-                f"key {_plain(listed[int(missing[0])])!r} is not in the index "
-                f"({missing.size} of this batch are not); nothing was removed"
-            )
-        self._store.kill(np.unique(slots))
+        listed = [_check_key(key) for key in keys]
+        if listed:
+            self.storage.remove_many(listed)
 
     # -- facts ---------------------------------------------------------------------------
     def stats(self) -> BucketStats:
-        """Bucket statistics of the largest segment (sizes, largest bucket, splits)."""
-        return self._store.stats()
+        """Bucket statistics (in memory: of the largest segment)."""
+        return self.storage.stats()
 
     def memory_bytes(self) -> int:
-        """Bytes the index's arrays hold (str keys' objects estimated)."""
-        return self._store.nbytes()
+        """Bytes the in-memory index's arrays hold (str keys' objects estimated); 0 for a
+        persistent store, whose memory is the server's."""
+        return 0 if self._memory is None else self._memory.nbytes()
 
     def compact(self) -> None:
-        """Rebuild into one segment without removed entries (also done automatically)."""
-        self._store.rebuild()
+        """Rebuild into one segment without removed entries (in memory; also automatic)."""
+        if self._memory is not None:
+            self._memory.rebuild()
 
     def config(self) -> dict[str, Any]:
         return {
@@ -230,14 +307,20 @@ class SimhashIndex:
     # -- files ---------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         """Write the index to one ``.npz`` file (atomically: a temporary file, then rename)."""
-        store = self._store
-        live = np.flatnonzero(store.alive[: store.count])
-        header = {"format": FORMAT, "version": FORMAT_VERSION, "count": int(live.size), **self.config()}
+        if self._memory is not None:
+            store = self._memory
+            live = np.flatnonzero(store.alive[: store.count])
+            words = store.words[live]
+            keys: Any = store.keys[live]
+        else:
+            records = [record for batch in self.storage.scan() for record in batch]
+            words = self._words([record.fingerprint for record in records]).reshape(len(records), -1)
+            keys = _key_array([record.key for record in records])
+        header = {"format": FORMAT, "version": FORMAT_VERSION, "count": int(words.shape[0]), **self.config()}
         arrays: dict[str, npt.NDArray[Any]] = {
             "header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
-            "words": store.words[live],
+            "words": words,
         }
-        keys = store.keys[live]
         if keys.dtype == object:
             texts = [json.dumps(key) for key in keys.tolist()]
             arrays["key_json"] = np.frombuffer("\n".join(texts).encode("utf-8", "surrogatepass"), np.uint8)
@@ -347,14 +430,54 @@ class SimhashIndex:
             array = array.reshape(0, 2)
         return as_words(array, self.bits)
 
-    def _matches(self, slots: npt.NDArray[np.int64], distances: npt.NDArray[np.int64]) -> list[Match]:
-        store = self._store
-        matches = [
-            Match(store.key_at(slot), store.fingerprint_at(slot), distance)
-            for slot, distance in zip(slots.tolist(), distances.tolist(), strict=True)
-        ]
-        matches.sort(key=_order)
-        return matches
+
+def resolve_scheme(config: IndexConfig) -> BlockScheme:
+    """The config's block scheme, or the one chosen for its expected size and budget."""
+    if config.scheme is not None:
+        return config.scheme
+    if config.expected_size is None:
+        return BlockScheme(config.bits, config.max_distance)
+    limit = max(config.max_distance + 1, tables_within(config.memory_budget, config.bits))
+    return BlockScheme.auto(config.expected_size, config.bits, config.max_distance, max_tables=limit)
+
+
+def _config_meta(config: IndexConfig, scheme: BlockScheme) -> dict[str, Any]:
+    return {
+        "bits": config.bits,
+        "max_distance": config.max_distance,
+        "scheme": scheme.to_dict(),
+        "mu": config.mu,
+        "fingerprint_config": None if config.fingerprint is None else config.fingerprint.to_dict(),
+    }
+
+
+def _check_same(config: IndexConfig, meta: dict[str, Any], url: str) -> None:
+    """Refuse to open a stored index with settings that disagree with the stored ones."""
+    wanted = _config_meta(config, config.scheme or BlockScheme.from_dict(meta["scheme"]))
+    stored = {name: meta.get(name) for name in wanted}
+    names = ["bits", "max_distance", "fingerprint_config"] + (["scheme"] if config.scheme else [])
+    differ = [name for name in names if wanted[name] != stored[name]]
+    if differ:
+        raise IndexConfigMismatchError(
+            f"the index at {url} was made with other settings ({', '.join(differ)} differ).\n"
+            f"  stored:    {json.dumps({name: stored[name] for name in names}, sort_keys=True)}\n"
+            f"  requested: {json.dumps({name: wanted[name] for name in names}, sort_keys=True)}\n"
+            "Open it without settings to use the stored ones, or use another store for the new settings."
+        )
+
+
+def _word_ints(words: npt.NDArray[np.uint64]) -> list[int]:
+    if words.shape[1] == 1:
+        return [int(value) for value in words[:, 0].tolist()]
+    return [low | (high << 64) for low, high in words.tolist()]
+
+
+def _key_array(keys: list[Key]) -> npt.NDArray[Any]:
+    if all(type(key) is int and -(1 << 63) <= key < 1 << 63 for key in keys):
+        return np.asarray(keys, dtype=np.int64)
+    array = np.empty(len(keys), dtype=object)
+    array[:] = keys
+    return array
 
 
 def _ints_to_words(values: list[Any], bits: int) -> npt.NDArray[np.uint64]:
@@ -401,4 +524,4 @@ def _check_distinct(keys: Sequence[Key] | npt.NDArray[Any], hashes: npt.NDArray[
         seen[plain] = position
 
 
-__all__ = ["FORMAT_VERSION", "Match", "SimhashIndex", "key_hash", "tables_within"]
+__all__ = ["FORMAT_VERSION", "Match", "SimhashIndex", "key_hash", "resolve_scheme", "tables_within"]

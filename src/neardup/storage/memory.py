@@ -24,18 +24,21 @@ segment, with a dict for the tail.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import SplitResult
 
 import numpy as np
 import numpy.typing as npt
 import xxhash
 
 from ..blocks import BitSelection, BlockScheme
-from ..dedup.batch import BucketStats, TableStats, row_distances, split_size
-from ..errors import StorageError
+from ..dedup.batch import DEFAULT_MU, BucketStats, TableStats, row_distances, split_size
+from ..errors import KeyExistsError, KeyNotFoundError, StorageError
 from ..token_cache import fmix64
+from . import check_options
+from .base import Candidates, RecordBatch, Storage, StoredRecord, words_to_int
 
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
@@ -236,14 +239,26 @@ def _split_bucket(members: UInt64Array, words: UInt64Array, subs: tuple[BitSelec
     return _SplitBucket(sub_keys, slots)
 
 
-class MemoryStorage:
-    """Slots of (key, fingerprint words, alive) plus the segments and tail that index them."""
+class MemoryStorage(Storage):
+    """Slots of (key, fingerprint words, alive) plus the segments and tail that index them.
+    ``memory://``: gone when the process ends (``SimhashIndex.save`` writes it to a file)."""
 
-    def __init__(self, scheme: BlockScheme, mu: float) -> None:
-        self.scheme = scheme
+    name = "memory"
+    accepts_arrays = True
+
+    def __init__(self, scheme: BlockScheme | None = None, mu: float = DEFAULT_MU) -> None:
+        super().__init__()
+        self.meta: dict[str, Any] | None = None
+        self.clusters: dict[Key, Key] = {}
+        self.signatures: dict[Key, bytes] = {}
         self.mu = mu
-        self.width = scheme.words
-        self.words = np.zeros((0, self.width), dtype=np.uint64)
+        self._empty(1)
+        if scheme is not None:
+            self.attach(scheme, mu)
+
+    def _empty(self, width: int) -> None:
+        self.width = width
+        self.words = np.zeros((0, width), dtype=np.uint64)
         self.keys: npt.NDArray[Any] = np.zeros(0, dtype=np.int64)
         self.alive = np.zeros(0, dtype=bool)
         self.count = 0  # slots used
@@ -251,6 +266,11 @@ class MemoryStorage:
         self.segments: list[_Segment] = []
         self.tail_start = 0
         self.tail_keys: dict[Key, int] = {}
+
+    def attach(self, scheme: BlockScheme, mu: float) -> None:
+        super().attach(scheme, mu)
+        self.mu = mu
+        self._empty(scheme.words)
 
     # -- slots ---------------------------------------------------------------------------
     def _reserve(self, extra: int) -> None:
@@ -385,7 +405,7 @@ class MemoryStorage:
             self.segments.append(self._segment(np.arange(self.count, dtype=np.int64)))
 
     # -- search --------------------------------------------------------------------------
-    def search_one(self, value: int, max_distance: int) -> dict[int, tuple[int, int]]:
+    def search_slot(self, value: int, max_distance: int) -> dict[int, tuple[int, int]]:
         """slot → (fingerprint, distance) of live entries within the distance of ``value``.
 
         Segment candidates are first filtered on the low 32 bits stored beside each slot, so
@@ -410,7 +430,7 @@ class MemoryStorage:
                 found[slot] = (fingerprint, (fingerprint ^ value).bit_count())
         return found
 
-    def search_many(
+    def search_slots(
         self, queries: UInt64Array, max_distance: int, chunk: int = QUERY_CHUNK
     ) -> tuple[IntArray, IntArray, IntArray]:
         """(query rows, slots, distances), each (row, slot) once, sorted by row; queries go
@@ -451,6 +471,94 @@ class MemoryStorage:
         combined, first = np.unique(combined, return_index=True)
         return rows[first] + offset, slots[first], dist[first].astype(np.int64)
 
+    # -- the Storage interface -----------------------------------------------------------
+    def read_meta(self) -> dict[str, Any] | None:
+        return self.meta
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        self.meta = meta
+
+    def add_many(self, batch: RecordBatch) -> None:
+        keys = batch.keys
+        if not len(keys):
+            return
+        existing = self.find_many(keys, key_hashes(keys))
+        taken = np.flatnonzero(existing >= 0)
+        if taken.size:
+            raise KeyExistsError(
+                f"key {plain_key(keys[int(taken[0])])!r} is already in the index ({taken.size} of this "
+                "batch are); remove it first or use another key"
+            )
+        self.append(keys, batch.words)
+        for row in range(len(keys)):
+            cluster, signature = batch.cluster(row), batch.signature(row)
+            if cluster is not None:
+                self.clusters[plain_key(keys[row])] = cluster
+            if signature is not None:
+                self.signatures[plain_key(keys[row])] = signature
+
+    def remove_many(self, keys: Sequence[Key]) -> None:
+        if not len(keys):
+            return
+        slots = self.find_many(keys, key_hashes(keys))
+        missing = np.flatnonzero(slots < 0)
+        if missing.size:
+            raise KeyNotFoundError(
+                f"key {plain_key(keys[int(missing[0])])!r} is not in the index "
+                f"({missing.size} of this batch are not); nothing was removed"
+            )
+        for key in keys:
+            self.clusters.pop(plain_key(key), None)
+            self.signatures.pop(plain_key(key), None)
+        self.kill(np.unique(slots))
+
+    def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
+        slots = self.find_many(keys, key_hashes(keys)).tolist()
+        return [None if slot < 0 else self._record(slot) for slot in slots]
+
+    def candidates(self, words: UInt64Array) -> Candidates:
+        rows_parts, slot_parts = [], []
+        for segment in self.segments:
+            rows, entries = segment.candidates_many(words)
+            rows_parts.append(rows)
+            slot_parts.append((entries >> np.uint64(32)).astype(np.int64))
+        tail = np.arange(self.tail_start, self.count, dtype=np.int64)
+        rows_parts.append(np.repeat(np.arange(words.shape[0], dtype=np.int64), tail.size))
+        slot_parts.append(np.tile(tail, words.shape[0]))
+        rows, slots = np.concatenate(rows_parts), np.concatenate(slot_parts)
+        keep = self.alive[slots]
+        rows, slots = rows[keep], slots[keep]
+        return Candidates(rows, [self.key_at(slot) for slot in slots.tolist()], self.words[slots])
+
+    def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:
+        rows, slots, _ = self.search_slots(words, max_distance)
+        return rows, [self.key_at(slot) for slot in slots.tolist()], self.words[slots]
+
+    def search_one(self, value: int, max_distance: int) -> list[tuple[Key, int, int]]:
+        key_at = self.key_at
+        return [
+            (key_at(slot), found, distance)
+            for slot, (found, distance) in self.search_slot(value, max_distance).items()
+        ]
+
+    def size(self) -> int:
+        return self.live
+
+    def scan(self, batch_size: int = 10_000) -> Iterator[list[StoredRecord]]:
+        live = np.flatnonzero(self.alive[: self.count]).tolist()
+        for start in range(0, len(live), batch_size):
+            yield [self._record(slot) for slot in live[start : start + batch_size]]
+
+    def drop(self) -> None:
+        self._empty(self.width)
+        self.clusters, self.signatures, self.meta = {}, {}, None
+
+    def _record(self, slot: int) -> StoredRecord:
+        key = self.key_at(slot)
+        return StoredRecord(
+            key, words_to_int(self.words[slot]), self.clusters.get(key), self.signatures.get(key)
+        )
+
     # -- facts ---------------------------------------------------------------------------
     def stats(self) -> BucketStats:
         stats = BucketStats(scheme=self.scheme.describe())
@@ -467,6 +575,11 @@ class MemoryStorage:
         if self.keys.dtype == object:
             total += sum(len(str(key)) + 49 for key in self.keys[: self.count])
         return total
+
+
+def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MemoryStorage:
+    check_options(options, set(), url)
+    return MemoryStorage()
 
 
 def _grow(array: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:

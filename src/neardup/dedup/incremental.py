@@ -1,0 +1,150 @@
+"""Incremental dedup (seed 002 §2.2): check new records against a stored index and add them,
+giving each a stable cluster id.
+
+Seed 002 offers two modes: "is there any near-duplicate?" (:meth:`SimhashIndex.check`) and
+"return all of them" (:meth:`SimhashIndex.query`). Streams need a third: decide and store in
+one step. :func:`check_and_add_many` does that for a batch under the store's writer lock:
+
+- A new record joins the cluster of its nearest match (smallest distance, then smallest key),
+  among stored records and earlier records of the same batch; with no match it starts a
+  cluster named by its own key. The cluster id is stored with the record and never changes,
+  so ids handed out earlier stay valid (a later record that bridges two clusters joins the
+  nearer one; clusters are never merged behind a client's back).
+- A key submitted again with the same fingerprint gets the answer it got the first time
+  (``added=False``): retries after a timeout are safe. The same key with another fingerprint
+  is refused (:class:`~neardup.errors.KeyExistsError`), since silently keeping either would
+  lose data.
+- The batch is written in one transaction after every decision is made, so an acknowledged
+  batch is stored whole and a failed one not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import KeyExistsError
+from ..storage.base import Key, RecordBatch
+from .batch import find_all_pairs
+
+if TYPE_CHECKING:
+    from ..index import Match, SimhashIndex
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """The outcome of one check-and-add: the record's cluster id (the key of the record that
+    started the cluster), whether it had any near-duplicate, whether this call stored it (False
+    for a key already stored), and its near-duplicates by (distance, key)."""
+
+    key: Key
+    cluster: Key
+    duplicate: bool
+    added: bool
+    matches: list[Match] = field(default_factory=list)
+
+
+def check_and_add_many(
+    index: SimhashIndex, keys: Sequence[Key] | npt.NDArray[Any], fingerprints: npt.ArrayLike
+) -> list[Assignment]:
+    """Assign clusters to a batch and store its new records; one result per input, in order."""
+    from ..index import Match, _order
+
+    words = index._words(fingerprints)
+    listed = [_plain_key(key) for key in index._checked_keys(keys, words)]
+    if not listed:
+        return []
+    values = [int(value) for value in _ints(words)]
+    with index.storage.exclusive():
+        first_row: dict[Key, int] = {}
+        for row, key in enumerate(listed):
+            if key in first_row and values[first_row[key]] != values[row]:
+                raise KeyExistsError(
+                    f"key {key!r} appears twice in the batch with different fingerprints "
+                    f"(positions {first_row[key]} and {row}); keys must name one record"
+                )
+            first_row.setdefault(key, row)
+        unique_rows = sorted(first_row.values())
+        stored = dict(zip(first_row, index.storage.get_many(list(first_row)), strict=True))
+        for key, record in stored.items():
+            if record is not None and record.fingerprint != values[first_row[key]]:
+                raise KeyExistsError(
+                    f"key {key!r} is already stored with another fingerprint; remove it first "
+                    "or use another key (nothing of this batch was added)"
+                )
+        found = index.query_many(words[unique_rows])
+        matched = {match.key for matches in found for match in matches if match.key not in first_row}
+        clusters_of = {
+            record.key: record.cluster if record.cluster is not None else record.key
+            for record in index.storage.get_many(sorted(matched, key=_sort_key))
+            if record is not None
+        }
+        for key, record in stored.items():
+            if record is not None:
+                clusters_of[key] = record.cluster if record.cluster is not None else key
+        new_rows = [row for row in unique_rows if stored[listed[row]] is None]
+        earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
+        results: dict[Key, Assignment] = {}
+        for position, row in enumerate(unique_rows):
+            key = listed[row]
+            matches = [match for match in found[position] if match.key != key]
+            if stored[key] is None:
+                matches += [Match(listed[other], values[other], distance) for other, distance in earlier[row]]
+                matches.sort(key=_order)
+                cluster = clusters_of[matches[0].key] if matches else key
+                clusters_of[key] = cluster
+                results[key] = Assignment(key, cluster, bool(matches), True, matches)
+            else:
+                results[key] = Assignment(key, clusters_of[key], bool(matches), False, matches)
+        if new_rows:
+            index.storage.add_many(
+                RecordBatch(
+                    [listed[row] for row in new_rows],
+                    words[new_rows],
+                    [results[listed[row]].cluster for row in new_rows],
+                )
+            )
+    return [
+        results[key] if row == first_row[key] else _repeat(results[key]) for row, key in enumerate(listed)
+    ]
+
+
+def _batch_neighbours(
+    words: npt.NDArray[np.uint64], bits: int, max_distance: int, rows: list[int]
+) -> dict[int, list[tuple[int, int]]]:
+    """For each new record (by input row), the earlier new records of the batch within the
+    distance, as (row, distance); exact, through the same block sort as batch dedup."""
+    neighbours: dict[int, list[tuple[int, int]]] = {row: [] for row in rows}
+    if len(rows) < 2:
+        return neighbours
+    pairs = find_all_pairs(words if bits == 128 else words[:, 0], max_distance, bits=bits)
+    for first, second, distance in zip(
+        pairs.i.tolist(), pairs.j.tolist(), pairs.distance.tolist(), strict=True
+    ):
+        neighbours[rows[second]].append((rows[first], distance))
+    return neighbours
+
+
+def _repeat(assignment: Assignment) -> Assignment:
+    """The answer for a key's second appearance in one batch: the same, but not added again."""
+    return Assignment(assignment.key, assignment.cluster, assignment.duplicate, False, assignment.matches)
+
+
+def _ints(words: npt.NDArray[np.uint64]) -> list[int]:
+    if words.shape[1] == 1:
+        return [int(value) for value in words[:, 0].tolist()]
+    return [low | (high << 64) for low, high in words.tolist()]
+
+
+def _plain_key(key: Any) -> Key:
+    if isinstance(key, np.integer):
+        return int(key)
+    return str(key) if isinstance(key, np.str_) else key
+
+
+def _sort_key(key: Key) -> tuple[bool, Key]:
+    return (isinstance(key, str), key)

@@ -1,0 +1,308 @@
+"""The :class:`Storage` interface every index backend implements, and helpers they share.
+
+A store holds three things (DESIGN §5): *records* (key → fingerprint, plus the cluster id
+that :meth:`~neardup.SimhashIndex.check_and_add` assigned and an optional MinHash signature),
+*postings* ((table, block key) → keys, in whatever layout suits the backend: indexed block
+columns in SQL, one hash per bucket in Redis, bucket documents in MongoDB) and *meta* (the
+index configuration, written once when the store is created and checked on every open).
+
+The interface is batch-first: every call takes or returns a batch, so a backend can make it
+one transaction and one round trip. The index does the rest in numpy: it hands a backend the
+fingerprint words, the backend answers with candidate records found through its postings, and
+:func:`verified` keeps those within the distance. Backends never unpickle anything: keys,
+clusters and meta are JSON or plain columns, fingerprints little-endian 64-bit words.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..blocks import BlockScheme
+from ..dedup.batch import BucketStats, row_distances
+from ..errors import InputError, StorageError
+
+Key = int | str
+UInt64Array = npt.NDArray[np.uint64]
+IntArray = npt.NDArray[np.int64]
+
+#: Queries per backend round trip: large enough to amortise latency, small enough that the
+#: statement (an IN list per table) stays well inside every server's limits.
+QUERY_BATCH = 256
+_SIGN = np.uint64(1 << 63)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """What a store keeps per key. ``cluster`` is None for records added without
+    check-and-add; ``signature`` is None unless MinHash signatures are stored."""
+
+    key: Key
+    fingerprint: int
+    cluster: Key | None = None
+    signature: bytes | None = None
+
+
+@dataclass(slots=True)
+class RecordBatch:
+    """A batch of records to add: ``words`` is (n, w) uint64 (w = 1, or 2 for 128 bits)."""
+
+    keys: list[Key]
+    words: UInt64Array
+    clusters: list[Key | None] | None = None
+    signatures: list[bytes | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def cluster(self, row: int) -> Key | None:
+        return None if self.clusters is None else self.clusters[row]
+
+    def signature(self, row: int) -> bytes | None:
+        return None if self.signatures is None else self.signatures[row]
+
+
+@dataclass(slots=True)
+class Candidates:
+    """Records a backend found for a batch of queries through its postings: ``rows[i]`` is
+    the query that record i was found for. A record may appear more than once per query (one
+    per table that shares a block); :func:`verified` removes the repeats."""
+
+    rows: IntArray
+    keys: list[Key]
+    words: UInt64Array
+
+
+class Storage(ABC):
+    """A home for one index's records, postings and meta. Subclasses are chosen by URL
+    (:func:`neardup.storage.open_storage`) and learn their block scheme from the index through
+    :meth:`attach` once the meta is settled."""
+
+    #: The URL scheme(s) this backend serves, for messages.
+    name: str = "storage"
+
+    def __init__(self) -> None:
+        self._scheme: BlockScheme | None = None
+        self._local_lock = threading.RLock()
+
+    # -- life cycle ----------------------------------------------------------------------
+    def attach(self, scheme: BlockScheme, mu: float) -> None:
+        """Called by the index after the meta is read or written; backends that lay out
+        postings per table create them here."""
+        self._scheme = scheme
+
+    @property
+    def scheme(self) -> BlockScheme:
+        if self._scheme is None:
+            raise StorageError(f"{self.name}: the store is not attached to an index yet")
+        return self._scheme
+
+    def close(self) -> None:  # noqa: B027 - most backends have nothing to release
+        """Release connections; the store stays usable for a new open."""
+
+    def __enter__(self) -> Storage:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the store's writer lock: check-and-add reads, decides and writes inside it, so
+        two near-duplicates submitted at once cannot both start a cluster. The default
+        serialises threads of this process; server backends lock across processes."""
+        with self._local_lock:
+            yield
+
+    # -- meta ----------------------------------------------------------------------------
+    @abstractmethod
+    def read_meta(self) -> dict[str, Any] | None:
+        """The stored index configuration, or None for a new (empty) store."""
+
+    @abstractmethod
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        """Record the configuration of a new store (creating its tables or keys)."""
+
+    # -- records -------------------------------------------------------------------------
+    @abstractmethod
+    def add_many(self, batch: RecordBatch) -> None:
+        """Store new records and their postings atomically: all or none. A key that is
+        already stored raises :class:`~neardup.errors.KeyExistsError` and writes nothing."""
+
+    @abstractmethod
+    def remove_many(self, keys: Sequence[Key]) -> None:
+        """Forget records atomically; a key not stored raises
+        :class:`~neardup.errors.KeyNotFoundError` and removes nothing."""
+
+    @abstractmethod
+    def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
+        """The stored record of each key (None where absent), in order."""
+
+    @abstractmethod
+    def candidates(self, words: UInt64Array) -> Candidates:
+        """Records that share at least one table's block key with each query."""
+
+    @abstractmethod
+    def size(self) -> int:
+        """How many records are stored."""
+
+    @abstractmethod
+    def scan(self, batch_size: int = 10_000) -> Iterator[list[StoredRecord]]:
+        """Every stored record, a batch at a time (in no particular order)."""
+
+    def stats(self) -> BucketStats:
+        """Bucket statistics where the backend can afford them (the scheme otherwise)."""
+        return BucketStats(scheme=self.scheme.describe())
+
+    def drop(self) -> None:
+        """Delete everything this store holds, meta included (tests, ``index drop``)."""
+        raise StorageError(f"{self.name} stores cannot be dropped by neardup; delete them yourself")
+
+    # -- search --------------------------------------------------------------------------
+    def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:
+        """(query rows, keys, fingerprint words) of every stored record within
+        ``max_distance`` of each query, each (row, key) once; the distance is recomputed by
+        the caller. Backends with their own fast path override this."""
+        parts = [
+            verified(self.candidates(words[start : start + QUERY_BATCH]), words, max_distance, start)
+            for start in range(0, words.shape[0], QUERY_BATCH)
+        ]
+        if not parts:
+            return np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64)
+        rows = np.concatenate([part.rows for part in parts])
+        keys = [key for part in parts for key in part.keys]
+        found = np.concatenate([part.words for part in parts])
+        return rows, keys, found
+
+
+def verified(found: Candidates, queries: UInt64Array, max_distance: int, offset: int = 0) -> Candidates:
+    """Keep candidates within ``max_distance`` of their query, once per (query, key);
+    ``offset`` is added to the rows (queries handed to the backend in slices)."""
+    if not found.keys:
+        return Candidates(found.rows + offset, [], found.words)
+    distance = row_distances(found.words ^ queries[found.rows + offset])
+    seen: set[tuple[int, Key]] = set()
+    keep: list[int] = []
+    for position in np.flatnonzero(distance <= max_distance).tolist():
+        pair = (int(found.rows[position]), found.keys[position])
+        if pair not in seen:
+            seen.add(pair)
+            keep.append(position)
+    chosen = np.asarray(keep, dtype=np.int64)
+    return Candidates(found.rows[chosen] + offset, [found.keys[i] for i in keep], found.words[chosen])
+
+
+def match_blocks(queries: UInt64Array, found: UInt64Array) -> tuple[IntArray, IntArray]:
+    """(query rows, found rows) of every pair that shares a block key in some table, given
+    (q, T) query keys and (c, T) keys of records a backend returned for the whole batch
+    (sorted search per table, so a batch costs O((q + c) log q), not q x c)."""
+    query_parts, found_parts = [], []
+    for table in range(queries.shape[1]):
+        order = np.argsort(queries[:, table], kind="stable")
+        ordered = queries[order, table]
+        low = np.searchsorted(ordered, found[:, table], side="left")
+        high = np.searchsorted(ordered, found[:, table], side="right")
+        counts = high - low
+        if not counts.any():
+            continue
+        found_rows = np.repeat(np.arange(found.shape[0], dtype=np.int64), counts)
+        starts = np.repeat(low - np.cumsum(counts) + counts, counts)
+        positions = starts + np.arange(found_rows.size)
+        query_parts.append(order[positions].astype(np.int64))
+        found_parts.append(found_rows)
+    if not query_parts:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    return np.concatenate(query_parts), np.concatenate(found_parts)
+
+
+# -- encodings shared by the backends ------------------------------------------------------
+def words_to_bytes(words: UInt64Array) -> list[bytes]:
+    """One little-endian byte string per row (8 bytes, 16 for 128-bit fingerprints)."""
+    raw = np.ascontiguousarray(words, dtype="<u8")
+    width = raw.shape[1] * 8
+    flat = raw.tobytes()
+    return [flat[start : start + width] for start in range(0, len(flat), width)]
+
+
+def bytes_to_words(values: Sequence[bytes], width: int) -> UInt64Array:
+    """Inverse of :func:`words_to_bytes`; a value of the wrong size is a corrupt store."""
+    joined = b"".join(values)
+    if len(joined) != len(values) * width * 8:
+        raise StorageError(
+            f"a stored fingerprint is not {width * 8} bytes long: the store is damaged "
+            "or was written by another program"
+        )
+    return np.frombuffer(joined, dtype="<u8").astype(np.uint64).reshape(len(values), width)
+
+
+def words_to_int(row: UInt64Array) -> int:
+    value = int(row[0])
+    if row.shape[0] > 1:
+        value |= int(row[1]) << 64
+    return value
+
+
+def to_signed(values: UInt64Array) -> npt.NDArray[np.int64]:
+    """uint64 block keys as the int64 that SQL BIGINT and BSON int64 columns hold (same bits)."""
+    return np.ascontiguousarray(values, dtype=np.uint64).view(np.int64)
+
+
+def encode_key(key: Key) -> str:
+    """A key as text that keeps its type: ``i:42`` and ``s:42`` are different keys, as they
+    are in the in-memory index."""
+    return f"i:{key}" if isinstance(key, int) else f"s:{key}"
+
+
+def decode_key(text: str | bytes) -> Key:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogatepass")
+    kind, value = text[:2], text[2:]
+    if kind == "i:":
+        return int(value)
+    if kind == "s:":
+        return value
+    raise StorageError(f"stored key {text!r} is not a neardup key: the store is damaged")
+
+
+def key_columns(key: Key) -> tuple[str, int]:
+    """(text, is_int) for SQL columns that keep a key's type."""
+    return (str(key), 1) if isinstance(key, int) else (key, 0)
+
+
+def key_from_columns(text: str, is_int: Any) -> Key:
+    return int(text) if is_int else text
+
+
+def dump_meta(meta: dict[str, Any]) -> str:
+    return json.dumps(meta, sort_keys=True)
+
+
+def load_meta(text: str | bytes, where: str) -> dict[str, Any]:
+    try:
+        meta = json.loads(text)
+    except ValueError as exc:
+        raise StorageError(
+            f"{where}: the stored index meta is not JSON ({exc}); the store is damaged"
+        ) from exc
+    if not isinstance(meta, dict):
+        raise StorageError(f"{where}: the stored index meta is not an object; the store is damaged")
+    return meta
+
+
+def check_text_keys(keys: Sequence[Key], limit: int, where: str) -> None:
+    """Refuse str keys a backend's key column cannot hold, naming the key and the limit."""
+    for key in keys:
+        if isinstance(key, str) and len(key) > limit:
+            raise InputError(
+                f"key {key[:40]!r}... is {len(key)} characters long; {where} keys are limited to "
+                f"{limit} characters: use shorter ids (e.g. a hash of the long one)"
+            )

@@ -1,0 +1,388 @@
+"""Relational stores (SQLite, PostgreSQL, MariaDB/MySQL) in seed 002's layout: one row per
+record with an indexed column per block table.
+
+Tables (``<prefix>`` defaults to ``neardup``, set with ``?table=``):
+
+- ``<prefix>_meta(name, value)``: the index configuration as JSON (row ``config``).
+- ``<prefix>_records(id, key_text, key_int, fingerprint, cluster_text, cluster_int,
+  signature, b0 … b{T-1})``: keys keep their type (``key_int`` is 1 for int keys), the
+  fingerprint is 8 or 16 little-endian bytes, ``b<t>`` is table t's block key as a signed
+  BIGINT (the same 64 bits), each with its own index.
+
+A query batch is one statement, ``WHERE b0 IN (…) OR b1 IN (…) …``, which every engine runs
+as a union of index lookups; the rows are matched back to the queries and verified in numpy.
+An add is one transaction (existence check, then a multi-row insert); the unique index on
+the key is the last line of defence against a concurrent writer. Dialects differ only in
+the small hooks at the end of :class:`SqlStorage`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..blocks import BlockScheme
+from ..dedup.batch import BucketStats, TableStats
+from ..errors import ConfigError, KeyExistsError, KeyNotFoundError
+from .base import (
+    Candidates,
+    Key,
+    RecordBatch,
+    Storage,
+    StoredRecord,
+    UInt64Array,
+    bytes_to_words,
+    dump_meta,
+    key_columns,
+    key_from_columns,
+    load_meta,
+    match_blocks,
+    to_signed,
+    words_to_bytes,
+    words_to_int,
+)
+
+DEFAULT_PREFIX = "neardup"
+_PREFIX_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
+#: More block columns than this would need more indexes than MySQL allows per table
+#: (64) and make every insert slow; such schemes belong to the in-memory index.
+MAX_SQL_TABLES = 48
+#: Keys per existence check or delete statement.
+KEY_CHUNK = 500
+
+
+def check_prefix(prefix: str) -> str:
+    """Table prefixes become SQL identifiers, so only plain names are accepted (no quoting
+    games, no injection through a URL)."""
+    if not _PREFIX_PATTERN.fullmatch(prefix):
+        raise ConfigError(
+            f"table prefix {prefix!r} must be a plain SQL name (letters, digits, underscore; "
+            "not starting with a digit; at most 48 characters)"
+        )
+    return prefix
+
+
+class SqlStorage(Storage):
+    """The shared SQL implementation over a DB-API connection."""
+
+    name = "sql"
+    placeholder = "?"
+    blob_type = "BLOB"
+    key_type = "TEXT"
+    id_column = "id INTEGER PRIMARY KEY"
+
+    def __init__(self, connection: Any, prefix: str = DEFAULT_PREFIX, where: str = "") -> None:
+        super().__init__()
+        self.connection = connection
+        self.prefix = check_prefix(prefix)
+        self.where = where or self.name
+        self.meta_table = f"{self.prefix}_meta"
+        self.records_table = f"{self.prefix}_records"
+        self._depth = 0
+        self._block_columns: list[str] = []
+
+    # -- transactions --------------------------------------------------------------------
+    # Connections run in autocommit mode and transactions are explicit statements, the one
+    # way all three drivers agree on.
+    def _begin(self, cursor: Any, write: bool) -> None:
+        cursor.execute("BEGIN")
+
+    def _lock(self, cursor: Any) -> None:
+        """Take the cross-process writer lock inside the open transaction."""
+
+    def _unlock(self, cursor: Any) -> None:
+        """Release a lock that does not end with the transaction."""
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool = False, exclusive: bool = False) -> Iterator[Any]:
+        """One transaction for the outermost call; nested calls join it. The connection is
+        shared by this process's threads one transaction at a time."""
+        with self._local_lock, self._open_transaction(write, exclusive) as cursor:
+            yield cursor
+
+    @contextlib.contextmanager
+    def _open_transaction(self, write: bool, exclusive: bool) -> Iterator[Any]:
+        cursor = self.connection.cursor()
+        if self._depth:
+            self._depth += 1
+            try:
+                yield cursor
+            finally:
+                self._depth -= 1
+                cursor.close()
+            return
+        self._begin(cursor, write or exclusive)
+        self._depth = 1
+        locked = False
+        try:
+            if exclusive:
+                self._lock(cursor)
+                locked = True
+            yield cursor
+            cursor.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                cursor.execute("ROLLBACK")
+            raise
+        finally:
+            self._depth = 0
+            if locked:
+                with contextlib.suppress(Exception):
+                    self._unlock(cursor)
+            cursor.close()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._transaction(exclusive=True):
+            yield
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.connection.close()
+
+    # -- meta ----------------------------------------------------------------------------
+    def read_meta(self) -> dict[str, Any] | None:
+        if not self._table_exists(self.meta_table):
+            return None
+        with self._transaction() as cursor:
+            cursor.execute(
+                f"SELECT value FROM {self.meta_table} WHERE name = {self.placeholder}", ("config",)
+            )
+            row = cursor.fetchone()
+        return None if row is None else load_meta(row[0], self.where)
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        tables = BlockScheme.from_dict(meta["scheme"]).table_count
+        if tables > MAX_SQL_TABLES:
+            raise ConfigError(
+                f"the block scheme needs {tables} tables; SQL stores hold at most {MAX_SQL_TABLES} "
+                "indexed block columns: choose a scheme with fewer tables (e.g. --scheme 4,1) "
+                "or a smaller max_distance"
+            )
+        blocks = ", ".join(f"b{table} BIGINT NOT NULL" for table in range(tables))
+        p = self.placeholder
+        with self._transaction(write=True) as cursor:
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.meta_table} "
+                f"(name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL){self._table_options()}"
+            )
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.records_table} ({self.id_column}, "
+                f"key_text {self.key_type} NOT NULL, key_int SMALLINT NOT NULL, "
+                f"fingerprint {self.blob_type} NOT NULL, cluster_text {self.key_type}, "
+                f"cluster_int SMALLINT, signature {self.signature_type()}, {blocks}, "
+                f"UNIQUE (key_text, key_int)){self._table_options()}"
+            )
+            for table in range(tables):
+                cursor.execute(
+                    f"CREATE INDEX {self.records_table}_b{table} ON {self.records_table} (b{table})"
+                )
+            cursor.execute(
+                f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p})", ("config", dump_meta(meta))
+            )
+
+    def attach(self, scheme: BlockScheme, mu: float) -> None:
+        super().attach(scheme, mu)
+        self._block_columns = [f"b{table}" for table in range(scheme.table_count)]
+
+    # -- records -------------------------------------------------------------------------
+    def add_many(self, batch: RecordBatch) -> None:
+        if not len(batch):
+            return
+        self._check_keys(batch.keys)
+        blocks = to_signed(self.scheme.keys(batch.words)).tolist()
+        fingerprints = words_to_bytes(batch.words)
+        rows = []
+        for row, key in enumerate(batch.keys):
+            cluster = batch.cluster(row)
+            cluster_text, cluster_int = (None, None) if cluster is None else key_columns(cluster)
+            rows.append(
+                (
+                    *key_columns(key),
+                    fingerprints[row],
+                    cluster_text,
+                    cluster_int,
+                    batch.signature(row),
+                    *blocks[row],
+                )
+            )
+        columns = "key_text, key_int, fingerprint, cluster_text, cluster_int, signature, " + ", ".join(
+            self._block_columns
+        )
+        with self._transaction(write=True) as cursor:
+            stored = self._stored_keys(cursor, batch.keys)
+            if stored:
+                raise KeyExistsError(
+                    f"key {stored[0]!r} is already in {self.where} ({len(stored)} of this batch are); "
+                    "remove it first or use another key"
+                )
+            try:
+                self._insert_rows(cursor, columns, rows)
+            except self._integrity_errors() as exc:
+                raise KeyExistsError(
+                    f"a key of this batch was stored in {self.where} by another writer meanwhile; "
+                    f"nothing of the batch was added ({exc})"
+                ) from exc
+
+    def remove_many(self, keys: Sequence[Key]) -> None:
+        if not keys:
+            return
+        with self._transaction(write=True) as cursor:
+            stored = set(self._stored_keys(cursor, keys))
+            missing = [key for key in keys if key not in stored]
+            if missing:
+                raise KeyNotFoundError(
+                    f"key {missing[0]!r} is not in {self.where} ({len(missing)} of this batch are not); "
+                    "nothing was removed"
+                )
+            p = self.placeholder
+            cursor.executemany(
+                f"DELETE FROM {self.records_table} WHERE key_text = {p} AND key_int = {p}",
+                [key_columns(key) for key in dict.fromkeys(keys)],
+            )
+
+    def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
+        found: dict[Key, StoredRecord] = {}
+        width = self.scheme.words
+        with self._transaction() as cursor:
+            for chunk in _chunks(list(keys), KEY_CHUNK):
+                texts = list({key_columns(key)[0] for key in chunk})
+                cursor.execute(
+                    f"SELECT key_text, key_int, fingerprint, cluster_text, cluster_int, signature "
+                    f"FROM {self.records_table} WHERE key_text IN ({self._marks(len(texts))})",
+                    texts,
+                )
+                for record in self._records(cursor.fetchall(), width):
+                    found[record.key] = record
+        return [found.get(key) for key in keys]
+
+    def candidates(self, words: UInt64Array) -> Candidates:
+        blocks = to_signed(self.scheme.keys(words))
+        conditions, values = [], []
+        for table, column in enumerate(self._block_columns):
+            distinct = np.unique(blocks[:, table]).tolist()
+            conditions.append(f"{column} IN ({self._marks(len(distinct))})")
+            values.extend(distinct)
+        columns = ", ".join(self._block_columns)
+        with self._transaction() as cursor:
+            cursor.execute(
+                f"SELECT key_text, key_int, fingerprint, {columns} FROM {self.records_table} "
+                f"WHERE {' OR '.join(conditions)}",
+                values,
+            )
+            rows = cursor.fetchall()
+        if not rows:
+            return Candidates(np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64))
+        found_blocks = np.array([row[3:] for row in rows], dtype=np.int64).view(np.uint64)
+        query_rows, found_rows = match_blocks(blocks.view(np.uint64), found_blocks)
+        found_words = bytes_to_words([bytes(row[2]) for row in rows], words.shape[1])
+        keys = [key_from_columns(row[0], row[1]) for row in rows]
+        return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows])
+
+    def size(self) -> int:
+        with self._transaction() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM {self.records_table}")
+            return int(cursor.fetchone()[0])
+
+    def scan(self, batch_size: int = 10_000) -> Iterator[list[StoredRecord]]:
+        last = -1
+        width = self.scheme.words
+        while True:
+            with self._transaction() as cursor:
+                cursor.execute(
+                    f"SELECT key_text, key_int, fingerprint, cluster_text, cluster_int, signature, id "
+                    f"FROM {self.records_table} WHERE id > {self.placeholder} "
+                    f"ORDER BY id LIMIT {int(batch_size)}",
+                    (last,),
+                )
+                rows = cursor.fetchall()
+            if not rows:
+                return
+            last = int(rows[-1][6])
+            yield self._records(rows, width)
+
+    def stats(self) -> BucketStats:
+        stats = BucketStats(scheme=self.scheme.describe())
+        with self._transaction() as cursor:
+            for table, column in enumerate(self._block_columns):
+                cursor.execute(
+                    f"SELECT COUNT(*), MAX(n), AVG(n) FROM (SELECT COUNT(*) AS n FROM {self.records_table} "
+                    f"GROUP BY {column}) AS buckets"
+                )
+                buckets, largest, mean = cursor.fetchone()
+                stats.tables.append(
+                    TableStats(
+                        table,
+                        self.scheme.tables[table].bit_count,
+                        int(buckets or 0),
+                        int(largest or 0),
+                        float(mean or 0.0),
+                    )
+                )
+        return stats
+
+    def drop(self) -> None:
+        with self._transaction(write=True) as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS {self.records_table}")
+            cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
+
+    # -- helpers -------------------------------------------------------------------------
+    def _marks(self, count: int) -> str:
+        return ", ".join([self.placeholder] * count)
+
+    def _stored_keys(self, cursor: Any, keys: Sequence[Key]) -> list[Key]:
+        wanted = {key_columns(key) for key in keys}
+        stored: list[Key] = []
+        for chunk in _chunks(sorted({text for text, _ in wanted}), KEY_CHUNK):
+            cursor.execute(
+                f"SELECT key_text, key_int FROM {self.records_table} "
+                f"WHERE key_text IN ({self._marks(len(chunk))})",
+                chunk,
+            )
+            for text, is_int in cursor.fetchall():
+                if (text, int(is_int)) in wanted:
+                    stored.append(key_from_columns(text, is_int))
+        return stored
+
+    def _records(self, rows: Sequence[Sequence[Any]], width: int) -> list[StoredRecord]:
+        if not rows:
+            return []
+        words = bytes_to_words([bytes(row[2]) for row in rows], width)
+        return [
+            StoredRecord(
+                key_from_columns(row[0], row[1]),
+                words_to_int(words[position]),
+                None if row[3] is None else key_from_columns(row[3], row[4]),
+                None if row[5] is None else bytes(row[5]),
+            )
+            for position, row in enumerate(rows)
+        ]
+
+    def _insert_rows(self, cursor: Any, columns: str, rows: list[tuple[Any, ...]]) -> None:
+        marks = self._marks(len(rows[0]))
+        cursor.executemany(f"INSERT INTO {self.records_table} ({columns}) VALUES ({marks})", rows)
+
+    def _check_keys(self, keys: Sequence[Key]) -> None:
+        """Backends with bounded key columns refuse longer keys here."""
+
+    # -- dialect hooks -------------------------------------------------------------------
+    def _table_exists(self, table: str) -> bool:
+        raise NotImplementedError
+
+    def _integrity_errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    def _table_options(self) -> str:
+        return ""
+
+    def signature_type(self) -> str:
+        return self.blob_type
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
