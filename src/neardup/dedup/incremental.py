@@ -76,7 +76,7 @@ def check_and_add_many(
                     f"key {key!r} is already stored with another fingerprint; remove it first "
                     "or use another key (nothing of this batch was added)"
                 )
-        found = index.query_many(words[unique_rows])
+        found = index.query_many(_flat(words[unique_rows]))
         matched = {match.key for matches in found for match in matches if match.key not in first_row}
         clusters_of = {
             record.key: record.cluster if record.cluster is not None else record.key
@@ -121,12 +121,17 @@ def _batch_neighbours(
     neighbours: dict[int, list[tuple[int, int]]] = {row: [] for row in rows}
     if len(rows) < 2:
         return neighbours
-    pairs = find_all_pairs(words if bits == 128 else words[:, 0], max_distance, bits=bits)
+    pairs = find_all_pairs(_flat(words), max_distance, bits=bits)
     for first, second, distance in zip(
         pairs.i.tolist(), pairs.j.tolist(), pairs.distance.tolist(), strict=True
     ):
         neighbours[rows[second]].append((rows[first], distance))
     return neighbours
+
+
+def _flat(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """(n, w) words back in the batch-call layout: (n,) for one word, (n, 2) for 128 bits."""
+    return words[:, 0] if words.shape[1] == 1 else words
 
 
 def _repeat(assignment: Assignment) -> Assignment:

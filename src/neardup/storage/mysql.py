@@ -1,0 +1,94 @@
+"""MariaDB / MySQL store (PyMySQL): ``mysql://user[:password]@host[:port]/database[?table=P]``.
+
+Seed 002's MySQL table: one row per record with an indexed BIGINT column per block table
+(see :mod:`neardup.storage.sql`). InnoDB, utf8mb4; keys are VARCHAR(255) so the unique key
+index fits InnoDB's limit. Check-and-add takes a named lock (``GET_LOCK``) across processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import SplitResult, unquote
+
+from ..errors import MissingDependencyError, StorageError, StorageUnavailableError
+from . import check_options
+from .base import Key, check_text_keys
+from .postgres import _safe
+from .sql import DEFAULT_PREFIX, SqlStorage
+
+KEY_LENGTH = 255
+LOCK_TIMEOUT_S = 60
+
+
+class MysqlStorage(SqlStorage):
+    name = "mysql"
+    placeholder = "%s"
+    blob_type = "VARBINARY(16)"
+    key_type = f"VARCHAR({KEY_LENGTH})"
+    id_column = "id BIGINT AUTO_INCREMENT PRIMARY KEY"
+
+    def _begin(self, cursor: Any, write: bool) -> None:
+        cursor.execute("START TRANSACTION")
+
+    def _lock(self, cursor: Any) -> None:
+        cursor.execute("SELECT GET_LOCK(%s, %s)", (self._lock_name(), LOCK_TIMEOUT_S))
+        if cursor.fetchone()[0] != 1:
+            raise StorageError(f"{self.where}: could not take the writer lock within {LOCK_TIMEOUT_S} s")
+
+    def _unlock(self, cursor: Any) -> None:
+        cursor.execute("SELECT RELEASE_LOCK(%s)", (self._lock_name(),))
+        cursor.fetchone()
+
+    def _lock_name(self) -> str:
+        return f"neardup.{self.records_table}"
+
+    def _table_exists(self, table: str) -> bool:
+        with self._transaction() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s",
+                (table,),
+            )
+            return cursor.fetchone() is not None
+
+    def _integrity_errors(self) -> tuple[type[BaseException], ...]:
+        import pymysql
+
+        return (pymysql.err.IntegrityError,)
+
+    def _table_options(self) -> str:
+        return " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+
+    def signature_type(self) -> str:
+        return "BLOB"
+
+    def _check_keys(self, keys: Sequence[Key]) -> None:
+        check_text_keys(keys, KEY_LENGTH, "MariaDB/MySQL")
+
+
+def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MysqlStorage:
+    check_options(options, {"table"}, url)
+    try:
+        import pymysql
+    except ImportError as exc:
+        raise MissingDependencyError("pymysql", "stores", "a MariaDB/MySQL store") from exc
+    database = parts.path.lstrip("/")
+    if not database:
+        raise StorageUnavailableError(f"the MySQL URL {_safe(parts)} names no database; add /DATABASE")
+    try:
+        connection = pymysql.connect(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 3306,
+            user=unquote(parts.username or "root"),
+            password=unquote(parts.password or ""),
+            database=database,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=10,
+        )
+    except pymysql.Error as exc:
+        raise StorageUnavailableError(
+            f"cannot connect to MariaDB/MySQL at {_safe(parts)} ({exc}); is the server running "
+            "and the database created?"
+        ) from exc
+    return MysqlStorage(connection, options.get("table", DEFAULT_PREFIX), where=_safe(parts))
