@@ -211,7 +211,7 @@ def test_bad_inputs_are_refused_before_anything_is_stored(opened: Callable[..., 
         index.query(1, max_distance=9)
     with pytest.raises(Exception, match="int or str"):
         index.add_many([1.5], [1])  # type: ignore[list-item]
-    with pytest.raises(Exception, match="fit|integer"):
+    with pytest.raises(Exception, match=r"fit|integer"):
         index.add_many([1], [2**64])
     assert len(index) == 0
 
