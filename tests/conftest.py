@@ -11,6 +11,8 @@ import pytest
 
 from neardup import Fingerprinter
 
+pytest_plugins = ["tests.servers"]
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPOSITORY.parent / "shared" / "data"
 

@@ -37,6 +37,10 @@ class StorageUnavailableError(StorageError):
     """A storage backend cannot be reached (server down, wrong URL)."""
 
 
+class IndexNotFoundError(StorageError):
+    """The store holds no neardup index (opened with ``create=False``)."""
+
+
 class MissingDependencyError(NeardupError, ImportError):
     """An optional dependency is not installed; the message gives the pip line."""
 

@@ -27,10 +27,10 @@ from .dedup.batch import DEFAULT_MU, BucketStats, as_words, row_distances
 from .errors import (
     ConfigError,
     IndexConfigMismatchError,
+    IndexNotFoundError,
     InputError,
     KeyExistsError,
     KeyNotFoundError,
-    StorageError,
 )
 from .hashing import ints_to_array
 from .storage import DEFAULT_URL, open_storage
@@ -119,7 +119,8 @@ class SimhashIndex:
             meta = storage.read_meta()
             if meta is None:
                 if not create:
-                    raise StorageError(
+                    storage.discard()
+                    raise IndexNotFoundError(
                         f"there is no neardup index at {url!r}; create one with `neardup index add`"
                     )
                 config = config or IndexConfig()

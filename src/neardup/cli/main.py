@@ -21,6 +21,7 @@ from ..errors import NeardupError
 from .dedup import dedup
 from .fingerprint import fingerprint
 from .idf import idf
+from .index import index
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -73,3 +74,4 @@ def main(verbose: bool) -> None:
 main.add_command(dedup)
 main.add_command(fingerprint)
 main.add_command(idf)
+main.add_command(index)

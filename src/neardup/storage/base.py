@@ -108,6 +108,11 @@ class Storage(ABC):
     def close(self) -> None:  # noqa: B027 - most backends have nothing to release
         """Release connections; the store stays usable for a new open."""
 
+    def discard(self) -> None:
+        """Close, undoing what merely opening created (an empty SQLite file), for an open
+        that finds no index and must not leave one behind."""
+        self.close()
+
     def __enter__(self) -> Storage:
         return self
 

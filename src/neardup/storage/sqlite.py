@@ -23,6 +23,8 @@ class SqliteStorage(SqlStorage):
     name = "sqlite"
 
     def __init__(self, path: str, prefix: str = DEFAULT_PREFIX) -> None:
+        self.path = path
+        self.created_file = path != ":memory:" and not Path(path).exists()
         if path != ":memory:":
             folder = Path(path).expanduser().resolve().parent
             if not folder.is_dir():
@@ -41,6 +43,12 @@ class SqliteStorage(SqlStorage):
                 "or of a neardup SQLite store"
             ) from exc
         super().__init__(connection, prefix, where=f"sqlite:///{path}")
+
+    def discard(self) -> None:
+        self.close()
+        if self.created_file:
+            for suffix in ("", "-wal", "-shm"):
+                Path(self.path + suffix).unlink(missing_ok=True)
 
     def _begin(self, cursor: Any, write: bool) -> None:
         # IMMEDIATE takes the write lock up front, so a writer that reads first (the key check,

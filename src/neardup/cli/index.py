@@ -1,0 +1,334 @@
+"""``neardup index add|query|remove|stats URL``: a persistent index in a store named by URL.
+
+Texts are fingerprinted with the settings stored in the index (written when ``index add``
+creates it), so later batches are always comparable with earlier ones; fingerprint flags on
+an existing index must agree with the stored settings or the command refuses. Every batch is
+one transaction: an interrupted ``index add`` keeps the batches it reported and nothing of
+the one in flight, and running the same command again skips what is stored and adds the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import numpy as np
+from click.core import ParameterSource
+
+from ..config import FingerprintConfig, IndexConfig
+from ..distance import to_hex
+from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
+from ..fingerprint import Fingerprinter
+from ..index import SimhashIndex
+from ..io import ErrorReport, Record, write_jsonl
+from ..storage.base import Key
+from .common import (
+    FINGERPRINT_SETTINGS,
+    batch_size_option,
+    batches,
+    fingerprint_options,
+    input_options,
+    open_records,
+    progress_bar,
+    progress_option,
+    report_skipped,
+    text_config,
+    tokenizer_options,
+)
+
+DEFAULT_STORE_BATCH = 1000
+_TYPED = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+url_argument = click.argument("url", metavar="URL")
+
+
+@click.group(
+    short_help="A persistent index: add, query, remove, stats (SQLite, Redis, SQL servers, MongoDB)."
+)
+def index() -> None:
+    """Keep fingerprints in a store and search it.
+
+    URL names the store: a file path or sqlite:///path.db (the default kind),
+    postgresql://user@host/db, mysql://user@host/db,
+    redis://host:6379/0, mongodb://host/db, or memory:// (gone at exit).
+
+    \b
+    Example:
+      neardup index add news.db docs.jsonl
+      neardup index query news.db new.jsonl -o matches.jsonl
+      neardup dedup new.jsonl --index news.db --clusters clusters.jsonl
+      neardup index remove news.db doc-17 doc-18
+      neardup index stats news.db
+    """
+
+
+def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfig | None:
+    """The settings the user typed (None when none): used to create a new index, and checked
+    against the stored ones of an existing index."""
+    typed = [param for param in FINGERPRINT_SETTINGS if ctx.get_parameter_source(param) in _TYPED]
+    if not typed and not ctx.params.get("config_file") and max_distance is None:
+        return None
+    fingerprint = text_config(ctx)
+    return IndexConfig(
+        bits=fingerprint.bits,
+        max_distance=3 if max_distance is None else max_distance,
+        fingerprint=fingerprint,
+    )
+
+
+def open_index(url: str, config: IndexConfig | None) -> SimhashIndex:
+    """Open the index at ``url``, checked against ``config`` if given; a new one gets
+    ``config`` or the default settings, with the fingerprint settings recorded so texts
+    added later are fingerprinted the same way."""
+    if config is None:
+        with contextlib.suppress(IndexNotFoundError):
+            return SimhashIndex.open(url, create=False)
+        config = IndexConfig(fingerprint=FingerprintConfig())
+    return SimhashIndex.open(url, config)
+
+
+def fingerprinter_of(opened: SimhashIndex) -> Fingerprinter:
+    config = opened.fingerprint_config
+    if config is None:
+        raise InputError(
+            f"the index at {opened.url} records no fingerprint settings (it was filled with "
+            "fingerprints, not texts); add fingerprints through the Python API"
+        )
+    return Fingerprinter(config=config)
+
+
+def create_option(function: Any) -> Any:
+    return click.option(
+        "-k",
+        "--max-distance",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Largest Hamming distance the index answers (set when it is created) [default: 3].",
+    )(function)
+
+
+@index.command("add", short_help="Fingerprint records and add them to the index (creating it).")
+@url_argument
+@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option(
+    "--existing",
+    type=click.Choice(["skip", "fail"]),
+    default="skip",
+    show_default=True,
+    help="What to do with a record whose id is stored already: skip it (re-running an "
+    "interrupted add completes it) or stop with an error.",
+)
+@click.option(
+    "--report-batches",
+    is_flag=True,
+    help='Print {"batch", "added", "skipped", "last_id"} on stdout after each committed batch.',
+)
+@create_option
+@fingerprint_options
+@tokenizer_options
+@input_options
+@batch_size_option
+@progress_option
+@click.pass_context
+def add(
+    ctx: click.Context,
+    /,
+    url: str,
+    input_path: str,
+    existing: str,
+    report_batches: bool,
+    max_distance: int | None,
+    batch_size: int,
+    progress: bool | None,
+    **_: Any,
+) -> None:
+    """Add the records of INPUT to the index at URL, one transaction per batch.
+
+    A new index is created with the fingerprint flags given here (or the defaults);
+    an existing one uses its stored settings, and flags that disagree are refused.
+    """
+    config = requested_config(ctx, max_distance)
+    report = ErrorReport()
+    counts = {"added": 0, "skipped": 0, "changed": 0}
+    with open_index(url, config) as opened:
+        fingerprinter = fingerprinter_of(opened)
+        records = open_records(ctx, input_path, report)
+        size = batch_size if ctx.get_parameter_source("batch_size") in _TYPED else DEFAULT_STORE_BATCH
+        with progress_bar(progress, "index add") as bar:
+            for number, group in enumerate(batches(records, size)):
+                group = _first_of_each_id(group, existing)
+                keys = [record.id for record in group]
+                values = fingerprinter.fingerprint_many([r.text for r in group])
+                stored = opened.get_many(keys)
+                fresh = [row for row, record in enumerate(stored) if record is None]
+                if len(fresh) < len(group):
+                    if existing == "fail":
+                        taken = next(k for k, r in zip(keys, stored, strict=True) if r is not None)
+                        raise InputError(
+                            f"id {taken!r} is already in the index; use --existing skip to skip "
+                            "stored records, or remove it first"
+                        )
+                    counts["changed"] += _changed(stored, values)
+                opened.add_many([keys[row] for row in fresh], values[fresh])
+                counts["added"] += len(fresh)
+                counts["skipped"] += len(group) - len(fresh)
+                if report_batches:
+                    line = {"batch": number, "added": len(fresh), "skipped": len(group) - len(fresh)}
+                    click.echo(
+                        json.dumps({**line, "last_id": keys[-1] if keys else None}, ensure_ascii=False)
+                    )
+                bar.update(len(group))
+        total = len(opened)
+    message = f"neardup: added {counts['added']}, skipped {counts['skipped']} already stored"
+    if counts["changed"]:
+        message += f" ({counts['changed']} of them with other text now: remove and add them to update)"
+    click.echo(f"{message}; {report.count} bad records skipped; the index holds {total}", err=True)
+    report_skipped(report)
+
+
+@index.command("query", short_help="Find the stored near-duplicates of each record.")
+@url_argument
+@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option(
+    "-o", "--output", default="-", show_default=True, type=click.Path(dir_okay=False, allow_dash=True)
+)
+@click.option(
+    "-k",
+    "--max-distance",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Largest distance to report (at most the index's) [default: the index's].",
+)
+@input_options
+@batch_size_option
+@progress_option
+@click.pass_context
+def query(
+    ctx: click.Context,
+    /,
+    url: str,
+    input_path: str,
+    output: str,
+    max_distance: int | None,
+    batch_size: int,
+    progress: bool | None,
+    **_: Any,
+) -> None:
+    """For each record of INPUT, write {"id", "duplicate", "matches": [{"id", "distance",
+    "fingerprint"}]} (matches by distance, then id), without changing the index."""
+    report = ErrorReport()
+    with SimhashIndex.open(url, create=False) as opened:
+        fingerprinter = fingerprinter_of(opened)
+        records = open_records(ctx, input_path, report)
+        with progress_bar(progress, "index query") as bar:
+            write_jsonl(
+                output, _query_rows(opened, fingerprinter, batches(records, batch_size), max_distance, bar)
+            )
+    report_skipped(report)
+
+
+def _query_rows(
+    opened: SimhashIndex,
+    fingerprinter: Fingerprinter,
+    groups: Iterator[list[Record]],
+    k: int | None,
+    bar: Any,
+) -> Iterator[dict[str, Any]]:
+    bits = opened.bits
+    for group in groups:
+        values = fingerprinter.fingerprint_many([r.text for r in group])
+        for record, matches in zip(group, opened.query_many(values, k), strict=True):
+            yield {
+                "id": record.id,
+                "duplicate": bool(matches),
+                "matches": [
+                    {"id": m.key, "distance": m.distance, "fingerprint": to_hex(m.fingerprint, bits)}
+                    for m in matches
+                ],
+            }
+        bar.update(len(group))
+
+
+@index.command("remove", short_help="Remove records from the index by id.")
+@url_argument
+@click.argument("keys", metavar="ID...", nargs=-1, required=True)
+@click.option("--missing", type=click.Choice(["fail", "ignore"]), default="fail", show_default=True)
+def remove(url: str, keys: tuple[str, ...], missing: str) -> None:
+    """Remove the records with these ids (all or none). An id of digits also finds a
+    record whose id is that integer."""
+    with SimhashIndex.open(url, create=False) as opened:
+        resolved = _resolve_keys(opened, keys)
+        absent = [text for text, key in zip(keys, resolved, strict=True) if key is None]
+        if absent and missing == "fail":
+            raise KeyNotFoundError(
+                f"id {absent[0]!r} is not in the index ({len(absent)} of {len(keys)} are not); nothing was "
+                "removed (use --missing ignore to remove the others)"
+            )
+        present = list(dict.fromkeys(key for key in resolved if key is not None))
+        opened.remove_many(present)
+        left = len(opened)
+    click.echo(f"neardup: removed {len(present)}; {len(absent)} not found; the index holds {left}", err=True)
+
+
+def _resolve_keys(opened: SimhashIndex, texts: tuple[str, ...]) -> list[Key | None]:
+    as_text = opened.get_many(list(texts))
+    numeric = [int(text) if text.lstrip("-").isdigit() else None for text in texts]
+    as_int = opened.get_many([value for value in numeric if value is not None])
+    ints = iter(as_int)
+    resolved: list[Key | None] = []
+    for text, value, record in zip(texts, numeric, as_text, strict=True):
+        int_record = next(ints) if value is not None else None
+        resolved.append(text if record is not None else value if int_record is not None else None)
+    return resolved
+
+
+@index.command("stats", short_help="Size, settings and bucket statistics of the index.")
+@url_argument
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def stats(url: str, as_json: bool) -> None:
+    """How many records the index holds, its settings and its bucket statistics."""
+    with SimhashIndex.open(url, create=False) as opened:
+        count = len(opened)
+        buckets = opened.stats()
+        config = opened.config()
+    if as_json:
+        tables = [vars(table) for table in buckets.tables]
+        click.echo(json.dumps({"url": url, "records": count, **config, "tables": tables}, ensure_ascii=False))
+        return
+    click.echo(
+        f"url: {url}\nrecords: {count}\nbits: {config['bits']}\nmax_distance: {config['max_distance']}"
+    )
+    fingerprint = config["fingerprint_config"]
+    if fingerprint:
+        click.echo("fingerprint: " + ", ".join(f"{k}={v}" for k, v in fingerprint.items()))
+    click.echo(buckets.format())
+
+
+def _first_of_each_id(group: list[Record], existing: str) -> list[Record]:
+    """One record per id within a batch (later repeats are stored ids by then)."""
+    seen: set[Any] = set()
+    kept = []
+    for record in group:
+        if record.id in seen:
+            if existing == "fail":
+                raise InputError(
+                    f"id {record.id!r} appears twice in the input; ids must be unique", record.location
+                )
+            continue
+        seen.add(record.id)
+        kept.append(record)
+    return kept
+
+
+def _changed(stored: list[Any], values: np.ndarray[Any, Any]) -> int:
+    """Stored records whose new text gives another fingerprint."""
+    bits_values = values.tolist()
+    changed = 0
+    for record, value in zip(stored, bits_values, strict=True):
+        if record is not None:
+            new = value if isinstance(value, int) else int(value[0]) | int(value[1]) << 64
+            changed += record.fingerprint != new
+    return changed
