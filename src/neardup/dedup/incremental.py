@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from ..blocks import BlockScheme
 from ..errors import KeyExistsError
 from ..storage.base import Key, RecordBatch
 from .batch import find_all_pairs
@@ -121,7 +122,8 @@ def _batch_neighbours(
     neighbours: dict[int, list[tuple[int, int]]] = {row: [] for row in rows}
     if len(rows) < 2:
         return neighbours
-    pairs = find_all_pairs(_flat(words), max_distance, bits=bits)
+    # The pigeonhole scheme: a batch is small, and auto-tuning would cost more than the sort.
+    pairs = find_all_pairs(_flat(words), max_distance, bits=bits, scheme=BlockScheme(bits, max_distance))
     for first, second, distance in zip(
         pairs.i.tolist(), pairs.j.tolist(), pairs.distance.tolist(), strict=True
     ):

@@ -1,0 +1,147 @@
+"""Seed 002 table 5 made real: incremental dedup speed per store.
+
+For each backend, with ``--stored`` documents already in the store (default 100 k):
+
+- batched check-and-add throughput (docs/s): ``check_and_add_many`` in batches of
+  ``--batch`` fresh documents, each batch one locked transaction (query + assign + insert);
+- single-query latency p50/p99 (``query`` of one fingerprint, one round trip).
+
+Fingerprints are precomputed (random 64-bit values with planted near-duplicates), so the
+figures are the store's; fingerprinting costs the same for every store (see
+fingerprint_speed.py). The in-memory index runs in the same process as the baseline. Server
+backends run on real servers started on 127.0.0.1 by scripts/servers.py and stopped by PID at
+the end (install them with ``bash scripts/install-servers.sh``).
+
+    python3 benchmarks/store_speed.py                    # every backend, 100 k stored
+    python3 benchmarks/store_speed.py --stored 20000 --backends sqlite redis
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neardup import SimhashIndex
+from neardup.config import IndexConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = ["memory", "sqlite", "redis", "postgres", "mysql", "mongo"]
+SERVER_NAMES = {"redis": "redis", "postgres": "postgres", "mysql": "mariadb", "mongo": "mongo"}
+TARGET_DOCS_PER_SECOND = 5000
+
+
+def load_servers() -> Any:
+    spec = importlib.util.spec_from_file_location("neardup_servers", ROOT / "scripts" / "servers.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["neardup_servers"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def fingerprints(count: int, seed: int) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """Random fingerprints, 30 % of them 1-3 bits away from an earlier one."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**64 - 1, size=count, dtype=np.uint64)
+    copies = np.flatnonzero(rng.random(count) < 0.3)
+    copies = copies[copies > 0]
+    sources = (rng.random(copies.size) * copies).astype(np.int64)
+    flips = np.zeros(copies.size, dtype=np.uint64)
+    for _ in range(3):
+        flips |= np.uint64(1) << rng.integers(0, 64, size=copies.size).astype(np.uint64)
+    values[copies] = values[sources] ^ flips
+    return values
+
+
+def measure(url: str, stored: int, fresh: int, batch: int, queries: int) -> dict[str, float]:
+    values = fingerprints(stored + fresh, seed=5)
+    with SimhashIndex.open(url, IndexConfig()) as index:
+        started = time.perf_counter()
+        for start in range(0, stored, 10_000):
+            stop = min(start + 10_000, stored)
+            index.add_many(list(range(start, stop)), values[start:stop])
+        load = time.perf_counter() - started
+        started = time.perf_counter()
+        duplicates = 0
+        for start in range(stored, stored + fresh, batch):
+            stop = min(start + batch, stored + fresh)
+            results = index.check_and_add_many(list(range(start, stop)), values[start:stop])
+            duplicates += sum(result.duplicate for result in results)
+        check = time.perf_counter() - started
+        assert len(index) == stored + fresh
+        probe = fingerprints(queries, seed=9)
+        probe[: queries // 2] = values[: queries // 2] ^ np.uint64(0b101)  # half of them hit
+        latencies = []
+        for value in probe.tolist():
+            began = time.perf_counter()
+            index.query(value)
+            latencies.append(time.perf_counter() - began)
+    latencies.sort()
+    return {
+        "load_per_s": stored / load,
+        "check_per_s": fresh / check,
+        "duplicates": duplicates / fresh,
+        "p50_ms": statistics.median(latencies) * 1e3,
+        "p99_ms": latencies[int(0.99 * (len(latencies) - 1))] * 1e3,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=BACKENDS)
+    parser.add_argument("--stored", type=int, default=100_000, help="documents stored before measuring")
+    parser.add_argument("--fresh", type=int, default=20_000, help="documents checked and added")
+    parser.add_argument("--batch", type=int, default=1000, help="documents per check-and-add batch")
+    parser.add_argument("--queries", type=int, default=1000, help="single queries timed")
+    args = parser.parse_args()
+    servers = load_servers()
+    started: list[Any] = []
+    rows: list[tuple[str, dict[str, float]]] = []
+    print(f"stored {args.stored:,}; check-and-add {args.fresh:,} in batches of {args.batch}; "
+          f"{args.queries} single queries; 64-bit fingerprints, k = 3, pigeonhole 4 x 16 bits")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="neardup-store-speed-") as folder:
+        urls: dict[str, Callable[[], str]] = {
+            "memory": lambda: "memory://",
+            "sqlite": lambda: f"sqlite:///{folder}/store.db",
+        }
+        for name in args.backends:
+            if name in SERVER_NAMES:
+                server = servers.start(SERVER_NAMES[name])
+                started.append(server)
+                url = str(server.url)
+                urls[name] = lambda url=url: url
+        try:
+            for name in args.backends:
+                figures = measure(urls[name](), args.stored, args.fresh, args.batch, args.queries)
+                rows.append((name, figures))
+                print(
+                    f"{name:8s} load {figures['load_per_s']:>9,.0f}/s  check-and-add "
+                    f"{figures['check_per_s']:>8,.0f} docs/s  query p50 {figures['p50_ms']:6.2f} ms  "
+                    f"p99 {figures['p99_ms']:6.2f} ms  ({figures['duplicates']:.0%} duplicates)",
+                    flush=True,
+                )
+        finally:
+            for server in started:
+                server.stop(remove_dir=True)
+    print("\n| store | check-and-add docs/s | vs target 5,000 | query p50 ms | query p99 ms | load docs/s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, figures in rows:
+        print(
+            f"| {name} | {figures['check_per_s']:,.0f} | {figures['check_per_s'] / TARGET_DOCS_PER_SECOND:.1f}x "
+            f"| {figures['p50_ms']:.2f} | {figures['p99_ms']:.2f} | {figures['load_per_s']:,.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
