@@ -138,7 +138,8 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|")
     for name, figures in rows:
         print(
-            f"| {name} | {figures['check_per_s']:,.0f} | {figures['check_per_s'] / TARGET_DOCS_PER_SECOND:.1f}x "
+            f"| {name} | {figures['check_per_s']:,.0f} "
+            f"| {figures['check_per_s'] / TARGET_DOCS_PER_SECOND:.1f}x "
             f"| {figures['p50_ms']:.2f} | {figures['p99_ms']:.2f} | {figures['load_per_s']:,.0f} |"
         )
 
