@@ -149,14 +149,33 @@ def write_jsonl(target: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:
     Rows are written as they come, so a generator of rows streams without being held in
     memory; non-ASCII text stays readable (``ensure_ascii=False``).
     """
-    count = 0
-    with _open_binary(target, "wb") as stream:
+    with jsonl_writer(target) as writer:
         for row in rows:
-            line = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
-            _write(stream, line.encode("utf-8") + b"\n", target)
-            count += 1
+            writer.write(row)
+    return writer.count
+
+
+class JsonlWriter:
+    """Writes one JSON line per call, for outputs fed from several places side by side."""
+
+    def __init__(self, stream: IO[bytes], target: str | Path) -> None:
+        self.stream = stream
+        self.target = target
+        self.count = 0
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        line = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+        _write(self.stream, line.encode("utf-8") + b"\n", self.target)
+        self.count += 1
+
+
+@contextmanager
+def jsonl_writer(target: str | Path) -> Iterator[JsonlWriter]:
+    """A :class:`JsonlWriter` on ``target`` (``-`` is stdout), flushed at the end."""
+    with _open_binary(target, "wb") as stream:
+        writer = JsonlWriter(stream, target)
+        yield writer
         _write(stream, b"", target)
-    return count
 
 
 def _write(stream: IO[bytes], data: bytes, target: str | Path) -> None:

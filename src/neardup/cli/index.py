@@ -40,7 +40,7 @@ from .common import (
 )
 
 DEFAULT_STORE_BATCH = 1000
-_TYPED = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+TYPED = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 url_argument = click.argument("url", metavar="URL")
 
@@ -68,7 +68,7 @@ def index() -> None:
 def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfig | None:
     """The settings the user typed (None when none): used to create a new index, and checked
     against the stored ones of an existing index."""
-    typed = [param for param in FINGERPRINT_SETTINGS if ctx.get_parameter_source(param) in _TYPED]
+    typed = [param for param in FINGERPRINT_SETTINGS if ctx.get_parameter_source(param) in TYPED]
     if not typed and not ctx.params.get("config_file") and max_distance is None:
         return None
     fingerprint = text_config(ctx)
@@ -156,7 +156,7 @@ def add(
     with open_index(url, config) as opened:
         fingerprinter = fingerprinter_of(opened)
         records = open_records(ctx, input_path, report)
-        size = batch_size if ctx.get_parameter_source("batch_size") in _TYPED else DEFAULT_STORE_BATCH
+        size = batch_size if ctx.get_parameter_source("batch_size") in TYPED else DEFAULT_STORE_BATCH
         with progress_bar(progress, "index add") as bar:
             for number, group in enumerate(batches(records, size)):
                 group = _first_of_each_id(group, existing)

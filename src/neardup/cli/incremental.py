@@ -1,0 +1,86 @@
+"""``neardup dedup INPUT --index URL``: dedup new records against a stored index and add them.
+
+Seed 002's incremental mode on the command line: each batch of INPUT is checked against what
+the store holds (and against the batch's earlier records), given a stable cluster id and
+added, in one locked transaction per batch (:mod:`neardup.dedup.incremental`). The outputs
+are those of ``neardup dedup``: pairs name a stored (or earlier) record as ``a``; clusters
+name the record that started the cluster, which may be a record stored by an earlier run;
+``--emit kept`` writes the records that started a cluster (``--keep first`` semantics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import click
+
+from ..errors import ConfigError
+from ..io import ErrorReport, jsonl_writer
+from .common import batches, open_records, progress_bar, report_skipped
+from .index import TYPED, fingerprinter_of, open_index, requested_config
+
+
+def run_incremental(
+    ctx: click.Context,
+    *,
+    url: str,
+    input_path: str,
+    pairs_path: str | None,
+    clusters_path: str | None,
+    emit: str | None,
+    output: str,
+    keep: str,
+    batch_size: int,
+    progress: bool | None,
+) -> None:
+    """The adapter behind ``dedup --index``: stream INPUT through check-and-add."""
+    if keep != "first":
+        raise ConfigError(
+            f"--keep {keep} needs the whole input at once; with --index each record is decided "
+            "when it arrives (the earliest record keeps its cluster): drop --keep or --index"
+        )
+    counts = {"records": 0, "added": 0, "duplicates": 0, "pairs": 0, "stored": 0}
+    report = ErrorReport()
+    typed = ctx.get_parameter_source("max_distance") in TYPED
+    with open_index(url, requested_config(ctx, ctx.params["max_distance"] if typed else None)) as index:
+        fingerprinter = fingerprinter_of(index)
+        records = open_records(ctx, input_path, report)
+        with contextlib.ExitStack() as outputs, progress_bar(progress, "dedup --index") as bar:
+            sinks = {
+                name: outputs.enter_context(jsonl_writer(path))
+                for name, path in (("pairs", pairs_path), ("clusters", clusters_path), ("emit", output))
+                if path is not None and (name != "emit" or emit is not None)
+            }
+            for group in batches(records, batch_size):
+                values = fingerprinter.fingerprint_many([record.text for record in group])
+                results = index.check_and_add_many([record.id for record in group], values)
+                for record, result in zip(group, results, strict=True):
+                    counts["records"] += 1
+                    counts["added"] += result.added
+                    counts["duplicates"] += result.duplicate
+                    if "clusters" in sinks:
+                        sinks["clusters"].write({"id": record.id, "cluster": result.cluster})
+                    if "pairs" in sinks:
+                        for match in result.matches:
+                            sinks["pairs"].write({"a": match.key, "b": record.id, "distance": match.distance})
+                            counts["pairs"] += 1
+                    started_cluster = result.cluster == record.id
+                    if "emit" in sinks and started_cluster == (emit == "kept"):
+                        sinks["emit"].write(dict(record.fields) if record.fields else _plain(record))
+                bar.update(len(group))
+        counts["stored"] = len(index)
+    click.echo(
+        f"neardup: {counts['records']} records, {counts['duplicates']} with a near-duplicate, "
+        f"{counts['pairs']} pairs; added {counts['added']} to {url} (it holds {counts['stored']}); "
+        f"{report.count} skipped",
+        err=True,
+    )
+    report_skipped(report)
+
+
+def _plain(record: Any) -> dict[str, Any]:
+    row = {"id": record.id, "text": record.text}
+    if record.title is not None:
+        row["title"] = record.title
+    return row
