@@ -414,3 +414,76 @@ def test_zh_news_precision(tmp_path: Path) -> None:
     assert len(gold) == 694  # the dataset README's count of gold positive pairs
     assert precision >= 0.9, (precision, recall)
     assert recall > 0.1, (precision, recall)
+
+
+# -- verification (--verify, --explain) ----------------------------------------------------------
+
+SHORT = [
+    {
+        "id": "s1",
+        "text": "这家酒店的服务非常好，房间干净，早餐丰盛，下次还会再来。",
+        "tags": ["酒店", "服务"],
+    },
+    {"id": "s2", "text": "这家酒店的服务非常好,房间干净,早餐丰盛,下次还会再来!（来自手机客户端）"},
+    {"id": "s3", "text": "物流太慢了，等了一个星期才到，包装也破了，很失望。", "keywords": "物流, 包装"},
+    {"id": "s4", "text": "这家酒店的服务非常好，房间干净，早餐丰盛，下次还会再来。", "tags": ["别的"]},
+]
+
+
+def test_verify_rejects_wide_candidates_and_keeps_copies(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "short.jsonl", *SHORT)
+    wide, verified = tmp_path / "wide.jsonl", tmp_path / "verified.jsonl"
+    assert run("dedup", path, "-k", "40", "--pairs", wide).exit_code == 0
+    assert len(read_jsonl(wide)) == 6  # every pair is within 40 bits
+    for mode in ("jaccard", "minhash"):
+        result = run("dedup", path, "-k", "40", "--verify", mode, "--pairs", verified)
+        assert result.exit_code == 0, result.stderr
+        assert {(row["a"], row["b"]) for row in read_jsonl(verified)} == {
+            ("s1", "s2"),
+            ("s1", "s4"),
+            ("s2", "s4"),
+        }
+        assert "(3 rejected by --verify " + mode + ")" in result.stderr
+
+
+def test_verify_combined_keeps_identical_texts_with_other_tags(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "short.jsonl", *SHORT)
+    pairs = tmp_path / "pairs.jsonl"
+    result = run("dedup", path, "-k", "40", "--verify", "combined", "--threshold", "0.99", "--pairs", pairs)
+    assert result.exit_code == 0, result.stderr
+    assert {(row["a"], row["b"]) for row in read_jsonl(pairs)} == {("s1", "s4")}
+
+
+def test_explain_adds_similarities_and_shared_features(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "short.jsonl", *SHORT)
+    pairs = tmp_path / "pairs.jsonl"
+    result = run("dedup", path, "-k", "40", "--verify", "jaccard", "--explain", "--pairs", pairs)
+    assert result.exit_code == 0, result.stderr
+    rows = {(row["a"], row["b"]): row for row in read_jsonl(pairs)}
+    copy = rows[("s1", "s2")]
+    assert set(copy) == {"a", "b", "distance", "jaccard", "metadata_jaccard", "score", "shared"}
+    assert 0.5 <= copy["jaccard"] < 1.0 and rows[("s1", "s4")]["jaccard"] == 1.0
+    assert copy["score"] == pytest.approx(
+        0.9 / (copy["distance"] + 1) + 0.1 * copy["metadata_jaccard"], abs=1e-3
+    )
+    assert "酒店" in copy["shared"]
+    assert rows[("s1", "s4")]["metadata_jaccard"] == 0.0  # tags 酒店/服务 against 别的
+
+
+def test_meta_field_names_the_metadata(tmp_path: Path) -> None:
+    records = [
+        {"id": 1, "text": E1, "topics": ["simhash"]},
+        {"id": 2, "text": E1 + " Reprinted.", "topics": ["simhash"]},
+    ]
+    pairs = tmp_path / "pairs.jsonl"
+    path = write_lines(tmp_path / "meta.jsonl", *records)
+    assert (
+        run("dedup", path, "-k", "20", "--meta-field", "topics", "--explain", "--pairs", pairs).exit_code == 0
+    )
+    assert read_jsonl(pairs)[0]["metadata_jaccard"] == 1.0
+
+
+def test_explain_needs_pairs(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["dedup", str(corpus(tmp_path)), "--clusters", "-", "--explain"])
+    assert result.exit_code == 2
+    assert "--explain adds fields to the --pairs lines" in result.stderr

@@ -9,6 +9,7 @@ from .blocks import BlockScheme
 from .config import FingerprintConfig
 from .dedup.batch import BucketStats, Pairs, brute_force_pairs, find_all_pairs, single_pass
 from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
+from .dedup.verify import VERIFY_MODES, Verifier
 from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
 from .errors import (
     ConfigError,
@@ -25,6 +26,7 @@ from .fingerprint import EncodedBatch, Feature, Fingerprinter, simhash
 from .hashing import HASH_NAMES, hash_tokens
 from .idf import IdfModel
 from .index import Match, SimhashIndex
+from .minhash import MinHasher, combined_score, estimate_jaccard, signature_from_bytes, signature_to_bytes
 from .weighting import WEIGHTINGS
 
 try:
@@ -35,6 +37,7 @@ except metadata.PackageNotFoundError:  # pragma: no cover - running from a sourc
 __all__ = [
     "HASH_NAMES",
     "KEEP_POLICIES",
+    "VERIFY_MODES",
     "WEIGHTINGS",
     "BlockScheme",
     "BucketStats",
@@ -50,21 +53,27 @@ __all__ = [
     "KeyExistsError",
     "KeyNotFoundError",
     "Match",
+    "MinHasher",
     "MissingDependencyError",
     "NeardupError",
     "Pairs",
     "SimhashIndex",
     "StorageError",
     "StorageUnavailableError",
+    "Verifier",
     "__version__",
     "brute_force_pairs",
     "cluster_records",
+    "combined_score",
+    "estimate_jaccard",
     "find_all_pairs",
     "from_hex",
     "hamming",
     "hamming_many",
     "hash_tokens",
     "hex_many",
+    "signature_from_bytes",
+    "signature_to_bytes",
     "simhash",
     "single_pass",
     "to_array",

@@ -13,7 +13,7 @@ import math
 import re
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,11 @@ from click.core import ParameterSource
 from ..blocks import DEFAULT_MAX_TABLES, BlockScheme
 from ..dedup.batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
 from ..dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
+from ..dedup.verify import DEFAULT_THRESHOLDS, META_FIELDS, VERIFY_MODES, Verifier, explain_pairs, metadata_of
 from ..errors import ConfigError, InputError, NeardupError
 from ..fingerprint import Fingerprinter
 from ..io import ErrorReport, Record, RecordId, write_jsonl
+from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
 from .common import (
     batch_size_option,
     batches,
@@ -40,6 +42,7 @@ from .common import (
     text_config,
     tokenizer_options,
 )
+from .incremental import run_incremental
 
 DEFAULT_MAX_DISTANCE = 3
 #: More tables than this from --scheme is surely a typo: each table is one sort of the whole
@@ -116,6 +119,55 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
     help="Second hash: a bucket over (1 + mu) x the mean bucket is split again.",
 )
 @click.option("--stats", is_flag=True, help="Print the bucket statistics and a timed summary on stderr.")
+@click.option(
+    "--index",
+    "index_url",
+    metavar="URL",
+    help="Dedup against the index at URL (a file path, sqlite:///, postgresql://, mysql://, "
+    "redis://, mongodb://) and add the new records to it; created if absent.",
+)
+@click.option(
+    "--verify",
+    type=click.Choice(VERIFY_MODES),
+    default="none",
+    show_default=True,
+    help="Confirm each candidate pair: shingle Jaccard, its MinHash estimate, or the combined score.",
+)
+@click.option(
+    "--threshold",
+    "verify_threshold",
+    type=click.FloatRange(0.0, 1.0),
+    help="Smallest similarity --verify accepts [default: "
+    + ", ".join(f"{mode} {value}" for mode, value in DEFAULT_THRESHOLDS.items() if mode != "none")
+    + "].",
+)
+@click.option(
+    "--content-weight",
+    type=click.FloatRange(0.0, 1.0),
+    default=DEFAULT_CONTENT_WEIGHT,
+    show_default=True,
+    help="mu of the combined score mu/(H+1) + (1-mu)*J(metadata).",
+)
+@click.option(
+    "--meta-field",
+    "meta_fields",
+    multiple=True,
+    metavar="NAME",
+    help="Record field holding metadata (list or 'a, b' text; repeatable) "
+    f"[default: {', '.join(META_FIELDS)}].",
+)
+@click.option(
+    "--num-perm",
+    type=click.IntRange(min=1),
+    default=DEFAULT_NUM_PERM,
+    show_default=True,
+    help="MinHash functions per signature.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Add jaccard, metadata_jaccard, score and the top shared features to each --pairs line.",
+)
 @fingerprint_options
 @tokenizer_options
 @input_options
@@ -135,6 +187,13 @@ def dedup(
     scheme: tuple[int, int] | None,
     mu: float,
     stats: bool,
+    index_url: str | None,
+    verify: str,
+    verify_threshold: float | None,
+    content_weight: float,
+    meta_fields: tuple[str, ...],
+    num_perm: int,
+    explain: bool,
     batch_size: int,
     progress: bool | None,
     **_: Any,
@@ -166,14 +225,52 @@ def dedup(
     the all-zero fingerprint, so all such records pair up at distance 0 in one cluster.
 
     \b
+    --verify confirms each pair found within --max-distance before clustering, so a
+    wide search (-k 10 to 16, for recall on short or edited texts) keeps its precision:
+      none      Simhash alone
+      jaccard   exact Jaccard of the texts' character shingles >= --threshold (0.5)
+      minhash   MinHash estimate of that Jaccard >= --threshold (0.5)
+      combined  mu/(H+1) + (1-mu)*J(metadata) >= --threshold (0.2), seed 000's score;
+                metadata from --meta-field (tags, keywords, refs), else top keywords
+    Pairs of identical texts are always kept. --explain adds to each --pairs line the
+    shingle Jaccard, the metadata estimate, the combined score and shared features.
+
+    --index URL dedups INPUT against a stored index instead (seed 002's incremental
+    mode) and adds the new records to it, one transaction per batch: each record joins
+    the cluster of its nearest stored or earlier match, named by the record that started
+    it (perhaps in an earlier run), and keeps it for good. Records already stored get
+    their stored answer. --keep first only; see `neardup index --help`.
+
+    \b
     Example:
       neardup dedup docs.jsonl --pairs pairs.jsonl --clusters clusters.jsonl
+      neardup dedup today.jsonl --index news.db --clusters clusters.jsonl
+      neardup dedup short.jsonl -k 16 --verify jaccard --pairs pairs.jsonl --explain
       neardup dedup docs.jsonl --emit kept --keep longest -o deduplicated.jsonl
       neardup dedup rows.csv --id-field doc_id --text-field body --bits 128 -k 6 --pairs pairs.jsonl
       cat docs.jsonl | neardup dedup - --emit dropped --stats > dropped.jsonl
     """
     started = time.perf_counter()
     targets = _check_outputs(ctx, pairs_path, clusters_path, emit, output)
+    if index_url is not None:
+        if verify != "none" or explain or scheme is not None:
+            raise click.UsageError("--verify, --explain and --scheme do not apply with --index", ctx)
+        run_incremental(
+            ctx,
+            url=index_url,
+            input_path=input_path,
+            pairs_path=pairs_path,
+            clusters_path=clusters_path,
+            emit=emit,
+            output=output,
+            keep=keep,
+            batch_size=batch_size,
+            progress=progress,
+        )
+        return
+    if explain and pairs_path is None:
+        raise click.UsageError("--explain adds fields to the --pairs lines; add --pairs PATH", ctx)
+    verifier = Verifier(verify, verify_threshold, content_weight, num_perm)
     config = text_config(ctx)
     block_scheme = _block_scheme(config.bits, max_distance, scheme)
     for target in targets:
@@ -184,7 +281,12 @@ def dedup(
     records = open_records(ctx, input_path, report)
     with progress_bar(progress, "fingerprint") as bar:
         collected = _collect(
-            fingerprinter, batches(records, batch_size), keep_records=emit is not None, bar=bar
+            fingerprinter,
+            batches(records, batch_size),
+            keep_records=emit is not None,
+            keep_texts=verify != "none" or explain,
+            meta_fields=meta_fields or META_FIELDS,
+            bar=bar,
         )
     fingerprinted = time.perf_counter()
 
@@ -201,12 +303,18 @@ def dedup(
             stats=bucket_stats,
             progress=bar.update,
         )
+    candidates = len(pairs)
+    if verify != "none":
+        pairs = _verified(verifier, fingerprinter, collected, pairs)
     paired = time.perf_counter()
     lengths = collected.lengths if keep == "longest" else None
     clusters = cluster_records(n, pairs.i, pairs.j, keep=keep, lengths=lengths)
 
     if pairs_path is not None:
-        write_jsonl(pairs_path, _pair_rows(collected.ids, pairs))
+        rows = _pair_rows(collected.ids, pairs)
+        if explain:
+            rows = _explained_rows(rows, verifier, fingerprinter, collected, pairs)
+        write_jsonl(pairs_path, rows)
     if clusters_path is not None:
         write_jsonl(clusters_path, _cluster_rows(collected.ids, clusters))
     if emit is not None:
@@ -215,6 +323,7 @@ def dedup(
         write_jsonl(output, _record_rows(collected.records, clusters, emit == "kept", fields))
 
     summary = _Summary.of(collected, report, pairs, clusters, max_distance, keep)
+    summary = replace(summary, verify=verify, rejected=candidates - len(pairs))
     if stats:
         click.echo(bucket_stats.format(), err=True)
         finished = time.perf_counter()
@@ -290,6 +399,8 @@ class _Collected:
     ids: list[RecordId] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    metadata: list[list[str] | None] = field(default_factory=list)
     parts: list[npt.NDArray[np.uint64]] = field(default_factory=list)
     empty: int = 0
 
@@ -302,9 +413,16 @@ class _Collected:
 
 
 def _collect(
-    fingerprinter: Fingerprinter, groups: Iterable[list[Record]], *, keep_records: bool, bar: Any
+    fingerprinter: Fingerprinter,
+    groups: Iterable[list[Record]],
+    *,
+    keep_records: bool,
+    bar: Any,
+    keep_texts: bool = False,
+    meta_fields: tuple[str, ...] = META_FIELDS,
 ) -> _Collected:
-    """Fingerprint every record; ids are checked for uniqueness as they arrive."""
+    """Fingerprint every record; ids are checked for uniqueness as they arrive. Texts and
+    metadata are kept only when pairs are verified or explained."""
     collected = _Collected(bits=fingerprinter.bits)
     first_seen: dict[RecordId, str] = {}
     for group in groups:
@@ -324,8 +442,39 @@ def _collect(
         collected.lengths.extend(len(record.text) for record in group)
         if keep_records:
             collected.records.extend(group)
+        if keep_texts:
+            collected.texts.extend(record.text for record in group)
+            collected.metadata.extend(metadata_of(record.fields, meta_fields) for record in group)
         bar.update(len(group))
     return collected
+
+
+# -- verification ------------------------------------------------------------------------------
+
+
+def _verified(verifier: Verifier, fingerprinter: Fingerprinter, collected: _Collected, pairs: Pairs) -> Pairs:
+    """The candidate pairs that pass --verify."""
+    if not len(pairs):
+        return pairs
+    result = verifier.verify_texts(
+        pairs.distance, pairs.i, pairs.j, collected.texts, collected.metadata, fingerprinter
+    )
+    kept = result.kept
+    return Pairs(pairs.i[kept], pairs.j[kept], pairs.distance[kept])
+
+
+def _explained_rows(
+    rows: Iterator[dict[str, Any]],
+    verifier: Verifier,
+    fingerprinter: Fingerprinter,
+    collected: _Collected,
+    pairs: Pairs,
+) -> Iterator[dict[str, Any]]:
+    explanations = explain_pairs(
+        verifier, fingerprinter, collected.texts, collected.metadata, pairs.i, pairs.j, pairs.distance
+    )
+    for row, explanation in zip(rows, explanations, strict=True):
+        yield {**row, **explanation.as_dict()}
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -372,6 +521,8 @@ class _Summary:
     largest: int
     dropped: int
     keep: str
+    verify: str = "none"
+    rejected: int = 0
 
     @classmethod
     def of(
@@ -399,10 +550,11 @@ class _Summary:
         )
 
     def line(self) -> str:
+        verified = f" ({self.rejected} rejected by --verify {self.verify})" if self.verify != "none" else ""
         return (
-            f"neardup: {self.records} records, {self.pairs} pairs within distance {self.max_distance}, "
-            f"{self.clusters} clusters of 2+ records, {self.dropped} dropped (--keep {self.keep}); "
-            f"{self.empty} empty; {self.skipped} skipped"
+            f"neardup: {self.records} records, {self.pairs} pairs within distance {self.max_distance}"
+            f"{verified}, {self.clusters} clusters of 2+ records, {self.dropped} dropped "
+            f"(--keep {self.keep}); {self.empty} empty; {self.skipped} skipped"
         )
 
     def details(self, seconds: tuple[float, float, float, float]) -> str:
@@ -412,7 +564,8 @@ class _Summary:
         return "\n".join(
             [
                 f"records: {self.records} ({self.empty} empty, {self.skipped} skipped)",
-                f"pairs: {self.pairs} within distance {self.max_distance} ({self.exact} at distance 0)",
+                f"pairs: {self.pairs} within distance {self.max_distance} ({self.exact} at distance 0)"
+                + (f", {self.rejected} rejected by --verify {self.verify}" if self.verify != "none" else ""),
                 f"clusters of 2+ records: {self.clusters} (largest {self.largest})",
                 f"dropped: {self.dropped} (--keep {self.keep}), kept {self.records - self.dropped}",
                 f"seconds: {total:.2f} (set-up {setup:.2f}, fingerprints {fingerprints:.2f} at "

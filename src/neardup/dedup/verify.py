@@ -1,0 +1,437 @@
+"""Verification of Simhash candidate pairs: exact shingle Jaccard, its MinHash estimate, or
+seed 000's combined score of content distance and metadata similarity; and explanations.
+
+Simhash alone is weak in two regimes (measured in docs/verification.md): short texts, where a
+light edit moves the fingerprint by 10-16 bits, and searches with a large ``max_distance``
+(k = 10 or more, for recall), where unrelated documents fall within k. Both are served by
+searching wide and then confirming each candidate with a second, independent similarity:
+
+==========  ==================================================================================
+none        keep every candidate (Simhash alone)
+jaccard     exact Jaccard of the texts' character shingles >= threshold (needs the texts)
+minhash     MinHash estimate of that Jaccard >= threshold (needs only stored signatures)
+combined    μ/(H + 1) + (1 − μ)·Ĵ(metadata) >= threshold (seed 000 eq. 1; metadata signatures)
+==========  ==================================================================================
+
+Shingles are character n-grams of the letters and digits of the normalized text (spaces and
+punctuation dropped): bigrams for text with Chinese characters, 5-grams otherwise. A pair
+whose normalized texts are identical is never rejected, whatever the mode and the metadata.
+Metadata are the record's ``tags``/``keywords``/``refs`` lists (or fields the caller names),
+or the text's top weighted words when a record has none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from scipy import sparse
+
+from ..errors import ConfigError, InputError
+from ..fingerprint import Fingerprinter
+from ..minhash import (
+    DEFAULT_CONTENT_WEIGHT,
+    DEFAULT_NUM_PERM,
+    DEFAULT_SEED,
+    MinHasher,
+    combined_score,
+    estimate_jaccard,
+    hash_elements,
+)
+from ..text.normalize import Normalizer
+from ..text.tokenize import CharNgramTokenizer, contains_han
+from ..token_cache import token_keys
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+UInt64Array = npt.NDArray[np.uint64]
+BoolArray = npt.NDArray[np.bool_]
+
+VERIFY_MODES: tuple[str, ...] = ("none", "minhash", "jaccard", "combined")
+#: Shingle lengths: Chinese bigrams are word-like units; Latin 5-grams span about a word.
+HAN_SHINGLE = 2
+LATIN_SHINGLE = 5
+#: Decision thresholds per mode, chosen on the dev sets (docs/verification.md): shingle
+#: Jaccard 0.5 (gold near-duplicates of zh_short have median 0.9, unrelated candidates < 0.3);
+#: the combined score 0.2, which keeps H <= 3 whatever the metadata and asks more metadata
+#: agreement at each further bit (H = 4: Ĵ >= 0.2, 5: 0.5, 6: 0.71, 7: 0.875, 8: 1).
+DEFAULT_THRESHOLDS: Mapping[str, float] = {"none": 0.0, "jaccard": 0.5, "minhash": 0.5, "combined": 0.2}
+#: Record fields read as metadata sets when the caller names none.
+META_FIELDS: tuple[str, ...] = ("tags", "keywords", "refs")
+#: Top weighted words of the text that stand in for missing metadata.
+KEYWORDS = 10
+#: Pairs verified per step: bounds the sparse temporaries.
+PAIR_CHUNK = 1 << 18
+_SPLIT = re.compile(r"[,;|，；、]")
+
+
+# -- sets: shingles of texts, metadata of records ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shingles:
+    """The distinct shingle hashes of a batch of texts as one sparse set per text."""
+
+    hashes: UInt64Array
+    documents: IntArray
+    count: int
+    _matrix: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, texts: Sequence[str], normalizer: Normalizer | None = None) -> Shingles:
+        """Character n-gram shingles of ``texts``, computed with array operations."""
+        normalized = (normalizer or Normalizer()).normalize_many(list(texts))
+        han = [i for i, text in enumerate(normalized) if contains_han(text)]
+        latin = sorted(set(range(len(normalized))) - set(han))
+        hashes: list[UInt64Array] = []
+        documents: list[IntArray] = []
+        for members, size in ((han, HAN_SHINGLE), (latin, LATIN_SHINGLE)):
+            if not members:
+                continue
+            batch = CharNgramTokenizer(size).tokenize_batch([normalized[i] for i in members])
+            hashes.append(token_keys(batch))
+            documents.append(np.asarray(members, dtype=np.int64)[batch.documents])
+        flat_hashes = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
+        flat_documents = np.concatenate(documents) if documents else np.zeros(0, dtype=np.int64)
+        pairs = np.unique(np.stack([flat_documents.astype(np.uint64), flat_hashes], axis=1), axis=0)
+        return cls(hashes=pairs[:, 1].copy(), documents=pairs[:, 0].astype(np.int64), count=len(texts))
+
+    @property
+    def sizes(self) -> IntArray:
+        return np.bincount(self.documents, minlength=self.count).astype(np.int64)
+
+    def sets(self) -> list[set[int]]:
+        """Each text's shingle hashes as a Python set (for tests and explanations)."""
+        result: list[set[int]] = [set() for _ in range(self.count)]
+        for document, value in zip(self.documents.tolist(), self.hashes.tolist(), strict=True):
+            result[document].add(value)
+        return result
+
+    def matrix(self) -> Any:
+        """The texts × distinct shingles 0/1 matrix (CSR), built once."""
+        if self._matrix is None:
+            _, columns = np.unique(self.hashes, return_inverse=True)
+            data = np.ones(len(columns), dtype=np.float64)
+            shape = (self.count, int(columns.max()) + 1 if len(columns) else 0)
+            matrix = sparse.csr_matrix((data, (self.documents, columns.reshape(-1))), shape=shape)
+            object.__setattr__(self, "_matrix", matrix)
+        return self._matrix
+
+    def jaccard(self, i: npt.ArrayLike, j: npt.ArrayLike) -> FloatArray:
+        """Exact Jaccard of the shingle sets of texts i[t] and j[t], vectorised; two empty
+        sets count as equal (1.0)."""
+        left, right = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+        matrix, sizes = self.matrix(), self.sizes
+        result = np.empty(len(left), dtype=np.float64)
+        for low in range(0, len(left), PAIR_CHUNK):
+            a, b = left[low : low + PAIR_CHUNK], right[low : low + PAIR_CHUNK]
+            common = np.asarray(matrix[a].multiply(matrix[b]).sum(axis=1)).reshape(-1)
+            union = sizes[a] + sizes[b] - common
+            result[low : low + len(a)] = np.divide(
+                common, union, out=np.ones(len(a), dtype=np.float64), where=union > 0
+            )
+        return result
+
+
+def metadata_of(fields: Mapping[str, Any] | None, names: Sequence[str] = META_FIELDS) -> list[str] | None:
+    """The metadata set of one record: the values of the named fields (lists, or strings
+    split at , ; | and their Chinese forms), or None when the record has none of them."""
+    if fields is None:
+        return None
+    values: list[str] = []
+    for name in names:
+        value = fields.get(name)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            values.extend(part for part in _SPLIT.split(value))
+        elif isinstance(value, (list, tuple)):
+            values.extend(str(item) for item in value if item is not None)
+        else:
+            values.append(str(value))
+    cleaned = [value.strip() for value in values if value.strip()]
+    return cleaned or None
+
+
+def top_keywords(
+    fingerprinter: Fingerprinter, texts: Sequence[str], count: int = KEYWORDS
+) -> list[list[str]]:
+    """The ``count`` heaviest features of each text under the fingerprinter's weighting:
+    the stand-in for metadata a record lacks (seed 000 uses keywords first of all)."""
+    return [[feature.token for feature in fingerprinter.features(text)[:count]] for text in texts]
+
+
+def metadata_sets(
+    metadata: Sequence[Sequence[str] | None],
+    texts: Sequence[str],
+    fingerprinter: Fingerprinter | None,
+    normalizer: Normalizer | None = None,
+) -> list[list[str]]:
+    """Normalized metadata sets, the text's top keywords filling in where a record has none
+    (which needs ``fingerprinter``)."""
+    normalizer = normalizer or Normalizer()
+    missing = [i for i, values in enumerate(metadata) if not values]
+    if missing and fingerprinter is None:
+        raise InputError("records without metadata need a fingerprinter for their top keywords")
+    keywords = top_keywords(fingerprinter, [texts[i] for i in missing]) if fingerprinter and missing else []
+    filled: list[Sequence[str]] = [values or [] for values in metadata]
+    for position, words in zip(missing, keywords, strict=True):
+        filled[position] = words
+    flat = normalizer.normalize_many([value for values in filled for value in values])
+    result: list[list[str]] = []
+    start = 0
+    for values in filled:
+        result.append(sorted({value.strip() for value in flat[start : start + len(values)] if value.strip()}))
+        start += len(values)
+    return result
+
+
+def text_digests(texts: Sequence[str], normalizer: Normalizer | None = None) -> UInt64Array:
+    """A 64-bit digest of each normalized text, so identical texts are recognised cheaply."""
+    normalized = (normalizer or Normalizer()).normalize_many(list(texts))
+    return hash_elements(" ".join(text.split()) for text in normalized)
+
+
+# -- the verifier ------------------------------------------------------------------------------
+
+
+class HasDistance(Protocol):
+    @property
+    def distance(self) -> int: ...
+
+
+M = TypeVar("M", bound=HasDistance)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Per candidate pair: the similarity the mode compares (Jaccard, estimate or combined
+    score; 1.0 for ``none``) and whether the pair is kept."""
+
+    similarity: FloatArray
+    kept: BoolArray
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """Confirms or rejects Simhash candidates (see the module docstring for the modes).
+
+    ``threshold`` defaults to :data:`DEFAULT_THRESHOLDS` of the mode; ``content_weight`` is
+    μ of the combined score; ``num_perm`` and ``seed`` fix the MinHash functions, so they
+    must match the settings the stored signatures were made with.
+    """
+
+    mode: str = "none"
+    threshold: float | None = None
+    content_weight: float = DEFAULT_CONTENT_WEIGHT
+    num_perm: int = DEFAULT_NUM_PERM
+    seed: int = DEFAULT_SEED
+    minhasher: MinHasher = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.mode not in VERIFY_MODES:
+            raise ConfigError(f"unknown verification {self.mode!r}; choose one of {', '.join(VERIFY_MODES)}")
+        if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"the verification threshold must lie in [0, 1]; got {self.threshold!r}")
+        if not 0.0 <= self.content_weight <= 1.0:
+            raise ConfigError(f"the content weight mu must lie in [0, 1]; got {self.content_weight!r}")
+        object.__setattr__(self, "minhasher", MinHasher(self.num_perm, self.seed))
+
+    @property
+    def cutoff(self) -> float:
+        return DEFAULT_THRESHOLDS[self.mode] if self.threshold is None else self.threshold
+
+    @property
+    def uses_signatures(self) -> bool:
+        """Whether the mode compares stored signatures (what an index keeps per key)."""
+        return self.mode in ("minhash", "combined")
+
+    # -- signatures: what an index stores beside each fingerprint ------------------------------
+
+    def signatures(
+        self, texts: Sequence[str], metadata: Sequence[Sequence[str]] | None = None
+    ) -> UInt64Array:
+        """(n, num_perm) uint64 signatures to store beside the fingerprints: of the text
+        shingles for ``minhash``, of the metadata sets for ``combined`` (normalized sets from
+        :func:`metadata_sets`)."""
+        if self.mode == "minhash":
+            shingles = Shingles.of(texts)
+            return self.minhasher.signatures_of_hashes(shingles.hashes, shingles.documents, shingles.count)
+        if self.mode == "combined":
+            if metadata is None or len(metadata) != len(texts):
+                raise InputError("combined verification needs one metadata set per text (see metadata_sets)")
+            return self.minhasher.signatures(metadata)
+        raise ConfigError(f"verification {self.mode!r} compares no signatures; use minhash or combined")
+
+    # -- decisions -----------------------------------------------------------------------------
+
+    def similarity(self, distances: npt.ArrayLike, jaccard: npt.ArrayLike) -> FloatArray:
+        """What the mode compares with the threshold: the Jaccard (estimate) itself, or the
+        combined score of the distances and the metadata estimate."""
+        if self.mode == "combined":
+            return combined_score(distances, jaccard, self.content_weight)
+        if self.mode == "none":
+            return np.ones(np.shape(distances), dtype=np.float64)
+        return np.asarray(jaccard, dtype=np.float64)
+
+    def decide(
+        self, distances: npt.ArrayLike, jaccard: npt.ArrayLike, identical: npt.ArrayLike | None = None
+    ) -> Verification:
+        """Keep a candidate when its similarity reaches the threshold, or its texts are
+        identical (``identical``, when the caller knows)."""
+        similarity = self.similarity(distances, jaccard)
+        kept = similarity >= self.cutoff - 1e-12
+        if identical is not None:
+            kept |= np.asarray(identical, dtype=bool)
+        return Verification(similarity=similarity, kept=np.asarray(kept, dtype=bool))
+
+    def verify_signatures(
+        self,
+        distances: npt.ArrayLike,
+        left: npt.ArrayLike,
+        right: npt.ArrayLike,
+        identical: npt.ArrayLike | None = None,
+    ) -> Verification:
+        """Candidates with their signatures (rows of ``left`` against rows of ``right``, or one
+        query signature against many): the index query path."""
+        if self.mode in ("none", "jaccard"):
+            if self.mode == "jaccard":
+                raise ConfigError("jaccard verification needs the texts; use verify_texts or minhash")
+            return self.decide(distances, np.ones(np.shape(distances)), identical)
+        return self.decide(distances, estimate_jaccard(left, right), identical)
+
+    def verify_matches(
+        self, matches: Sequence[M], query_signature: npt.ArrayLike, signatures: npt.ArrayLike
+    ) -> list[M]:
+        """The matches of one query that survive: ``signatures[t]`` is the stored signature of
+        ``matches[t]`` (any object with a ``distance``, e.g. :class:`neardup.Match`)."""
+        if not matches or self.mode == "none":
+            return list(matches)
+        distances = np.array([match.distance for match in matches], dtype=np.int64)
+        query = np.asarray(query_signature, dtype=np.uint64).reshape(1, -1)
+        result = self.verify_signatures(distances, query, np.asarray(signatures, dtype=np.uint64))
+        return [match for match, keep in zip(matches, result.kept.tolist(), strict=True) if keep]
+
+    def verify_texts(
+        self,
+        distances: npt.ArrayLike,
+        i: npt.ArrayLike,
+        j: npt.ArrayLike,
+        texts: Sequence[str],
+        metadata: Sequence[Sequence[str] | None] | None = None,
+        fingerprinter: Fingerprinter | None = None,
+    ) -> Verification:
+        """Candidate pairs (i[t], j[t]) of a batch of texts at ``distances``: the batch path.
+
+        ``metadata`` holds each record's raw metadata (None where it has none: the text's top
+        keywords under ``fingerprinter`` stand in). Only the texts of candidates are read."""
+        involved, left, right = _involved(i, j)
+        chosen = [texts[k] for k in involved.tolist()]
+        digests = text_digests(chosen)
+        identical = digests[left] == digests[right]
+        if self.mode == "none":
+            return self.decide(distances, np.ones(len(left)), identical)
+        if self.mode == "jaccard":
+            return self.decide(distances, Shingles.of(chosen).jaccard(left, right), identical)
+        sets = None
+        if self.mode == "combined":
+            sets = _metadata_for(involved, chosen, metadata, fingerprinter)
+        signatures = self.signatures(chosen, sets)
+        return self.verify_signatures(distances, signatures[left], signatures[right], identical)
+
+
+def _involved(i: npt.ArrayLike, j: npt.ArrayLike) -> tuple[IntArray, IntArray, IntArray]:
+    """The records named by the pairs, and the pairs renumbered into that list."""
+    left, right = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+    involved = np.unique(np.concatenate([left, right]))
+    return involved, np.searchsorted(involved, left), np.searchsorted(involved, right)
+
+
+def _metadata_for(
+    involved: IntArray,
+    texts: Sequence[str],
+    metadata: Sequence[Sequence[str] | None] | None,
+    fingerprinter: Fingerprinter | None,
+) -> list[list[str]]:
+    raw = [None if metadata is None else metadata[k] for k in involved.tolist()]
+    return metadata_sets(raw, texts, fingerprinter)
+
+
+# -- explanations ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a pair was kept: its distance, the texts' shingle Jaccard, the metadata estimate,
+    the combined score and the heaviest features both texts share."""
+
+    distance: int
+    jaccard: float
+    metadata_jaccard: float
+    score: float
+    shared: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "jaccard": round(self.jaccard, 4),
+            "metadata_jaccard": round(self.metadata_jaccard, 4),
+            "score": round(self.score, 4),
+            "shared": self.shared,
+        }
+
+
+def shared_features(
+    fingerprinter: Fingerprinter, texts: Sequence[str], i: Iterable[int], j: Iterable[int], top: int = 5
+) -> list[list[str]]:
+    """The ``top`` features of each pair that occur in both texts, heaviest (by the smaller of
+    the two weights) first; each text's features are computed once."""
+    cache: dict[int, dict[str, float]] = {}
+
+    def weights(index: int) -> dict[str, float]:
+        if index not in cache:
+            cache[index] = {feature.token: feature.weight for feature in fingerprinter.features(texts[index])}
+        return cache[index]
+
+    result: list[list[str]] = []
+    for a, b in zip(i, j, strict=True):
+        left, right = weights(a), weights(b)
+        common = sorted(
+            left.keys() & right.keys(), key=lambda token: (-min(left[token], right[token]), token)
+        )
+        result.append(common[:top])
+    return result
+
+
+def explain_pairs(
+    verifier: Verifier,
+    fingerprinter: Fingerprinter,
+    texts: Sequence[str],
+    metadata: Sequence[Sequence[str] | None] | None,
+    i: npt.ArrayLike,
+    j: npt.ArrayLike,
+    distances: npt.ArrayLike,
+    top: int = 5,
+) -> list[Explanation]:
+    """Explanations of pairs (i[t], j[t]) whatever the verification mode: exact shingle
+    Jaccard, MinHash estimate of the metadata sets (top keywords where a record has none) and
+    seed 000's combined score."""
+    hamming = np.asarray(distances, dtype=np.int64)
+    if not len(hamming):
+        return []
+    involved, left, right = _involved(i, j)
+    chosen = [texts[k] for k in involved.tolist()]
+    jaccard = Shingles.of(chosen).jaccard(left, right)
+    signatures = verifier.minhasher.signatures(_metadata_for(involved, chosen, metadata, fingerprinter))
+    estimate = estimate_jaccard(signatures[left], signatures[right])
+    scores = combined_score(hamming, estimate, verifier.content_weight)
+    shared = shared_features(fingerprinter, chosen, left.tolist(), right.tolist(), top)
+    return [
+        Explanation(int(d), float(jac), float(est), float(score), words)
+        for d, jac, est, score, words in zip(
+            hamming.tolist(), jaccard.tolist(), estimate.tolist(), scores.tolist(), shared, strict=True
+        )
+    ]
