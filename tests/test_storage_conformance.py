@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from neardup import SimhashIndex
+from neardup import SimhashIndex, Verifier, signature_to_bytes
 from neardup.config import FingerprintConfig, IndexConfig
 from neardup.errors import ConfigError, IndexConfigMismatchError, KeyExistsError, KeyNotFoundError
 from neardup.storage import open_storage
@@ -233,3 +233,27 @@ def test_large_batches_round_trip(opened: Callable[..., SimhashIndex], backend: 
     found = index.query_many(values[:500])
     assert all(matches and matches[0].distance == 0 for matches in found)
     assert len(index) == 3000
+
+
+def test_signatures_are_stored_and_verify_queries(opened: Callable[..., SimhashIndex]) -> None:
+    """MinHash signatures kept beside the fingerprints confirm or reject Simhash matches, in
+    queries and in check-and-add (issue 6's index path)."""
+    verifier = Verifier("minhash")
+    texts = [
+        "the quick brown fox jumps over the lazy dog by the river",
+        "the quick brown fox jumps over the lazy dog by the river!",
+        "an entirely unrelated sentence that happens to share a fingerprint",
+    ]
+    signatures = verifier.signatures(texts)
+    base = 0x0123_4567_89AB_CDEF
+    index = opened()
+    index.add_many(["same", "other"], [base ^ 0b1, base ^ 0b110], signatures[[1, 2]])
+    stored = index.get_many(["same"])[0]
+    assert stored is not None and stored.signature == signature_to_bytes(signatures[1])
+    plain = index.query(base)
+    assert [m.key for m in plain] == ["same", "other"]
+    verified = index.query(base, verifier=verifier, signature=signatures[0])
+    assert [m.key for m in verified] == ["same"]
+    result = index.check_and_add_many(["new"], [base], signatures[[0]], verifier)[0]
+    assert (result.cluster, [m.key for m in result.matches]) == ("same", ["same"])
+    assert index.get_many(["new"])[0].signature == signature_to_bytes(signatures[0])  # type: ignore[union-attr]

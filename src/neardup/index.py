@@ -33,6 +33,7 @@ from .errors import (
     KeyNotFoundError,
 )
 from .hashing import ints_to_array
+from .minhash import signature_from_bytes, signature_to_bytes
 from .storage import DEFAULT_URL, open_storage
 from .storage.base import RecordBatch, Storage, StoredRecord
 from .storage.memory import Key, MemoryStorage, key_hash, key_hashes
@@ -40,6 +41,7 @@ from .storage.memory import plain_key as _plain
 
 if TYPE_CHECKING:
     from .dedup.incremental import Assignment
+    from .dedup.verify import Verifier
 
 FORMAT = "neardup-index"
 FORMAT_VERSION = 1
@@ -167,11 +169,20 @@ class SimhashIndex:
         """Store one fingerprint; :class:`KeyExistsError` if the key is stored already."""
         self.add_many([key], self._one_array(fingerprint))
 
-    def add_many(self, keys: Sequence[Key] | npt.NDArray[Any], fingerprints: npt.ArrayLike) -> None:
+    def add_many(
+        self,
+        keys: Sequence[Key] | npt.NDArray[Any],
+        fingerprints: npt.ArrayLike,
+        signatures: npt.ArrayLike | None = None,
+    ) -> None:
         """Store a batch. All or nothing: a stored or repeated key raises before any is added
-        (one transaction in a persistent store)."""
+        (one transaction in a persistent store). ``signatures`` ((n, num_perm) MinHash
+        signatures from :meth:`Verifier.signatures`) are stored beside the fingerprints for
+        verified queries."""
         words = self._words(fingerprints)
-        self.storage.add_many(RecordBatch(self._batch_keys(keys, words), words))
+        checked = self._batch_keys(keys, words)
+        blobs = signature_blobs(signatures, len(checked))
+        self.storage.add_many(RecordBatch(checked, words, signatures=blobs))
 
     def _checked_keys(
         self, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64]
@@ -190,10 +201,24 @@ class SimhashIndex:
         return checked
 
     # -- reading -------------------------------------------------------------------------
-    def query(self, fingerprint: int, max_distance: int | None = None) -> list[Match]:
-        """Stored fingerprints within ``max_distance`` (default: the index's), by (distance, key)."""
+    def query(
+        self,
+        fingerprint: int,
+        max_distance: int | None = None,
+        *,
+        verifier: Verifier | None = None,
+        signature: npt.ArrayLike | None = None,
+    ) -> list[Match]:
+        """Stored fingerprints within ``max_distance`` (default: the index's), by (distance,
+        key); with a ``verifier`` (minhash or combined) and the query's ``signature``, only the
+        matches whose stored signatures confirm them."""
         distance = self._distance(max_distance)
         value = self._one_int(fingerprint)
+        if verifier is not None:
+            signatures = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
+            return self.query_many(
+                self._one_array(value), distance, verifier=verifier, signatures=signatures
+            )[0]
         if self._memory is not None:
             found = self._memory.search_one(value, distance)
             matches = [Match(key, stored, near) for key, stored, near in found]
@@ -202,10 +227,20 @@ class SimhashIndex:
             return matches
         return self.query_many(self._one_array(value), distance)[0]
 
-    def query_many(self, fingerprints: npt.ArrayLike, max_distance: int | None = None) -> list[list[Match]]:
+    def query_many(
+        self,
+        fingerprints: npt.ArrayLike,
+        max_distance: int | None = None,
+        *,
+        verifier: Verifier | None = None,
+        signatures: npt.ArrayLike | None = None,
+    ) -> list[list[Match]]:
         """:meth:`query` for a batch, vectorised; one list per fingerprint, in order."""
         distance = self._distance(max_distance)
         words = self._words(fingerprints)
+        if verifier is not None and verifier.mode != "none":
+            unverified = self.query_many(words[:, 0] if words.shape[1] == 1 else words, distance)
+            return verify_matches(self, unverified, verifier, signatures)
         rows, keys, found = self.storage.search_many(words, distance)
         out: list[list[Match]] = [[] for _ in range(words.shape[0])]
         if not keys:
@@ -231,12 +266,18 @@ class SimhashIndex:
         return self.check_and_add_many([key], self._one_array(fingerprint))[0]
 
     def check_and_add_many(
-        self, keys: Sequence[Key] | npt.NDArray[Any], fingerprints: npt.ArrayLike
+        self,
+        keys: Sequence[Key] | npt.NDArray[Any],
+        fingerprints: npt.ArrayLike,
+        signatures: npt.ArrayLike | None = None,
+        verifier: Verifier | None = None,
     ) -> list[Assignment]:
-        """:meth:`check_and_add` for a batch, in order, as one locked transaction."""
+        """:meth:`check_and_add` for a batch, in order, as one locked transaction; with a
+        ``verifier`` and the batch's ``signatures``, only verified matches count (and the
+        signatures are stored)."""
         from .dedup.incremental import check_and_add_many
 
-        return check_and_add_many(self, keys, fingerprints)
+        return check_and_add_many(self, keys, fingerprints, signatures, verifier)
 
     def get(self, key: Key) -> int:
         """The fingerprint stored under ``key``; :class:`KeyNotFoundError` if none."""
@@ -465,6 +506,50 @@ def _check_same(config: IndexConfig, meta: dict[str, Any], url: str) -> None:
             f"  requested: {json.dumps({name: wanted[name] for name in names}, sort_keys=True)}\n"
             "Open it without settings to use the stored ones, or use another store for the new settings."
         )
+
+
+def signature_blobs(signatures: npt.ArrayLike | None, count: int) -> list[bytes | None] | None:
+    """MinHash signatures as the bytes a store keeps (one row per record)."""
+    if signatures is None:
+        return None
+    array = np.asarray(signatures)
+    if array.ndim != 2 or array.shape[0] != count or array.dtype.kind not in "iu":
+        raise InputError(
+            f"signatures must be an ({count}, num_perm) integer array, one row per record; "
+            f"got shape {array.shape} of {array.dtype}"
+        )
+    return [signature_to_bytes(row) for row in array]
+
+
+def verify_matches(
+    index: SimhashIndex, found: list[list[Match]], verifier: Verifier, signatures: npt.ArrayLike | None
+) -> list[list[Match]]:
+    """Keep the matches that the stored signatures confirm. A stored record without a
+    signature cannot be verified and is kept as Simhash found it."""
+    if not verifier.uses_signatures:
+        raise ConfigError(
+            f"--verify {verifier.mode} needs the texts, which an index does not keep; "
+            "use minhash or combined (signatures stored beside the fingerprints)"
+        )
+    if signatures is None:
+        raise InputError(f"{verifier.mode} verification needs the queries' signatures (Verifier.signatures)")
+    queries = np.asarray(signatures, dtype=np.uint64)
+    if queries.ndim != 2 or queries.shape != (len(found), verifier.num_perm):
+        raise InputError(
+            f"the query signatures must be ({len(found)}, {verifier.num_perm}); got {queries.shape}"
+        )
+    keys = list({match.key: None for matches in found for match in matches})
+    stored = {record.key: record.signature for record in index.get_many(keys) if record is not None}
+    out: list[list[Match]] = []
+    for row, matches in enumerate(found):
+        signed = [m for m in matches if stored.get(m.key) is not None]
+        if not signed:
+            out.append(matches)
+            continue
+        blobs = np.stack([signature_from_bytes(stored[m.key], verifier.num_perm) for m in signed])  # type: ignore[arg-type]
+        kept = set(map(id, verifier.verify_matches(signed, queries[row], blobs)))
+        out.append([m for m in matches if stored.get(m.key) is None or id(m) in kept])
+    return out
 
 
 def _word_ints(words: npt.NDArray[np.uint64]) -> list[int]:

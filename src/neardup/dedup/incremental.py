@@ -28,12 +28,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ..blocks import BlockScheme
-from ..errors import KeyExistsError
+from ..errors import InputError, KeyExistsError
 from ..storage.base import Key, RecordBatch
 from .batch import find_all_pairs
 
 if TYPE_CHECKING:
     from ..index import Match, SimhashIndex
+    from .verify import Verifier
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,16 +51,27 @@ class Assignment:
 
 
 def check_and_add_many(
-    index: SimhashIndex, keys: Sequence[Key] | npt.NDArray[Any], fingerprints: npt.ArrayLike
+    index: SimhashIndex,
+    keys: Sequence[Key] | npt.NDArray[Any],
+    fingerprints: npt.ArrayLike,
+    signatures: npt.ArrayLike | None = None,
+    verifier: Verifier | None = None,
 ) -> list[Assignment]:
-    """Assign clusters to a batch and store its new records; one result per input, in order."""
-    from ..index import Match, _order
+    """Assign clusters to a batch and store its new records; one result per input, in order.
+    With a ``verifier`` (minhash or combined) and the batch's ``signatures``, a match counts
+    only when the signatures confirm it, and the signatures are stored with the records."""
+    from ..index import Match, _order, signature_blobs
 
     words = index._words(fingerprints)
     listed = [_plain_key(key) for key in index._checked_keys(keys, words)]
     if not listed:
         return []
     values = [int(value) for value in _ints(words)]
+    blobs = signature_blobs(signatures, len(listed))
+    verifying = verifier is not None and verifier.mode != "none"
+    if verifying and signatures is None:
+        raise InputError("verified check-and-add needs the batch's signatures (Verifier.signatures)")
+    sig_rows = None if signatures is None else np.asarray(signatures, dtype=np.uint64)
     with index.storage.exclusive():
         first_row: dict[Key, int] = {}
         for row, key in enumerate(listed):
@@ -77,7 +89,11 @@ def check_and_add_many(
                     f"key {key!r} is already stored with another fingerprint; remove it first "
                     "or use another key (nothing of this batch was added)"
                 )
-        found = index.query_many(_flat(words[unique_rows]))
+        found = index.query_many(
+            _flat(words[unique_rows]),
+            verifier=verifier if verifying else None,
+            signatures=None if sig_rows is None or not verifying else sig_rows[unique_rows],
+        )
         matched = {match.key for matches in found for match in matches if match.key not in first_row}
         clusters_of = {
             record.key: record.cluster if record.cluster is not None else record.key
@@ -89,6 +105,8 @@ def check_and_add_many(
                 clusters_of[key] = record.cluster if record.cluster is not None else key
         new_rows = [row for row in unique_rows if stored[listed[row]] is None]
         earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
+        if verifying and verifier is not None and sig_rows is not None:
+            earlier = _verified_neighbours(earlier, verifier, sig_rows)
         results: dict[Key, Assignment] = {}
         for position, row in enumerate(unique_rows):
             key = listed[row]
@@ -107,6 +125,7 @@ def check_and_add_many(
                     [listed[row] for row in new_rows],
                     words[new_rows],
                     [results[listed[row]].cluster for row in new_rows],
+                    None if blobs is None else [blobs[row] for row in new_rows],
                 )
             )
     return [
@@ -129,6 +148,22 @@ def _batch_neighbours(
     ):
         neighbours[rows[second]].append((rows[first], distance))
     return neighbours
+
+
+def _verified_neighbours(
+    neighbours: dict[int, list[tuple[int, int]]], verifier: Verifier, signatures: npt.NDArray[np.uint64]
+) -> dict[int, list[tuple[int, int]]]:
+    """The in-batch neighbours whose signatures confirm them."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for row, found in neighbours.items():
+        if not found:
+            out[row] = found
+            continue
+        others = np.array([other for other, _ in found], dtype=np.int64)
+        distances = np.array([distance for _, distance in found], dtype=np.int64)
+        kept = verifier.verify_signatures(distances, signatures[row : row + 1], signatures[others]).kept
+        out[row] = [pair for pair, keep in zip(found, kept.tolist(), strict=True) if keep]
+    return out
 
 
 def _flat(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:

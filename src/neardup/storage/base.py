@@ -53,9 +53,10 @@ class StoredRecord:
 
 @dataclass(slots=True)
 class RecordBatch:
-    """A batch of records to add: ``words`` is (n, w) uint64 (w = 1, or 2 for 128 bits)."""
+    """A batch of records to add: ``words`` is (n, w) uint64 (w = 1, or 2 for 128 bits).
+    ``keys`` is a list of plain keys, or an integer array for the in-memory store."""
 
-    keys: list[Key]
+    keys: Sequence[Key]
     words: UInt64Array
     clusters: list[Key | None] | None = None
     signatures: list[bytes | None] | None = None
