@@ -119,3 +119,25 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now raises ImportError
     with pytest.raises(MissingDependencyError, match=r"pip install 'neardup\[stores\]'"):
         open_storage("postgresql://postgres@127.0.0.1:1/db")
+
+
+def test_a_verifying_index_keeps_signatures_and_checks_matches(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/verified.db"
+    docs = write_lines(tmp_path / "docs.jsonl", *DOCS)
+    code, _, err = run("index", "add", url, str(docs), "--lang", "en", "--verify", "minhash")
+    assert code == 0, err
+    with SimhashIndex.open(url, create=False) as index:
+        assert index.verification is not None and index.verification["mode"] == "minhash"
+        assert all(record and record.signature for record in index.get_many(["a", "b", 7]))
+    code, out, err = run("index", "query", url, str(write_lines(tmp_path / "new.jsonl", *NEW)))
+    assert code == 0, err
+    assert [row["duplicate"] for row in map(json.loads, out.splitlines())] == [True, False]
+    # The stored setting is part of the index: a plain index refuses it, and vice versa.
+    code, _, err = run(
+        "dedup", str(docs), "--index", url, "--clusters", str(tmp_path / "c.jsonl"), "--verify", "combined"
+    )
+    assert code == 1 and "verification" in err
+    code, _, err = run(
+        "dedup", str(docs), "--index", url, "--clusters", str(tmp_path / "c.jsonl"), "--verify", "jaccard"
+    )
+    assert code == 2 and "minhash or combined" in err

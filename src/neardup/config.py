@@ -134,6 +134,9 @@ class IndexConfig:
     ``BlockScheme.auto`` picks within ``memory_budget`` bytes per fingerprint (the budget only
     bounds the number of tables; persistent stores are not in memory). ``fingerprint`` records
     how texts become fingerprints, so texts added later are fingerprinted the same way.
+    ``verification`` (the fields of a :class:`~neardup.Verifier` with mode minhash or
+    combined) makes the command line store MinHash signatures beside the fingerprints and
+    verify every match with them.
     """
 
     bits: int = 64
@@ -143,6 +146,7 @@ class IndexConfig:
     mu: float = DEFAULT_MU
     memory_budget: int = 64
     fingerprint: FingerprintConfig | None = None
+    verification: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         check_bits(self.bits)

@@ -107,6 +107,8 @@ class SimhashIndex:
         self.storage: Storage = MemoryStorage() if storage is None else storage
         self.storage.attach(self.scheme, mu)
         self._memory = self.storage if isinstance(self.storage, MemoryStorage) else None
+        #: Verifier settings recorded in a store's meta (see IndexConfig.verification).
+        self.verification: dict[str, Any] | None = None
 
     @classmethod
     def open(
@@ -145,6 +147,7 @@ class SimhashIndex:
                 fingerprint_config=FingerprintConfig.from_dict(stored) if stored else None,
                 storage=storage,
             )
+            index.verification = meta.get("verification")
         except BaseException:
             storage.close()
             raise
@@ -344,6 +347,7 @@ class SimhashIndex:
             "fingerprint_config": None
             if self.fingerprint_config is None
             else self.fingerprint_config.to_dict(),
+            "verification": self.verification,
         }
 
     # -- files ---------------------------------------------------------------------------
@@ -490,6 +494,7 @@ def _config_meta(config: IndexConfig, scheme: BlockScheme) -> dict[str, Any]:
         "scheme": scheme.to_dict(),
         "mu": config.mu,
         "fingerprint_config": None if config.fingerprint is None else config.fingerprint.to_dict(),
+        "verification": None if config.verification is None else dict(config.verification),
     }
 
 
@@ -497,7 +502,8 @@ def _check_same(config: IndexConfig, meta: dict[str, Any], url: str) -> None:
     """Refuse to open a stored index with settings that disagree with the stored ones."""
     wanted = _config_meta(config, config.scheme or BlockScheme.from_dict(meta["scheme"]))
     stored = {name: meta.get(name) for name in wanted}
-    names = ["bits", "max_distance", "fingerprint_config"] + (["scheme"] if config.scheme else [])
+    names = ["bits", "max_distance", "fingerprint_config", "verification"]
+    names += ["scheme"] if config.scheme else []
     differ = [name for name in names if wanted[name] != stored[name]]
     if differ:
         raise IndexConfigMismatchError(

@@ -239,7 +239,9 @@ def dedup(
     mode) and adds the new records to it, one transaction per batch: each record joins
     the cluster of its nearest stored or earlier match, named by the record that started
     it (perhaps in an earlier run), and keeps it for good. Records already stored get
-    their stored answer. --keep first only; see `neardup index --help`.
+    their stored answer. --keep first only; --verify minhash|combined on a new index
+    stores signatures and verifies every match (recorded in the index). See `neardup
+    index --help`.
 
     \b
     Example:
@@ -253,8 +255,8 @@ def dedup(
     started = time.perf_counter()
     targets = _check_outputs(ctx, pairs_path, clusters_path, emit, output)
     if index_url is not None:
-        if verify != "none" or explain or scheme is not None:
-            raise click.UsageError("--verify, --explain and --scheme do not apply with --index", ctx)
+        if explain or scheme is not None:
+            raise click.UsageError("--explain and --scheme do not apply with --index", ctx)
         run_incremental(
             ctx,
             url=index_url,

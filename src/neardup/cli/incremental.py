@@ -18,7 +18,7 @@ import click
 from ..errors import ConfigError
 from ..io import ErrorReport, jsonl_writer
 from .common import batches, open_records, progress_bar, report_skipped
-from .index import TYPED, fingerprinter_of, open_index, requested_config
+from .index import TYPED, fingerprinter_of, open_index, requested_config, signatures_of, stored_verifier
 
 
 def run_incremental(
@@ -45,6 +45,7 @@ def run_incremental(
     typed = ctx.get_parameter_source("max_distance") in TYPED
     with open_index(url, requested_config(ctx, ctx.params["max_distance"] if typed else None)) as index:
         fingerprinter = fingerprinter_of(index)
+        verifier = stored_verifier(index)
         records = open_records(ctx, input_path, report)
         with contextlib.ExitStack() as outputs, progress_bar(progress, "dedup --index") as bar:
             sinks = {
@@ -54,7 +55,9 @@ def run_incremental(
             }
             for group in batches(records, batch_size):
                 values = fingerprinter.fingerprint_many([record.text for record in group])
-                results = index.check_and_add_many([record.id for record in group], values)
+                signatures = signatures_of(verifier, group, fingerprinter)
+                keys = [record.id for record in group]
+                results = index.check_and_add_many(keys, values, signatures, verifier)
                 for record, result in zip(group, results, strict=True):
                     counts["records"] += 1
                     counts["added"] += result.added

@@ -19,6 +19,7 @@ import numpy as np
 from click.core import ParameterSource
 
 from ..config import FingerprintConfig, IndexConfig
+from ..dedup.verify import Verifier, metadata_of, metadata_sets
 from ..distance import to_hex
 from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
 from ..fingerprint import Fingerprinter
@@ -69,14 +70,50 @@ def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfi
     """The settings the user typed (None when none): used to create a new index, and checked
     against the stored ones of an existing index."""
     typed = [param for param in FINGERPRINT_SETTINGS if ctx.get_parameter_source(param) in TYPED]
-    if not typed and not ctx.params.get("config_file") and max_distance is None:
+    verify = ctx.params.get("verify", "none")
+    if not typed and not ctx.params.get("config_file") and max_distance is None and verify == "none":
         return None
     fingerprint = text_config(ctx)
     return IndexConfig(
         bits=fingerprint.bits,
         max_distance=3 if max_distance is None else max_distance,
         fingerprint=fingerprint,
+        verification=None if verify == "none" else verification_settings(verify),
     )
+
+
+def verification_settings(mode: str) -> dict[str, Any]:
+    """What the meta records of a verifying index: every field of the Verifier."""
+    if mode == "jaccard":
+        raise click.UsageError(
+            "an index keeps no texts, so it verifies with signatures: use --verify minhash or combined"
+        )
+    verifier = Verifier(mode)
+    return {
+        "mode": mode,
+        "threshold": verifier.cutoff,
+        "content_weight": verifier.content_weight,
+        "num_perm": verifier.num_perm,
+        "seed": verifier.seed,
+    }
+
+
+def stored_verifier(opened: SimhashIndex) -> Verifier | None:
+    return None if opened.verification is None else Verifier(**opened.verification)
+
+
+def signatures_of(
+    verifier: Verifier | None, group: list[Record], fingerprinter: Fingerprinter
+) -> np.ndarray[Any, np.dtype[np.uint64]] | None:
+    """The MinHash signatures a verifying index keeps for a batch (None otherwise): of the
+    text shingles (minhash) or of the records' metadata, else their top keywords (combined)."""
+    if verifier is None:
+        return None
+    texts = [record.text for record in group]
+    if verifier.mode == "combined":
+        metadata = [metadata_of(record.fields) for record in group]
+        return verifier.signatures(texts, metadata_sets(metadata, texts, fingerprinter))
+    return verifier.signatures(texts)
 
 
 def open_index(url: str, config: IndexConfig | None) -> SimhashIndex:
@@ -122,6 +159,14 @@ def create_option(function: Any) -> Any:
     "interrupted add completes it) or stop with an error.",
 )
 @click.option(
+    "--verify",
+    type=click.Choice(["none", "minhash", "combined"]),
+    default="none",
+    show_default=True,
+    help="When creating the index: keep MinHash signatures (of the text, or of the metadata "
+    "for combined) and verify every match with them.",
+)
+@click.option(
     "--report-batches",
     is_flag=True,
     help='Print {"batch", "added", "skipped", "last_id"} on stdout after each committed batch.',
@@ -139,6 +184,7 @@ def add(
     url: str,
     input_path: str,
     existing: str,
+    verify: str,
     report_batches: bool,
     max_distance: int | None,
     batch_size: int,
@@ -155,6 +201,7 @@ def add(
     counts = {"added": 0, "skipped": 0, "changed": 0}
     with open_index(url, config) as opened:
         fingerprinter = fingerprinter_of(opened)
+        verifier = stored_verifier(opened)
         records = open_records(ctx, input_path, report)
         size = batch_size if ctx.get_parameter_source("batch_size") in TYPED else DEFAULT_STORE_BATCH
         with progress_bar(progress, "index add") as bar:
@@ -172,7 +219,8 @@ def add(
                             "stored records, or remove it first"
                         )
                     counts["changed"] += _changed(stored, values)
-                opened.add_many([keys[row] for row in fresh], values[fresh])
+                signatures = signatures_of(verifier, [group[row] for row in fresh], fingerprinter)
+                opened.add_many([keys[row] for row in fresh], values[fresh], signatures)
                 counts["added"] += len(fresh)
                 counts["skipped"] += len(group) - len(fresh)
                 if report_batches:
@@ -238,9 +286,12 @@ def _query_rows(
     bar: Any,
 ) -> Iterator[dict[str, Any]]:
     bits = opened.bits
+    verifier = stored_verifier(opened)
     for group in groups:
         values = fingerprinter.fingerprint_many([r.text for r in group])
-        for record, matches in zip(group, opened.query_many(values, k), strict=True):
+        signatures = signatures_of(verifier, group, fingerprinter)
+        found = opened.query_many(values, k, verifier=verifier, signatures=signatures)
+        for record, matches in zip(group, found, strict=True):
             yield {
                 "id": record.id,
                 "duplicate": bool(matches),
