@@ -27,6 +27,8 @@ from .hashing import HASH_NAMES, hash_tokens
 from .idf import IdfModel
 from .index import Match, SimhashIndex
 from .minhash import MinHasher, combined_score, estimate_jaccard, signature_from_bytes, signature_to_bytes
+from .record_dedup import find_duplicate_records
+from .records import FieldSpec, RecordSchema
 from .weighting import WEIGHTINGS
 
 try:
@@ -45,6 +47,7 @@ __all__ = [
     "ConfigError",
     "EncodedBatch",
     "Feature",
+    "FieldSpec",
     "FingerprintConfig",
     "Fingerprinter",
     "IdfModel",
@@ -57,6 +60,7 @@ __all__ = [
     "MissingDependencyError",
     "NeardupError",
     "Pairs",
+    "RecordSchema",
     "SimhashIndex",
     "StorageError",
     "StorageUnavailableError",
@@ -67,6 +71,7 @@ __all__ = [
     "combined_score",
     "estimate_jaccard",
     "find_all_pairs",
+    "find_duplicate_records",
     "from_hex",
     "hamming",
     "hamming_many",

@@ -176,6 +176,22 @@ class Fingerprinter:
         table = self._hash_table(list(index))
         return self._product(columns, rows, weights, table, len(documents)).fingerprints
 
+    def encode_hashed(
+        self,
+        documents: npt.NDArray[np.int64],
+        features: npt.NDArray[np.int64],
+        weights: npt.NDArray[np.float64],
+        hashes: FingerprintArray,
+        count: int,
+    ) -> EncodedBatch:
+        """Fingerprints of ``count`` documents from weighted occurrences of caller-hashed
+        features: occurrence k adds ``weights[k]`` of feature ``features[k]`` (a row of
+        ``hashes``, e.g. from :func:`~neardup.hashing.hash_tokens`) to document
+        ``documents[k]``; repeated occurrences sum. The array form of
+        :meth:`fingerprint_features_many`, used by :mod:`neardup.records`."""
+        order = np.argsort(documents, kind="stable")
+        return self._product(features[order], documents[order], weights[order], hashes, count)
+
     # -- internals ---------------------------------------------------------------------------
 
     def _describe(self, new: NewTokens) -> tuple[list[int], npt.NDArray[np.float64]]:
@@ -311,7 +327,7 @@ def _stopwords(config: FingerprintConfig) -> frozenset[str]:
 
 
 def _resolve_idf(config: FingerprintConfig) -> IdfModel | None:
-    if config.weighting == "tf" or config.idf == "none":
+    if config.weighting in ("tf", "fields") or config.idf == "none":
         return None
     if config.idf == "default":
         return default_chinese_idf()

@@ -22,6 +22,7 @@ from .dedup import dedup
 from .fingerprint import fingerprint
 from .idf import idf
 from .index import index
+from .records import records
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -75,3 +76,4 @@ main.add_command(dedup)
 main.add_command(fingerprint)
 main.add_command(idf)
 main.add_command(index)
+main.add_command(records)

@@ -1,0 +1,324 @@
+"""``neardup records``: duplicate rows of a database table, a query, or a CSV/Parquet file.
+
+A thin adapter: options and the ``[records]`` / ``[fingerprint]`` tables of ``--config`` →
+a :class:`~neardup.records.RecordSchema` and a source (:mod:`neardup.sources`) →
+:func:`~neardup.record_dedup.find_duplicate_records` → the CLUSTERS file, the pairs and the
+groups table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import tomllib
+from click.core import ParameterSource
+
+from ..config import FingerprintConfig
+from ..dedup.clusters import KEEP_POLICIES
+from ..errors import ConfigError, NeardupError
+from ..hashing import BITS_CHOICES, HASH_NAMES
+from ..io import ErrorReport, write_jsonl
+from ..record_dedup import (
+    DEFAULT_MAX_DISTANCE,
+    VERIFY_MODES,
+    RecordsResult,
+    find_duplicate_records,
+    verification,
+)
+from ..records import RecordSchema, ResolvedSchema, parse_field, schema_from_mapping
+from ..sources import DEFAULT_CHUNK_SIZE, GroupRows, RowSource, SqlSource, open_source, write_groups
+from .common import TOKENIZER_SETTINGS, progress_bar, progress_option, report_skipped, tokenizer_options
+
+_EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+_SETTINGS = {**TOKENIZER_SETTINGS, "bits": "bits", "hash_name": "hash", "no_stopwords": "stopwords"}
+# [records] keys of --config that a flag of the same meaning overrides.
+_RECORD_SETTINGS = ("max_distance", "verify", "min_similarity", "keep", "chunk_size")
+
+
+@click.command(short_help="Find duplicate rows of a database table, a query, or a CSV/Parquet file.")
+@click.argument("source", metavar="SOURCE")
+@click.option("--table", help="Table or view to read (matched exactly against the database's schema).")
+@click.option("--query", help="A SELECT statement whose rows are compared (instead of --table).")
+@click.option("--schema", "db_schema", help="Database schema of --table and --write-table.")
+@click.option("--key", help="Column that identifies a row (unique, never a feature).")
+@click.option(
+    "--field",
+    "fields",
+    multiple=True,
+    metavar="COL[:KIND][:WEIGHT]",
+    help="How a column counts: KIND short|text|number|date|ignore|auto, WEIGHT > 0 (repeatable).",
+)
+@click.option("--ignore", multiple=True, metavar="COL", help="Leave a column out (repeatable).")
+@click.option("--only-fields", is_flag=True, help="Use only the columns named by --field.")
+@click.option(
+    "-k",
+    "--max-distance",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_DISTANCE,
+    show_default=True,
+    help="Largest Hamming distance of two duplicate rows' fingerprints.",
+)
+@click.option(
+    "--verify",
+    type=click.Choice(VERIFY_MODES),
+    default="none",
+    show_default=True,
+    help="Check each pair: fields (share of agreeing columns) or jaccard (shared features).",
+)
+@click.option(
+    "--min-similarity",
+    type=click.FloatRange(0.0, 1.0),
+    help="Similarity a pair needs to pass --verify [default: fields 0.7, jaccard 0.5].",
+)
+@click.option(
+    "--keep",
+    type=click.Choice(KEEP_POLICIES),
+    default="first",
+    show_default=True,
+    help="Representative of a group: first row, longest (most filled columns), drop-all.",
+)
+@click.option(
+    "--clusters",
+    "clusters_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help='Write {"id": key, "cluster": representative key} for every row, in source order.',
+)
+@click.option(
+    "--pairs",
+    "pairs_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help='Write {"a": key, "b": key, "distance": d} for every accepted pair.',
+)
+@click.option(
+    "--write-table",
+    metavar="NAME",
+    help="Create this table in the source database: row_key, group_id, representative, distance.",
+)
+@click.option("--replace-table", is_flag=True, help="Let --write-table replace an existing table.")
+@click.option(
+    "--chunk-size",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CHUNK_SIZE,
+    show_default=True,
+    help="Rows fetched per round trip (and per batch of fingerprints).",
+)
+@click.option(
+    "--on-error",
+    type=click.Choice(["fail", "skip"]),
+    default="fail",
+    show_default=True,
+    help="Stop at the first bad row, or skip bad rows and count them.",
+)
+@click.option(
+    "--bits",
+    type=click.Choice([str(bits) for bits in BITS_CHOICES]),
+    default="64",
+    show_default=True,
+    help="Fingerprint width.",
+)
+@click.option(
+    "--hash",
+    "hash_name",
+    type=click.Choice(HASH_NAMES),
+    default="city64",
+    show_default=True,
+    help="Feature hash.",
+)
+@click.option("--no-stopwords", is_flag=True, help="Keep stopwords in text columns.")
+@tokenizer_options
+@progress_option
+@click.pass_context
+def records(ctx: click.Context, /, source: str, **options: Any) -> None:
+    """Find the duplicate rows of SOURCE: a database URL with --table or --query, or a CSV
+    or Parquet file.
+
+    Each row becomes a Simhash fingerprint of its columns (seed 002's fields weighting):
+    short columns (names, codes, dates, numbers) are one feature each, `column=value`,
+    weight 2; long text columns are cut into words weighted by their counts; nulls count
+    for nothing. Kinds are chosen from the first 1,000 rows unless --field gives them.
+    Rows are streamed in --chunk-size chunks; the source is only read.
+
+    \b
+    URLs: sqlite:///file.db, postgresql://user@host/db, mysql://user@host/db (drivers:
+    psycopg, pymysql; pip install 'neardup[stores]').
+    --config FILE.toml may hold a [records] table (key, fields, ignore, only_listed,
+    max_distance, verify, min_similarity, keep, chunk_size) and a [fingerprint] table
+    (bits, hash, lang, ...); flags override it.
+
+    \b
+    Example:
+      neardup records sqlite:///complaints.db --table complaints --key id \\
+          --field content:text --field phone:3 --clusters groups.jsonl
+      neardup records postgresql://app@db/crm --query "SELECT * FROM people WHERE active" \\
+          --key person_id --verify fields -k 8 --write-table neardup_groups
+      neardup records people.csv --key id --ignore cluster --clusters groups.jsonl
+    """
+    started = time.perf_counter()
+    settings = _settings(ctx, options)
+    if not (settings["clusters_path"] or settings["pairs_path"] or settings["write_table"]):
+        raise click.UsageError(
+            "nothing to write: give --clusters PATH, --pairs PATH or --write-table NAME", ctx
+        )
+    for target in (settings["clusters_path"], settings["pairs_path"]):
+        if target not in (None, "-") and not Path(target).parent.is_dir():
+            raise NeardupError(f"cannot open output file {target}: no directory {Path(target).parent}")
+    row_source = open_source(
+        source,
+        table=settings["table"],
+        query=settings["query"],
+        schema=settings["db_schema"],
+        chunk_size=settings["chunk_size"],
+    )
+    if settings["write_table"] and not isinstance(row_source, SqlSource):
+        raise click.UsageError("--write-table writes to the source database; SOURCE is a file", ctx)
+    report = ErrorReport()
+    try:
+        result = _run(row_source, settings, report)
+    finally:
+        row_source.close()
+    _write_outputs(result, row_source, settings)
+    seconds = time.perf_counter() - started
+    click.echo(_summary(result, settings, seconds), err=True)
+    report_skipped(report)
+
+
+def _settings(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
+    """Flags over the --config file's [records] and [fingerprint] tables over defaults."""
+    data = _read_toml(options.get("config_file"))
+    settings = dict(options)
+    records_table = data.get("records", {})
+    if not isinstance(records_table, dict):
+        raise ConfigError("[records] in the config file must be a table")
+    for name in _RECORD_SETTINGS:
+        if name in records_table and ctx.get_parameter_source(name) not in _EXPLICIT:
+            settings[name] = records_table[name]
+    flags_schema: dict[str, Any] = {"key": options["key"]}
+    if options["fields"]:
+        flags_schema["fields"] = tuple(parse_field(text) for text in options["fields"])
+    if options["ignore"]:
+        flags_schema["ignore"] = tuple(options["ignore"])
+    if options["only_fields"]:
+        flags_schema["only_listed"] = True
+    settings["record_schema"] = schema_from_mapping(records_table, **flags_schema)
+    settings["config"] = _fingerprint_config(ctx, data, options)
+    settings["check"] = verification(str(settings["verify"]), settings["min_similarity"])
+    return settings
+
+
+def _read_toml(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+def _fingerprint_config(
+    ctx: click.Context, data: dict[str, Any], options: dict[str, Any]
+) -> FingerprintConfig:
+    path = options.get("config_file")
+    config = FingerprintConfig.from_toml(path) if path and "fingerprint" in data else FingerprintConfig()
+    changes: dict[str, Any] = {}
+    for param, name in _SETTINGS.items():
+        if ctx.get_parameter_source(param) in _EXPLICIT:
+            value = options[param]
+            changes[name] = (
+                int(value) if param == "bits" else (not value if param == "no_stopwords" else value)
+            )
+    return config.replace(**changes, weighting="fields")
+
+
+def _run(row_source: RowSource, settings: dict[str, Any], report: ErrorReport) -> RecordsResult:
+    schema: RecordSchema = settings["record_schema"]
+    if not row_source.columns and isinstance(row_source, SqlSource):
+        row_source.open()  # a query's columns are known once it runs
+    wanted = schema.columns_to_read(row_source.columns)
+    if len(wanted) < len(row_source.columns):
+        row_source.select(wanted)
+    schema = dataclasses.replace(schema, ignore=())
+    progress = settings["progress"]
+
+    def announce(resolved: ResolvedSchema) -> None:
+        click.echo(f"neardup: {row_source.name}: {resolved.describe()}", err=True)
+
+    with progress_bar(progress, "rows", unit=" rows") as bar:
+        return find_duplicate_records(
+            row_source.columns,
+            row_source.chunks(),
+            schema,
+            config=settings["config"],
+            max_distance=int(settings["max_distance"]),
+            check=settings["check"],
+            keep=str(settings["keep"]),
+            on_error=settings["on_error"],
+            report=report,
+            source_name=row_source.name,
+            progress=bar.update,
+            on_schema=announce,
+        )
+
+
+def _write_outputs(result: RecordsResult, row_source: RowSource, settings: dict[str, Any]) -> None:
+    if settings["clusters_path"]:
+        write_jsonl(settings["clusters_path"], result.cluster_rows())
+    if settings["pairs_path"]:
+        keys = result.keys
+        pairs = result.pairs
+        write_jsonl(
+            settings["pairs_path"],
+            (
+                {"a": keys[a], "b": keys[b], "distance": d}
+                for a, b, d in zip(pairs.i.tolist(), pairs.j.tolist(), pairs.distance.tolist(), strict=True)
+            ),
+        )
+    if settings["write_table"]:
+        assert isinstance(row_source, SqlSource)
+        write_groups(
+            row_source.engine,
+            settings["write_table"],
+            group_rows(result),
+            schema=settings["db_schema"],
+            replace=settings["replace_table"],
+            source_table=row_source.table,
+        )
+
+
+def group_rows(result: RecordsResult) -> GroupRows:
+    """The rows of the groups table: groups numbered 1, 2, ... in order of their first row."""
+    cluster = result.clusters.cluster
+    _, first_index, inverse = np.unique(cluster, return_index=True, return_inverse=True)
+    rank = np.empty(len(first_index), dtype=np.int64)
+    rank[np.argsort(first_index)] = np.arange(1, len(first_index) + 1)
+    keys = result.keys
+    return GroupRows(
+        keys=keys,
+        groups=rank[inverse].tolist() if len(cluster) else [],
+        representatives=[keys[index] for index in result.clusters.representative.tolist()],
+        distances=result.distances().tolist(),
+    )
+
+
+def _summary(result: RecordsResult, settings: dict[str, Any], seconds: float) -> str:
+    n = len(result.keys)
+    clusters = result.clusters
+    groups = int(np.count_nonzero((clusters.cluster == np.arange(n)) & (clusters.size >= 2))) if n else 0
+    duplicates = int(np.count_nonzero(clusters.representative != np.arange(n))) if n else 0
+    verified = (
+        f" ({len(result.candidates)} candidates, {settings['verify']} verified)" if settings["check"] else ""
+    )
+    rate = n / seconds if seconds > 0 else 0.0
+    return (
+        f"neardup: {n} rows, {len(result.pairs)} pairs within distance {settings['max_distance']}{verified}, "
+        f"{groups} groups of 2+ rows, {duplicates} duplicates of a representative; {result.empty} empty; "
+        f"{result.skipped} skipped; {seconds:.1f} s ({rate:,.0f} rows/s)"
+    )

@@ -1,0 +1,474 @@
+"""Rows from SQL databases (any SQLAlchemy URL), CSV and Parquet files, streamed in chunks;
+and the groups written back to a database table.
+
+A source is opened, tells its column names, then yields :class:`~neardup.records.RowChunk`
+objects of at most ``chunk_size`` rows: SQL results are read through a server-side cursor
+(SQLAlchemy ``stream_results`` + ``yield_per``: a named cursor on PostgreSQL, an unbuffered
+``SSCursor`` on MySQL/MariaDB, SQLite's lazy cursor), so a table is never held in memory.
+
+Names are never pasted into SQL: ``--table`` must name an existing table or view (checked
+against the database's schema, case-sensitively) and is then quoted by SQLAlchemy's
+identifier preparer, as are the columns. A ``--query`` is the user's own SQL and runs as
+written; it must be one SELECT (or WITH/VALUES/TABLE) statement.
+
+SQLAlchemy and the drivers are optional (``pip install 'neardup[stores]'``) and imported
+only when an SQL source is used. URLs without a driver get the one neardup installs:
+``postgresql://`` → ``postgresql+psycopg://``, ``mysql://`` → ``mysql+pymysql://``,
+``mariadb://`` → ``mariadb+pymysql://``.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, InputError, MissingDependencyError, NeardupError, StorageUnavailableError
+from .record_values import RecordKey
+from .records import RowChunk
+
+DEFAULT_CHUNK_SIZE = 10_000
+INSERT_BATCH = 10_000
+#: String keys up to this length make ``row_key`` a VARCHAR primary key (MySQL indexes at
+#: most 3072 bytes, 768 four-byte characters); longer keys are TEXT without a key.
+MAX_INDEXED_KEY = 190
+DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+}
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+_STATEMENT = re.compile(
+    r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*\(*\s*(select|with|values|table)\b", re.I | re.S
+)
+
+
+def is_database_url(source: str) -> bool:
+    return bool(_URL.match(source))
+
+
+def driver_url(url: str) -> str:
+    """The URL with neardup's default driver when it names none."""
+    scheme, _, rest = url.partition("://")
+    return f"{DRIVERS.get(scheme.lower(), scheme)}://{rest}"
+
+
+def _sqlalchemy() -> Any:
+    try:
+        import sqlalchemy
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise MissingDependencyError("sqlalchemy", "stores", "Reading rows from a database") from exc
+    return sqlalchemy
+
+
+def _database_error(exc: Exception, what: str) -> NeardupError:
+    """A one-line error from an SQLAlchemy/driver exception."""
+    original = getattr(exc, "orig", None) or exc
+    message = " ".join(str(original).split())
+    sa = _sqlalchemy()
+    if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError) and "connect" in message.lower():
+        return StorageUnavailableError(f"{what}: cannot reach the database: {message}")
+    return NeardupError(f"{what}: {message}")
+
+
+# -- sources ------------------------------------------------------------------------------------
+
+
+@dataclass
+class RowSource:
+    """Base of the sources: ``name`` for messages, ``columns`` once open, ``chunks()`` once.
+    ``fetches`` counts the chunks read and ``cursor`` names the cursor class used (both for
+    diagnostics and tests)."""
+
+    name: str
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    columns: list[str] = field(default_factory=list)
+    fetches: int = 0
+    cursor: str = ""
+
+    def __enter__(self) -> RowSource:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the connection or file."""
+
+    def select(self, columns: Sequence[str]) -> None:
+        """Read only these of the source's columns (before the first chunk)."""
+
+    def chunks(self) -> Iterator[RowChunk]:
+        raise NotImplementedError
+
+
+def _check_chunk_size(chunk_size: int) -> int:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ConfigError(f"chunk_size must be a positive integer; got {chunk_size!r}")
+    return chunk_size
+
+
+def open_source(
+    source: str,
+    *,
+    table: str | None = None,
+    query: str | None = None,
+    schema: str | None = None,
+    columns: Sequence[str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> RowSource:
+    """A database (URL, with ``table`` or ``query``), a CSV or a Parquet file. ``columns``
+    limits what is read (a table's or file's columns, checked by the caller)."""
+    _check_chunk_size(chunk_size)
+    if is_database_url(source):
+        return SqlSource(source, table=table, query=query, schema=schema, chunk_size=chunk_size)
+    if table is not None or query is not None:
+        raise ConfigError(f"--table and --query read from a database, but {source} is a file; give a URL")
+    suffix = Path(source).suffix.lower()
+    if suffix == ".csv":
+        return CsvSource(source, chunk_size=chunk_size)
+    if suffix in (".parquet", ".pq"):
+        return ParquetSource(source, chunk_size=chunk_size)
+    raise ConfigError(
+        f"cannot read rows from {source}: give a database URL (sqlite:///file.db, postgresql://..., "
+        f"mysql://...) or a .csv or .parquet file"
+    )
+
+
+class SqlSource(RowSource):
+    """A table (or view) or a SELECT query of a database."""
+
+    def __init__(
+        self,
+        url: Any,
+        *,
+        table: str | None = None,
+        query: str | None = None,
+        schema: str | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> None:
+        if (table is None) == (query is None):
+            raise ConfigError("a database source needs exactly one of --table TABLE or --query SQL")
+        sa = _sqlalchemy()
+        if isinstance(url, str):
+            self.engine = sa.create_engine(driver_url(url))
+            self._own_engine = True
+        else:
+            self.engine, self._own_engine = url, False
+        shown = self.engine.url.render_as_string(hide_password=True)
+        super().__init__(name=f"table {table}" if table is not None else "query", chunk_size=chunk_size)
+        self.url = shown
+        self.table, self.schema = table, schema
+        self.statement = self._table_statement(table, schema) if table is not None else _query(query or "")
+        self._connection: Any = None
+        self._result: Any = None
+
+    def _table_statement(self, table: str, schema: str | None) -> Any:
+        sa = _sqlalchemy()
+        self.columns = table_columns(self.engine, table, schema)
+        return sa.select(*(sa.column(name) for name in self.columns)).select_from(
+            sa.table(table, schema=schema)
+        )
+
+    def select(self, columns: Sequence[str]) -> None:
+        """Read only these columns of the table (query sources read what the query selects)."""
+        if self.table is None:
+            return
+        sa = _sqlalchemy()
+        chosen = [name for name in self.columns if name in set(columns)]
+        self.columns = chosen
+        self.statement = sa.select(*(sa.column(name) for name in chosen)).select_from(
+            sa.table(self.table, schema=self.schema)
+        )
+
+    def open(self) -> None:
+        """Run the statement; the column names are known afterwards."""
+        if self._result is not None:
+            return
+        try:
+            self._connection = self.engine.connect()
+            options = self._connection.execution_options(stream_results=True, yield_per=self.chunk_size)
+            self._result = options.execute(self.statement)
+        except _sqlalchemy().exc.SQLAlchemyError as exc:
+            self.close()
+            raise _database_error(exc, f"reading {self.name} of {self.url}") from exc
+        self.cursor = type(self._result.cursor).__name__ if self._result.cursor is not None else ""
+        self.columns = [str(name) for name in self._result.keys()]  # noqa: SIM118 - a Result, not a dict
+
+    def chunks(self) -> Iterator[RowChunk]:
+        self.open()
+        width, first = len(self.columns), 1
+        try:
+            for rows in self._result.partitions(self.chunk_size):
+                self.fetches += 1
+                yield RowChunk.from_rows(rows, width, first)
+                first += len(rows)
+        except _sqlalchemy().exc.SQLAlchemyError as exc:
+            raise _database_error(exc, f"reading {self.name} of {self.url}") from exc
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._result is not None:
+            self._result.close()
+            self._result = None
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def dispose(self) -> None:
+        self.close()
+        if self._own_engine:
+            self.engine.dispose()
+
+
+def table_columns(engine: Any, table: str, schema: str | None = None) -> list[str]:
+    """The columns of an existing table or view; a clear error for a name the database
+    does not have (names are compared exactly, never interpreted as SQL)."""
+    sa = _sqlalchemy()
+    try:
+        inspector = sa.inspect(engine)
+        names = list(inspector.get_table_names(schema=schema)) + list(inspector.get_view_names(schema=schema))
+        if table not in names:
+            shown = ", ".join(sorted(names)[:20]) or "none"
+            where = f" in schema {schema!r}" if schema else ""
+            raise ConfigError(
+                f"no table or view {table!r}{where} in the database (it has: {shown}); check --table "
+                f"(the name is matched exactly, case included, and never read as SQL)"
+            )
+        # The names as the database reports them for a query: reflection can mangle names
+        # (SQLAlchemy's MySQL reflection leaves doubled backticks in them).
+        probe = sa.select(sa.text("*")).select_from(sa.table(table, schema=schema)).limit(0)
+        with engine.connect() as connection:
+            return [str(name) for name in connection.execute(probe).keys()]  # noqa: SIM118 - a Result
+    except sa.exc.SQLAlchemyError as exc:
+        raise _database_error(
+            exc, f"reading the schema of {engine.url.render_as_string(hide_password=True)}"
+        ) from exc
+
+
+def _query(query: str) -> Any:
+    """One read-only statement; a trailing semicolon is dropped."""
+    text = query.strip().removesuffix(";").rstrip()
+    if not _STATEMENT.match(text):
+        raise ConfigError(
+            f"--query must be one SELECT statement (or WITH/VALUES/TABLE); got {query[:60]!r}; "
+            f"to read a whole table use --table NAME"
+        )
+    return _sqlalchemy().text(text)
+
+
+class CsvSource(RowSource):
+    """A UTF-8 CSV file with a header line; empty fields are nulls."""
+
+    def __init__(self, path: str, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+        super().__init__(name=str(path), chunk_size=chunk_size)
+        self.path = path
+        self._handle: Any = None
+        self._reader: Any = None
+        self._wanted: list[int] | None = None
+        self._width = 0
+        self.open()
+
+    def open(self) -> None:
+        if self._reader is not None:
+            return
+        _raise_csv_field_limit()
+        try:
+            self._handle = open(self.path, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise InputError(f"cannot open input file {self.path}: {exc.strerror}") from exc
+        self._reader = csv.reader(self._handle)
+        header = self._next_row(0)
+        if header is None:
+            raise InputError(f"{self.path} is empty; a CSV source needs a header line naming the columns")
+        self.columns = header
+        self._width = len(header)
+
+    def select(self, columns: Sequence[str]) -> None:
+        self.open()
+        wanted = set(columns)
+        self._wanted = [index for index, name in enumerate(self.columns) if name in wanted]
+        self.columns = [self.columns[index] for index in self._wanted]
+
+    def _next_row(self, number: int) -> list[str] | None:
+        try:
+            row: list[str] | None = next(self._reader, None)
+            return row
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                f"not valid UTF-8 near data row {number} ({exc.reason}); convert the file to UTF-8 first, "
+                f"e.g. `iconv -f GBK -t UTF-8 IN > OUT`",
+                self.path,
+            ) from exc
+        except csv.Error as exc:
+            raise InputError(f"malformed CSV at data row {number}: {exc}", self.path) from exc
+
+    def chunks(self) -> Iterator[RowChunk]:
+        self.open()
+        width = self._width
+        rows: list[list[str]] = []
+        first = number = 1
+        try:
+            while (row := self._next_row(number)) is not None:
+                if len(row) != width:
+                    if not any(row):
+                        continue  # a blank line
+                    raise InputError(
+                        f"data row {number} has {len(row)} fields but the header has {width}; "
+                        f"fix the quoting of that row",
+                        self.path,
+                    )
+                rows.append(row if self._wanted is None else [row[index] for index in self._wanted])
+                number += 1
+                if len(rows) == self.chunk_size:
+                    self.fetches += 1
+                    yield RowChunk.from_rows(rows, len(self.columns), first)
+                    first, rows = number, []
+            if rows:
+                self.fetches += 1
+                yield RowChunk.from_rows(rows, len(self.columns), first)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def _raise_csv_field_limit() -> None:
+    limit = sys.maxsize
+    while True:
+        try:
+            csv.field_size_limit(limit)
+            return
+        except OverflowError:  # pragma: no cover - platforms with a 32-bit C long
+            limit //= 2
+
+
+class ParquetSource(RowSource):
+    """A Parquet file, read a record batch at a time."""
+
+    def __init__(self, path: str, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+        super().__init__(name=str(path), chunk_size=chunk_size)
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise MissingDependencyError("pyarrow", "parquet", "Reading Parquet files") from exc
+        try:
+            self._file = pq.ParquetFile(path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path} as Parquet: {exc}") from exc
+        except Exception as exc:  # pyarrow raises ArrowInvalid (a ValueError) for non-Parquet data
+            raise InputError(f"{path} is not a Parquet file: {exc}") from exc
+        self.columns = list(self._file.schema_arrow.names)
+
+    def open(self) -> None:
+        """Nothing to do: the footer was read on construction."""
+
+    def select(self, columns: Sequence[str]) -> None:
+        wanted = set(columns)
+        self.columns = [name for name in self.columns if name in wanted]
+
+    def chunks(self) -> Iterator[RowChunk]:
+        first = 1
+        for batch in self._file.iter_batches(batch_size=self.chunk_size, columns=self.columns):
+            self.fetches += 1
+            columns = tuple(batch.column(index).to_pylist() for index in range(batch.num_columns))
+            yield RowChunk(columns, batch.num_rows, first)
+            first += batch.num_rows
+
+    def close(self) -> None:
+        self._file.close()
+
+
+# -- writing the groups back ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupRows:
+    """One row per source row: its key, its group (numbered 1, 2, ... in order of first
+    row), the group's representative key and the Hamming distance to it."""
+
+    keys: Sequence[RecordKey]
+    groups: Sequence[int]
+    representatives: Sequence[RecordKey]
+    distances: Sequence[int]
+
+
+def write_groups(
+    engine_or_url: Any,
+    table: str,
+    rows: GroupRows,
+    *,
+    schema: str | None = None,
+    replace: bool = False,
+    source_table: str | None = None,
+) -> int:
+    """Create ``table`` (row_key, group_id, representative, distance) and fill it; returns
+    the row count. An existing table is refused unless ``replace``, and the source table
+    is refused always."""
+    sa = _sqlalchemy()
+    engine = sa.create_engine(driver_url(engine_or_url)) if isinstance(engine_or_url, str) else engine_or_url
+    if not table or not isinstance(table, str):
+        raise ConfigError("--write-table needs a table name")
+    if source_table is not None and table == source_table:
+        raise ConfigError(
+            f"--write-table {table!r} is the source table; neardup never modifies the source, "
+            f"choose another name"
+        )
+    key_type = _key_type(sa, rows.keys)
+    primary = not isinstance(key_type, sa.Text)
+    target = sa.Table(
+        table,
+        sa.MetaData(schema=schema),
+        sa.Column("row_key", key_type, primary_key=primary, nullable=False),
+        sa.Column("group_id", sa.BigInteger, nullable=False),
+        sa.Column("representative", key_type, nullable=False),
+        sa.Column("distance", sa.SmallInteger, nullable=False),
+    )
+    try:
+        with engine.begin() as connection:
+            if sa.inspect(connection).has_table(table, schema=schema):
+                if not replace:
+                    raise ConfigError(
+                        f"table {table!r} already exists; choose another --write-table name or add "
+                        f"--replace-table to overwrite it"
+                    )
+                target.drop(connection)
+            target.create(connection)
+            columns = (rows.keys, rows.groups, rows.representatives, rows.distances)
+            batch: list[dict[str, Any]] = []
+            for key, group, representative, distance in zip(*columns, strict=True):
+                batch.append(
+                    {
+                        "row_key": key,
+                        "group_id": group,
+                        "representative": representative,
+                        "distance": distance,
+                    }
+                )
+                if len(batch) == INSERT_BATCH:
+                    connection.execute(target.insert(), batch)
+                    batch = []
+            if batch:
+                connection.execute(target.insert(), batch)
+    except sa.exc.SQLAlchemyError as exc:
+        raise _database_error(exc, f"writing table {table!r}") from exc
+    finally:
+        if isinstance(engine_or_url, str):
+            engine.dispose()
+    return len(rows.keys)
+
+
+def _key_type(sa: Any, keys: Sequence[RecordKey]) -> Any:
+    if all(isinstance(key, int) for key in keys):
+        return sa.BigInteger()
+    longest = max((len(str(key)) for key in keys), default=1)
+    return sa.String(max(longest, 1)) if longest <= MAX_INDEXED_KEY else sa.Text()
