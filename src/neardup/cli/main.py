@@ -23,6 +23,7 @@ from .fingerprint import fingerprint
 from .idf import idf
 from .index import index
 from .records import records
+from .spark import spark
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -77,3 +78,4 @@ main.add_command(fingerprint)
 main.add_command(idf)
 main.add_command(index)
 main.add_command(records)
+main.add_command(spark)

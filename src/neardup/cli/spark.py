@@ -1,0 +1,194 @@
+"""``neardup spark``: the near-duplicate search as a Spark job.
+
+``neardup spark dedup`` takes every option of ``neardup dedup`` (the very same click
+parameters, so they cannot drift apart) plus where and how Spark runs. pyspark is imported
+only when the command runs; without it the command prints the install line.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import ConfigError, NeardupError
+from ..io import ErrorReport, detect_format
+from ..spark import require_pyspark
+from .common import report_skipped, text_config
+from .dedup import _block_scheme, _check_directory, _check_outputs, _Summary
+from .dedup import dedup as local_dedup
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_CONF = re.compile(r"^([^=\s]+)=(.*)$")
+OUTPUT_FORMATS = ("auto", "jsonl", "parquet")
+
+
+def _parse_conf(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    settings = {}
+    for value in values:
+        match = _CONF.match(value)
+        if not match:
+            raise click.BadParameter(f"{value!r} is not KEY=VALUE, e.g. spark.executor.memory=8g", ctx, param)
+        settings[match.group(1)] = match.group(2)
+    return settings
+
+
+def _is_local(path: str) -> bool:
+    return not _URL.match(path) and not path.startswith("file:")
+
+
+@click.group(short_help="Run neardup on Apache Spark (needs neardup[spark]).")
+def spark() -> None:
+    """Run neardup as an Apache Spark job, for collections larger than one machine.
+
+    Locally (`--master local[*]`) or on a cluster through spark-submit; see docs/spark.md.
+    """
+
+
+_SPARK_PARAMS = [
+    click.Argument(["input_path"], metavar="INPUT"),
+    click.Option(
+        ["--master"],
+        metavar="URL",
+        help="Spark master, e.g. local[*], yarn, spark://host:7077 [default: spark-submit's, else local[*]].",
+    ),
+    click.Option(
+        ["--partitions"],
+        type=click.IntRange(min=1),
+        help="Partitions of the input splits and of every shuffle [default: spark.sql.shuffle.partitions].",
+    ),
+    click.Option(
+        ["--output-format"],
+        type=click.Choice(OUTPUT_FORMATS),
+        default="auto",
+        show_default=True,
+        help="Pairs and clusters as JSON lines or Parquet; auto: Parquet for paths ending in .parquet.",
+    ),
+    click.Option(
+        ["--conf", "spark_conf"],
+        metavar="KEY=VALUE",
+        multiple=True,
+        callback=_parse_conf,
+        help="A Spark setting (repeatable), e.g. --conf spark.driver.memory=4g.",
+    ),
+]
+
+
+def _spark_dedup(**params: Any) -> None:
+    """Find the near-duplicate records of INPUT with Spark: the same pairs and clusters as
+    `neardup dedup`, with the same options and output formats.
+
+    INPUT is JSONL or Parquet: a file, a folder or a glob, local or on any Hadoop-compatible
+    file system (hdfs://, s3a://, ...); files are taken in path order. A local PATH ending
+    in .jsonl is written as one file; any other PATH (hdfs://..., a folder) becomes a
+    folder of part files which, concatenated in name order, are that file. Parquet output
+    (--output-format parquet or a .parquet PATH) is a folder with typed columns.
+
+    \b
+    Example:
+      neardup spark dedup docs.jsonl --pairs pairs.jsonl --clusters clusters.jsonl --master 'local[*]'
+      spark-submit --master yarn "$(python -c 'import neardup.spark.submit as m; print(m.__file__)')" \\
+          dedup hdfs:///corpus/ --format jsonl --pairs hdfs:///out/pairs --clusters hdfs:///out/clusters
+    """
+    ctx = click.get_current_context()
+    started = time.perf_counter()
+    require_pyspark()
+    targets = _check_outputs(
+        ctx, params["pairs_path"], params["clusters_path"], params["emit"], params["output"]
+    )
+    config = text_config(ctx)
+    block_scheme = _block_scheme(config.bits, params["max_distance"], params["scheme"])
+    for target in targets:
+        if _is_local(target):
+            _check_directory(target)
+    source = params["input_path"]
+    if _is_local(source) and not any(char in source for char in "*?[{") and not Path(source).exists():
+        raise NeardupError(f"cannot open input {source}: no such file or folder")
+    input_format = detect_format(source, params["input_format"])
+    if input_format not in ("jsonl", "parquet"):
+        raise ConfigError(f"the Spark job reads JSONL or Parquet, not {input_format}; convert {source} first")
+
+    from ..spark.job import DedupJob, describe_seconds, run_dedup
+    from ..spark.output import Outputs
+    from ..spark.session import build_session
+    from ..spark.tasks import ReadSettings
+
+    read = ReadSettings(
+        format=input_format,
+        id_field=params["id_field"],
+        text_field=params["text_field"],
+        title_field=params["title_field"],
+        max_bytes=params["max_bytes"],
+        keep_rows=params["emit"] is not None,
+    )
+    job = DedupJob(
+        input=source,
+        read=read,
+        config=config,
+        max_distance=params["max_distance"],
+        scheme=block_scheme,
+        mu=params["mu"],
+        keep=params["keep"],
+        batch_size=params["batch_size"],
+        on_error=params["on_error"],
+        partitions=params["partitions"],
+    )
+    outputs = Outputs(
+        pairs=params["pairs_path"],
+        clusters=params["clusters_path"],
+        emit=params["emit"],
+        output=params["output"],
+        format=params["output_format"],
+    )
+    conf = dict(params["spark_conf"])
+    if params["progress"] is not None:
+        conf.setdefault("spark.ui.showConsoleProgress", str(params["progress"]).lower())
+    session = build_session(params["master"], params["partitions"], conf)
+    ready = time.perf_counter()
+    result = run_dedup(session, job, outputs, stats=params["stats"])
+    summary = _Summary(
+        records=result.records,
+        empty=result.empty,
+        skipped=result.skipped,
+        pairs=result.pairs,
+        exact=result.exact,
+        max_distance=params["max_distance"],
+        clusters=result.clusters,
+        largest=result.largest,
+        dropped=result.dropped,
+        keep=params["keep"],
+    )
+    if params["stats"]:
+        click.echo(result.stats.format(), err=True)
+        seconds = result.seconds
+        timings = (
+            ready - started,
+            seconds.get("fingerprints", 0.0),
+            seconds.get("buckets", 0.0) + seconds.get("pairs", 0.0),
+            seconds.get("clusters", 0.0) + seconds.get("output", 0.0),
+        )
+        click.echo(summary.details(timings), err=True)
+        click.echo(f"spark stages: {describe_seconds(seconds, result.records)}", err=True)
+        click.echo(f"connected components: {result.rounds} large-star/small-star rounds", err=True)
+    else:
+        click.echo(summary.line(), err=True)
+    report_skipped(ErrorReport(count=result.skipped, messages=result.messages))
+
+
+def _shared_params() -> list[click.Parameter]:
+    """``neardup dedup``'s parameters, its INPUT (which must exist locally) replaced."""
+    return [param for param in local_dedup.params if param.name != "input_path"]
+
+
+spark_dedup = click.Command(
+    "dedup",
+    callback=_spark_dedup,
+    params=[_SPARK_PARAMS[0], *_shared_params(), *_SPARK_PARAMS[1:]],
+    help=_spark_dedup.__doc__,
+    short_help="Find near-duplicates with Spark: pairs, clusters and the deduplicated records.",
+    context_settings={"max_content_width": 100},
+)
+spark.add_command(spark_dedup)
