@@ -24,6 +24,11 @@ class PostgresStorage(SqlStorage):
     def _lock(self, cursor: Any) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(self.records_table.encode()),))
 
+    def _one_of(self, column: str, values: list[Any]) -> tuple[str, list[Any]]:
+        # One array parameter: psycopg need not parse a statement with thousands of
+        # placeholders (a third of the client time of a check-and-add batch).
+        return f"{column} = ANY(%s)", [values]
+
     def _table_exists(self, table: str) -> bool:
         with self._transaction() as cursor:
             cursor.execute("SELECT to_regclass(%s)", (table,))

@@ -250,11 +250,11 @@ class SqlStorage(Storage):
         width = self.scheme.words
         with self._transaction() as cursor:
             for chunk in _chunks(list(keys), KEY_CHUNK):
-                texts = list({key_columns(key)[0] for key in chunk})
+                condition, values = self._one_of("key_text", list({key_columns(key)[0] for key in chunk}))
                 cursor.execute(
                     f"SELECT key_text, key_int, fingerprint, cluster_text, cluster_int, signature "
-                    f"FROM {self.records_table} WHERE key_text IN ({self._marks(len(texts))})",
-                    texts,
+                    f"FROM {self.records_table} WHERE {condition}",
+                    values,
                 )
                 for record in self._records(cursor.fetchall(), width):
                     found[record.key] = record
@@ -264,9 +264,9 @@ class SqlStorage(Storage):
         blocks = to_signed(self.scheme.keys(words))
         conditions, values = [], []
         for table, column in enumerate(self._block_columns):
-            distinct = np.unique(blocks[:, table]).tolist()
-            conditions.append(f"{column} IN ({self._marks(len(distinct))})")
-            values.extend(distinct)
+            condition, parameters = self._one_of(column, np.unique(blocks[:, table]).tolist())
+            conditions.append(condition)
+            values.extend(parameters)
         columns = ", ".join(self._block_columns)
         with self._transaction() as cursor:
             cursor.execute(
@@ -334,15 +334,16 @@ class SqlStorage(Storage):
     def _marks(self, count: int) -> str:
         return ", ".join([self.placeholder] * count)
 
+    def _one_of(self, column: str, values: list[Any]) -> tuple[str, list[Any]]:
+        """``column IN (…)`` with its parameters; PostgreSQL binds one array instead."""
+        return f"{column} IN ({self._marks(len(values))})", values
+
     def _stored_keys(self, cursor: Any, keys: Sequence[Key]) -> list[Key]:
         wanted = {key_columns(key) for key in keys}
         stored: list[Key] = []
         for chunk in _chunks(sorted({text for text, _ in wanted}), KEY_CHUNK):
-            cursor.execute(
-                f"SELECT key_text, key_int FROM {self.records_table} "
-                f"WHERE key_text IN ({self._marks(len(chunk))})",
-                chunk,
-            )
+            condition, values = self._one_of("key_text", chunk)
+            cursor.execute(f"SELECT key_text, key_int FROM {self.records_table} WHERE {condition}", values)
             for text, is_int in cursor.fetchall():
                 if (text, int(is_int)) in wanted:
                     stored.append(key_from_columns(text, is_int))
