@@ -140,12 +140,11 @@ def test_redis_lock_wait_times_out_with_a_clear_message(
     opened: Callable[..., SimhashIndex],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from neardup.storage import redis as backend
 
     index = opened(fresh_redis_url)
     redis_client.set("neardup:lock", "someone-else", px=60_000)
-    monkeypatch.setattr(backend, "LOCK_WAIT_S", 0.2)
-    with pytest.raises(StorageError, match="could not take the writer lock neardup:lock"):
+    monkeypatch.setattr(index.storage.lease, "wait_s", 0.2)
+    with pytest.raises(StorageError, match=r"could not take the writer lock of .*key neardup:lock"):
         index.check_and_add("k", 5)
     assert redis_client.get("neardup:lock") == b"someone-else"  # not ours to release
     assert len(index) == 0
@@ -280,12 +279,11 @@ def test_mongo_lock_wait_times_out_with_a_clear_message(
     opened: Callable[..., SimhashIndex],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from neardup.storage import mongo as backend
 
     index = opened(fresh_mongodb_url)
     later = int(time.time() * 1000) + 60_000
     mongo_database["neardup_lock"].insert_one({"_id": "writer", "token": "other", "expires": later})
-    monkeypatch.setattr(backend, "LOCK_WAIT_S", 0.2)
+    monkeypatch.setattr(index.storage.lease, "wait_s", 0.2)
     with pytest.raises(StorageError, match="could not take the writer lock"):
         index.check_and_add("k", 5)
     assert len(index) == 0

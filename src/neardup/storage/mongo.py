@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -79,6 +78,7 @@ from .base import (
     words_to_bytes,
     words_to_int,
 )
+from .lease import Lease
 from .postgres import _safe
 
 if TYPE_CHECKING:
@@ -93,8 +93,6 @@ CONNECT_TIMEOUT_MS = 5_000
 SOCKET_TIMEOUT_MS = 120_000
 #: Keys per ``$in`` list (far below the 16 MB command limit even for long keys).
 KEY_CHUNK = 10_000
-LOCK_TTL_MS = 30_000
-LOCK_WAIT_S = 60.0
 _LOCK_ID = "writer"
 #: Server answers that mean "no multi-document transactions here" (standalone mongod).
 _NO_TRANSACTIONS = (20, 263)
@@ -140,10 +138,12 @@ class MongoStorage(Storage):
         self.meta: Collection[dict[str, Any]] = db[f"{collection}_meta"]
         self.locks: Collection[dict[str, Any]] = db[f"{collection}_lock"]
         self._transactions: bool | None = None  # unknown until the first write tries one
-        self._lock_depth = 0
-        self._lock_token = ""
-        self._renewer: threading.Thread | None = None
-        self._released = threading.Event()
+        self.lease = Lease(
+            f"{where} (collection {self.locks.name})",
+            take=self._take_lease,
+            renew=self._renew_lease,
+            give_back=self._give_back_lease,
+        )
 
     # -- errors --------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -197,73 +197,32 @@ class MongoStorage(Storage):
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """The local lock plus a lease document in ``P_lock`` (unique ``_id``, an expiry a
-        thread renews while it is held, deleted on release; a crashed holder's lease runs out)."""
-        with self._local_lock:
-            if self._lock_depth:
-                self._lock_depth += 1
-                try:
-                    yield
-                finally:
-                    self._lock_depth -= 1
-                return
-            self._acquire()
-            self._lock_depth = 1
-            try:
-                yield
-            finally:
-                self._lock_depth = 0
-                self._release_lock()
+        thread renews while it is held; see :mod:`neardup.storage.lease`)."""
+        with self._local_lock, self._errors("holding the writer lock"), self.lease.held():
+            yield
 
-    def _acquire(self) -> None:
-        token = secrets.token_hex(16)
-        deadline = time.monotonic() + LOCK_WAIT_S
-        pause = 0.001
-        duplicate = self._pymongo.errors.DuplicateKeyError
-        with self._errors("taking the writer lock"):
-            while True:
-                try:
-                    self.locks.insert_one({"_id": _LOCK_ID, "token": token, "expires": self._expiry()})
-                    break
-                except duplicate:
-                    # A lease past its expiry belongs to a writer that stopped renewing it.
-                    self.locks.delete_one({"_id": _LOCK_ID, "expires": {"$lt": self._expiry(0)}})
-                if time.monotonic() > deadline:
-                    raise StorageError(
-                        f"could not take the writer lock (collection {self.locks.name}) at {self.where} "
-                        f"within {LOCK_WAIT_S:.0f} s: another writer holds it (a crashed writer's lock "
-                        f"expires {LOCK_TTL_MS // 1000} s after it stopped renewing it)"
-                    )
-                time.sleep(pause)
-                pause = min(pause * 2, 0.05)
-        self._lock_token = token
-        self._released = threading.Event()
-        self._renewer = threading.Thread(
-            target=self._keep_lock, args=(token, self._released), name="neardup-mongo-lock", daemon=True
+    def _take_lease(self, token: str) -> bool:
+        try:
+            self.locks.insert_one(
+                {"_id": _LOCK_ID, "token": token, "expires": self._expiry(self.lease.ttl_ms)}
+            )
+            return True
+        except self._pymongo.errors.DuplicateKeyError:
+            # A lease past its expiry belongs to a writer that stopped renewing it.
+            self.locks.delete_one({"_id": _LOCK_ID, "expires": {"$lt": self._expiry(0)}})
+            return False
+
+    def _renew_lease(self, token: str) -> bool:
+        renewed = self.locks.update_one(
+            {"_id": _LOCK_ID, "token": token}, {"$set": {"expires": self._expiry(self.lease.ttl_ms)}}
         )
-        self._renewer.start()
+        return bool(renewed.matched_count)
 
-    def _expiry(self, after_ms: int = LOCK_TTL_MS) -> Any:
+    def _give_back_lease(self, token: str) -> None:
+        self.locks.delete_one({"_id": _LOCK_ID, "token": token})
+
+    def _expiry(self, after_ms: int) -> Any:
         return self._int64(int(time.time() * 1000) + after_ms)
-
-    def _keep_lock(self, token: str, released: threading.Event) -> None:
-        while not released.wait(LOCK_TTL_MS / 3000):
-            try:
-                renewed = self.locks.update_one(
-                    {"_id": _LOCK_ID, "token": token}, {"$set": {"expires": self._expiry()}}
-                )
-                if not renewed.matched_count:
-                    return
-            except Exception:
-                return
-
-    def _release_lock(self) -> None:
-        self._released.set()
-        if self._renewer is not None:
-            self._renewer.join()
-            self._renewer = None
-        token, self._lock_token = self._lock_token, ""
-        with self._errors("releasing the writer lock"):
-            self.locks.delete_one({"_id": _LOCK_ID, "token": token})
 
     # -- transactions --------------------------------------------------------------------
     def _atomically(self, write: Callable[[ClientSession | None], None], undo: Callable[[], None]) -> None:

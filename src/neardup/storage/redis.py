@@ -28,10 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-import secrets
 import struct
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import SplitResult, urlencode, urlunsplit
@@ -65,6 +62,7 @@ from .base import (
     words_to_bytes,
     words_to_int,
 )
+from .lease import Lease
 from .postgres import _safe
 
 if TYPE_CHECKING:
@@ -75,10 +73,6 @@ _PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 CONNECT_TIMEOUT_S = 5.0
 #: A reply slower than this means the server hangs; a large batch script takes well under it.
 SOCKET_TIMEOUT_S = 120.0
-#: The writer lock expires this long after its last renewal (a crashed holder frees it).
-LOCK_TTL_MS = 30_000
-#: How long ``exclusive()`` waits for another writer before giving up.
-LOCK_WAIT_S = 60.0
 #: Retries of a removal whose records another writer replaced between read and delete.
 REMOVE_RETRIES = 5
 _HAS_CLUSTER, _HAS_SIGNATURE = 1, 2
@@ -196,11 +190,12 @@ class RedisStorage(Storage):
         self._remove = client.register_script(_REMOVE_SCRIPT)
         self._release = client.register_script(_RELEASE_SCRIPT)
         self._renew = client.register_script(_RENEW_SCRIPT)
-        self._lock_depth = 0
-        self._lock_token = ""
-        self._lock_owner: int | None = None
-        self._renewer: threading.Thread | None = None
-        self._released = threading.Event()
+        self.lease = Lease(
+            f"{where} (key {self.lock_key})",
+            take=lambda token: bool(self.client.set(self.lock_key, token, nx=True, px=self.lease.ttl_ms)),
+            renew=lambda token: bool(self._renew(keys=[self.lock_key], args=[token, self.lease.ttl_ms])),
+            give_back=lambda token: self._release(keys=[self.lock_key], args=[token]),
+        )
 
     # -- errors --------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -239,68 +234,15 @@ class RedisStorage(Storage):
     # -- the writer lock -----------------------------------------------------------------
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        """The local lock plus ``P:lock`` (SET NX PX with a random token, renewed while held,
-        released only by its holder). Writes made under it pass the token to their script,
-        which refuses to write if the lock expired meanwhile (fencing)."""
-        with self._local_lock:
-            if self._lock_depth:
-                self._lock_depth += 1
-                try:
-                    yield
-                finally:
-                    self._lock_depth -= 1
-                return
-            self._acquire()
-            self._lock_depth = 1
-            try:
-                yield
-            finally:
-                self._lock_depth = 0
-                self._release_lock()
-
-    def _acquire(self) -> None:
-        token = secrets.token_hex(16)
-        deadline = time.monotonic() + LOCK_WAIT_S
-        pause = 0.001
-        with self._errors("taking the writer lock"):
-            while not self.client.set(self.lock_key, token, nx=True, px=LOCK_TTL_MS):
-                if time.monotonic() > deadline:
-                    raise StorageError(
-                        f"could not take the writer lock {self.lock_key} at {self.where} within "
-                        f"{LOCK_WAIT_S:.0f} s: another writer holds it (a crashed writer's lock expires "
-                        f"{LOCK_TTL_MS // 1000} s after it stopped renewing it)"
-                    )
-                time.sleep(pause)
-                pause = min(pause * 2, 0.05)
-        self._lock_token = token
-        self._lock_owner = threading.get_ident()
-        self._released = threading.Event()
-        self._renewer = threading.Thread(
-            target=self._keep_lock, args=(token, self._released), name="neardup-redis-lock", daemon=True
-        )
-        self._renewer.start()
-
-    def _keep_lock(self, token: str, released: threading.Event) -> None:
-        """Renew the lock every third of its lifetime until released (a long batch keeps it)."""
-        while not released.wait(LOCK_TTL_MS / 3000):
-            try:
-                if not self._renew(keys=[self.lock_key], args=[token, LOCK_TTL_MS]):
-                    return  # lost; the next write under it is refused by its script
-            except Exception:
-                return
-
-    def _release_lock(self) -> None:
-        self._released.set()
-        if self._renewer is not None:
-            self._renewer.join()
-            self._renewer = None
-        token, self._lock_token, self._lock_owner = self._lock_token, "", None
-        with self._errors("releasing the writer lock"):
-            self._release(keys=[self.lock_key], args=[token])
+        """The local lock plus the lease ``P:lock`` (SET NX PX with a random token; see
+        :mod:`neardup.storage.lease`). Writes made under it pass the token to their script,
+        which refuses to write if the lease expired meanwhile (fencing)."""
+        with self._local_lock, self._errors("holding the writer lock"), self.lease.held():
+            yield
 
     def _fence(self) -> str:
         """The lock token a write must still hold, or '' outside ``exclusive()``."""
-        return self._lock_token if self._lock_owner == threading.get_ident() else ""
+        return self.lease.token
 
     # -- records -------------------------------------------------------------------------
     def _bucket_names(self, words: UInt64Array) -> list[str]:
