@@ -10,9 +10,17 @@ import zlib
 from typing import Any
 from urllib.parse import SplitResult, urlunsplit
 
+from ..blocks import BlockScheme
 from ..errors import MissingDependencyError, StorageUnavailableError
 from . import check_options
+from .base import RecordBatch
 from .sql import DEFAULT_PREFIX, SqlStorage
+
+#: Re-analyze the records table once this share of its rows (and at least ANALYZE_MINIMUM)
+#: was added since the planner last counted: a planner that still believes the table empty
+#: scans it sequentially, which at 100 k rows cuts check-and-add from ~14,000 to ~1,600 docs/s.
+ANALYZE_SHARE = 0.2
+ANALYZE_MINIMUM = 5_000
 
 
 class PostgresStorage(SqlStorage):
@@ -20,6 +28,38 @@ class PostgresStorage(SqlStorage):
     placeholder = "%s"
     blob_type = "BYTEA"
     id_column = "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+
+    def __init__(self, connection: Any, prefix: str = DEFAULT_PREFIX, where: str = "") -> None:
+        super().__init__(connection, prefix, where)
+        self._counted = 0.0  # rows the planner knew of at the last ANALYZE
+        self._added = 0  # rows added since
+
+    def attach(self, scheme: BlockScheme, mu: float) -> None:
+        super().attach(scheme, mu)
+        with self._transaction() as cursor:
+            cursor.execute(
+                "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (self.records_table,)
+            )
+            row = cursor.fetchone()
+        self._counted = float(row[0]) if row and row[0] is not None else 0.0
+        if self._counted < 0:  # never analyzed (PostgreSQL 14+ says -1)
+            self._analyze()
+
+    def add_many(self, batch: RecordBatch) -> None:
+        super().add_many(batch)
+        self._added += len(batch)
+        if self._added > max(ANALYZE_MINIMUM, ANALYZE_SHARE * self._counted):
+            self._analyze()
+
+    def _analyze(self) -> None:
+        """Refresh the planner's statistics so block lookups use the indexes."""
+        with self._transaction(write=True) as cursor:
+            cursor.execute(f"ANALYZE {self.records_table}")
+            cursor.execute(
+                "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (self.records_table,)
+            )
+            self._counted = max(float(cursor.fetchone()[0]), 0.0)
+        self._added = 0
 
     def _lock(self, cursor: Any) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(self.records_table.encode()),))
