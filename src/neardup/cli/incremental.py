@@ -64,10 +64,10 @@ def run_incremental(
                     counts["duplicates"] += result.duplicate
                     if "clusters" in sinks:
                         sinks["clusters"].write({"id": record.id, "cluster": result.cluster})
+                    counts["pairs"] += len(result.matches)
                     if "pairs" in sinks:
                         for match in result.matches:
                             sinks["pairs"].write({"a": match.key, "b": record.id, "distance": match.distance})
-                            counts["pairs"] += 1
                     started_cluster = result.cluster == record.id
                     if "emit" in sinks and started_cluster == (emit == "kept"):
                         sinks["emit"].write(dict(record.fields) if record.fields else _plain(record))
