@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Install the database servers that the storage tests and benchmarks start on 127.0.0.1
-# (scripts/servers.py): Debian's redis-server, postgresql and mariadb-server, and the npm package
+# (scripts/servers.py): Debian's redis-server, postgresql and mariadb-server (plus chromium, the
+# headless browser that tests the HTML report), and the npm package
 # @jongodb/memory-server-bin-linux-x64-gnu (a MongoDB-wire-protocol test server; no real MongoDB
 # can be installed here). Idempotent: installs only what is missing, runs `apt-get update` at
 # most once, and leaves no system service running (tests start their own servers as needed).
 # Override the npm cache folder with NEARDUP_CACHE (default ~/.cache/neardup).
 set -euo pipefail
 
-packages=(redis-server postgresql mariadb-server)
+packages=(redis-server postgresql mariadb-server chromium)
 services=(redis-server postgresql mariadb)
 cache="${NEARDUP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/neardup}"
 jongodb_dir="$cache/jongodb"
