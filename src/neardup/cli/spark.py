@@ -178,9 +178,26 @@ def _spark_dedup(**params: Any) -> None:
     report_skipped(ErrorReport(count=result.skipped, messages=result.messages))
 
 
+#: ``neardup dedup`` parameters the job does not implement: left out, so that click refuses
+#: them ("no such option") instead of the job silently ignoring them. INPUT is replaced
+#: because it need not exist locally.
+NOT_SHARED = frozenset(
+    {
+        "input_path",
+        "index_url",
+        "verify",
+        "verify_threshold",
+        "content_weight",
+        "meta_fields",
+        "num_perm",
+        "explain",
+    }
+)
+
+
 def _shared_params() -> list[click.Parameter]:
-    """``neardup dedup``'s parameters, its INPUT (which must exist locally) replaced."""
-    return [param for param in local_dedup.params if param.name != "input_path"]
+    """``neardup dedup``'s parameters that the job implements."""
+    return [param for param in local_dedup.params if param.name not in NOT_SHARED]
 
 
 spark_dedup = click.Command(
