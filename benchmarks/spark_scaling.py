@@ -87,7 +87,16 @@ def run_worker(master: str, source: str, folder: str, partitions: int) -> dict[s
 def local_baseline(source: Path, folder: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
-        ["neardup", "dedup", str(source), "--pairs", str(folder / "local.pairs.jsonl"), "--no-progress"],
+        [
+            "neardup",
+            "dedup",
+            str(source),
+            "-k",
+            "3",
+            "--pairs",
+            str(folder / "local.pairs.jsonl"),
+            "--no-progress",
+        ],
         check=True,
         capture_output=True,
     )

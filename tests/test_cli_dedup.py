@@ -52,7 +52,8 @@ CORPUS: list[dict[str, Any]] = [
     {"id": "e-9", "text": "的 了 ！！"},  # only stopwords and punctuation: all-zero as well
 ]
 IDS = [record["id"] for record in CORPUS]
-# What dedup finds in CORPUS at the default 64 bits and distance 3.
+# What dedup finds in CORPUS at the default 64 bits and -k 3 (Simhash alone: `run` below gives
+# `dedup` -k 3 unless a test chooses a distance; the automatic default has tests of its own).
 PAIRS = [
     {"a": 1, "b": "d-4", "distance": 2},
     {"a": 1, "b": 6, "distance": 0},
@@ -65,8 +66,11 @@ FIRST = {1: 1, "b-2": "b-2", 3: 3, "d-4": 1, 5: "b-2", 6: 1, "e-7": "e-7", 8: 8,
 _FINGERPRINTERS: dict[int, Fingerprinter] = {}
 
 
-def run(*args: str | Path, stdin: bytes | None = None) -> Result:
-    return CliRunner().invoke(main, [str(arg) for arg in args], input=stdin, catch_exceptions=False)
+def run(*args: str | Path, stdin: bytes | None = None, auto: bool = False) -> Result:
+    words = [str(arg) for arg in args]
+    if words[:1] == ["dedup"] and not auto and not {"-k", "--max-distance"} & set(words):
+        words[1:1] = ["-k", "3"]
+    return CliRunner().invoke(main, words, input=stdin, catch_exceptions=False)
 
 
 def corpus(tmp_path: Path, records: list[dict[str, Any]] = CORPUS) -> Path:

@@ -97,7 +97,7 @@ def test_same_pairs_and_clusters_as_local_dedup(
         ]
         if "--emit" in options:
             outputs.append(f"--output={tmp_path / f'{kind}.records.jsonl'}")
-        args = ["dedup", source, *outputs, *options]
+        args = ["dedup", source, *outputs, "-k", "3", *options]
         result = _run(_spark_args(*args[1:]) if kind == "spark" else args)
         assert result.exit_code == 0, result.output
         results[kind] = result.stderr.strip().splitlines()[-1]
@@ -287,7 +287,9 @@ def test_bad_records_and_repeated_ids_give_the_local_messages(spark: SparkSessio
         {"id": "a", "text": "a repeated id"},
     )
     for extra in ([], ["--on-error", "skip"]):
-        local = CliRunner().invoke(main, ["dedup", str(source), "--pairs", str(tmp_path / "p.jsonl"), *extra])
+        local = CliRunner().invoke(
+            main, ["dedup", str(source), "-k", "3", "--pairs", str(tmp_path / "p.jsonl"), *extra]
+        )
         remote = CliRunner().invoke(
             main, _spark_args(str(source), "--pairs", str(tmp_path / "s.jsonl"), *extra)
         )
@@ -296,7 +298,9 @@ def test_bad_records_and_repeated_ids_give_the_local_messages(spark: SparkSessio
     skipping = write_lines(
         tmp_path / "skip.jsonl", {"id": 1, "text": "one"}, b"[1, 2]", {"id": 2, "text": "one"}
     )
-    local = _run(["dedup", str(skipping), "--clusters", str(tmp_path / "l.jsonl"), "--on-error", "skip"])
+    local = _run(
+        ["dedup", str(skipping), "-k", "3", "--clusters", str(tmp_path / "l.jsonl"), "--on-error", "skip"]
+    )
     remote = _run(_spark_args(str(skipping), "--clusters", str(tmp_path / "r.jsonl"), "--on-error", "skip"))
     assert remote.stderr.strip().splitlines()[-2:] == local.stderr.strip().splitlines()[-2:]
     assert (tmp_path / "r.jsonl").read_bytes() == (tmp_path / "l.jsonl").read_bytes()
@@ -310,7 +314,7 @@ def test_parquet_input_and_output(spark: SparkSession, tmp_path: Path) -> None:
     table = pa.table({"id": [10, 11, 12], "text": [text, text.upper(), "an unrelated sentence entirely"]})
     source = tmp_path / "docs.parquet"
     pq.write_table(table, source)
-    local = _run(["dedup", str(source), "--pairs", str(tmp_path / "pairs.jsonl")])
+    local = _run(["dedup", str(source), "-k", "3", "--pairs", str(tmp_path / "pairs.jsonl")])
     remote = _run(_spark_args(str(source), "--pairs", str(tmp_path / "pairs.parquet")))
     assert remote.exit_code == 0, remote.output
     written = pq.read_table(tmp_path / "pairs.parquet").to_pylist()

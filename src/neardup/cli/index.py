@@ -71,6 +71,7 @@ def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfi
     against the stored ones of an existing index."""
     typed = [param for param in FINGERPRINT_SETTINGS if ctx.get_parameter_source(param) in TYPED]
     verify = ctx.params.get("verify", "none")
+    verify = "none" if verify == "auto" else verify  # dedup --index: the index keeps its own setting
     if not typed and not ctx.params.get("config_file") and max_distance is None and verify == "none":
         return None
     fingerprint = text_config(ctx)

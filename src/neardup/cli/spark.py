@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from ..dedup.auto import CLASSIC_DISTANCE
 from ..errors import ConfigError, NeardupError
 from ..io import ErrorReport, detect_format
 from ..spark import require_pyspark
@@ -195,9 +196,24 @@ NOT_SHARED = frozenset(
 )
 
 
+#: The job has no verification, so it cannot widen its search automatically as `neardup dedup
+#: -k auto` does: it searches the classic exact distance unless told otherwise.
+SPARK_DISTANCE = click.Option(
+    ["-k", "--max-distance"],
+    type=click.IntRange(min=0),
+    default=CLASSIC_DISTANCE,
+    show_default=True,
+    help="Largest Hamming distance (differing bits) of a near-duplicate pair.",
+)
+
+
 def _shared_params() -> list[click.Parameter]:
-    """``neardup dedup``'s parameters that the job implements."""
-    return [param for param in local_dedup.params if param.name not in NOT_SHARED]
+    """``neardup dedup``'s parameters that the job implements (its own -k default)."""
+    return [
+        SPARK_DISTANCE if param.name == "max_distance" else param
+        for param in local_dedup.params
+        if param.name not in NOT_SHARED
+    ]
 
 
 spark_dedup = click.Command(
