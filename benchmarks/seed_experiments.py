@@ -7,8 +7,8 @@ docs/results/ (each file names the command that made it).
    Shingle vs I-Match (and VSM and the peers) on the labelled dev sets, per topic for en_news
    (Reuters TOPICS) and per edit level for both sets
 3. seed 002 table 4: Single-Pass clustering vs the block index
-4. seed 002 table 5: incremental check-and-add time per store (memory, SQLite; the server stores
-   with --stores, via benchmarks/store_speed.py)
+4. seed 002 table 5: incremental check-and-add time per store (memory, SQLite, Redis,
+   PostgreSQL, MariaDB on servers started on 127.0.0.1, via benchmarks/store_speed.py)
 5. seed 000 fig. 6: time as the load grows, with and without second hashing (skewed buckets)
 6. the semantic tier: zh_pairs.tsv (LCQMC, PAWS-X) paraphrase pairs scored as near-duplicates
 
@@ -308,26 +308,22 @@ def experiment_second_hash(sizes: Sequence[int], skew: float, command: str) -> N
 # -- 4. stores -------------------------------------------------------------------------------------
 
 
-def experiment_stores(stored: int, fresh: int, backends: Sequence[str], command: str) -> None:
-    import tempfile
-
+def experiment_stores(stored: int, fresh: int, backends: list[str], command: str) -> None:
     import store_speed
 
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="neardup-seed-stores-") as folder:
-        for name in backends:
-            url = "memory://" if name == "memory" else f"sqlite:///{folder}/store.db"
-            figures = store_speed.measure(url, stored, fresh, 1000, 500)
-            rows.append(
-                [name, f"{figures['check_per_s']:,.0f}", f"{1000 / figures['check_per_s']:.3f}",
-                 f"{figures['p50_ms']:.2f}", f"{figures['p99_ms']:.2f}"]
-            )  # fmt: skip
+    rows = [
+        [name, f"{figures['check_per_s']:,.0f}", f"{1000 / figures['check_per_s']:.3f}",
+         f"{figures['p50_ms']:.2f}", f"{figures['p99_ms']:.2f}"]
+        for name, figures in store_speed.measure_backends(backends, stored, fresh, 1000, 500, echo=False)
+    ]  # fmt: skip
     body = table(["store", "check-and-add docs/s", "ms per document", "query p50 ms", "query p99 ms"], rows)
     body += (
         f"\n\n{stored:,} fingerprints stored, then {fresh:,} checked and added in batches of 1,000 "
         "(seed 002's incremental mode 'decide and store'); single queries are mode 2 ('return all "
-        "near-duplicates'). Redis, PostgreSQL, MariaDB and MongoDB (jongodb) need servers: "
-        "`python benchmarks/store_speed.py` runs them all (docs/storage.md has its figures)."
+        "near-duplicates'). Server stores run on servers started on 127.0.0.1 by scripts/servers.py "
+        "(install them with `bash scripts/install-servers.sh`). MongoDB is measured by "
+        "`python benchmarks/store_speed.py --backends mongo` only against a real server "
+        "(NEARDUP_MONGODB_URL): the bundled jongodb test server says nothing about MongoDB's speed."
     )
     write("seed002_table5_stores.md", "Seed 002 table 5: incremental time per store", command, body)
 
@@ -416,7 +412,9 @@ def main() -> None:
         experiment_single_pass([1000, 5000] if args.quick else [1000, 5000, 10000, 30000], command)
     if 4 in chosen:
         experiment_stores(
-            *((20_000, 5_000) if args.quick else (100_000, 20_000)), ["memory", "sqlite"], command
+            *((20_000, 5_000) if args.quick else (100_000, 20_000)),
+            ["memory", "sqlite", "redis", "postgres", "mysql"],
+            command,
         )
     if 5 in chosen:
         sizes = [10_000, 20_000] if args.quick else [10_000, 20_000, 40_000, 80_000]

@@ -10,7 +10,8 @@ Fingerprints are precomputed (random 64-bit values with planted near-duplicates)
 figures are the store's; fingerprinting costs the same for every store (see
 fingerprint_speed.py). The in-memory index runs in the same process as the baseline. Server
 backends run on real servers started on 127.0.0.1 by scripts/servers.py and stopped by PID at
-the end (install them with ``bash scripts/install-servers.sh``).
+the end (install them with ``bash scripts/install-servers.sh``); ``mongo`` runs on the jongodb
+test server unless NEARDUP_MONGODB_URL names a real MongoDB.
 
     python3 benchmarks/store_speed.py                    # every backend, 100 k stored
     python3 benchmarks/store_speed.py --stored 20000 --backends sqlite redis
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import statistics
 import sys
 import tempfile
@@ -95,6 +97,44 @@ def measure(url: str, stored: int, fresh: int, batch: int, queries: int) -> dict
     }
 
 
+def measure_backends(
+    backends: list[str], stored: int, fresh: int, batch: int, queries: int, echo: bool = True
+) -> list[tuple[str, dict[str, float]]]:
+    """Figures per backend, starting the servers it needs (and stopping them by PID)."""
+    servers = load_servers()
+    started: list[Any] = []
+    rows: list[tuple[str, dict[str, float]]] = []
+    with tempfile.TemporaryDirectory(prefix="neardup-store-speed-") as folder:
+        urls: dict[str, Callable[[], str]] = {
+            "memory": lambda: "memory://",
+            "sqlite": lambda: f"sqlite:///{folder}/store.db",
+        }
+        try:
+            for name in backends:
+                external = os.environ.get("NEARDUP_MONGODB_URL") if name == "mongo" else None
+                if external:  # a real MongoDB instead of the jongodb test server
+                    urls[name] = lambda url=external: url
+                elif name in SERVER_NAMES:
+                    server = servers.start(SERVER_NAMES[name])
+                    started.append(server)
+                    url = str(server.url)
+                    urls[name] = lambda url=url: url
+            for name in backends:
+                figures = measure(urls[name](), stored, fresh, batch, queries)
+                rows.append((name, figures))
+                if echo:
+                    print(
+                        f"{name:8s} load {figures['load_per_s']:>9,.0f}/s  check-and-add "
+                        f"{figures['check_per_s']:>8,.0f} docs/s  query p50 {figures['p50_ms']:6.2f} ms  "
+                        f"p99 {figures['p99_ms']:6.2f} ms  ({figures['duplicates']:.0%} duplicates)",
+                        flush=True,
+                    )
+        finally:
+            for server in started:
+                server.stop(remove_dir=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -105,35 +145,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000, help="documents per check-and-add batch")
     parser.add_argument("--queries", type=int, default=1000, help="single queries timed")
     args = parser.parse_args()
-    servers = load_servers()
-    started: list[Any] = []
-    rows: list[tuple[str, dict[str, float]]] = []
     print(f"stored {args.stored:,}; check-and-add {args.fresh:,} in batches of {args.batch}; "
           f"{args.queries} single queries; 64-bit fingerprints, k = 3, pigeonhole 4 x 16 bits")  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="neardup-store-speed-") as folder:
-        urls: dict[str, Callable[[], str]] = {
-            "memory": lambda: "memory://",
-            "sqlite": lambda: f"sqlite:///{folder}/store.db",
-        }
-        for name in args.backends:
-            if name in SERVER_NAMES:
-                server = servers.start(SERVER_NAMES[name])
-                started.append(server)
-                url = str(server.url)
-                urls[name] = lambda url=url: url
-        try:
-            for name in args.backends:
-                figures = measure(urls[name](), args.stored, args.fresh, args.batch, args.queries)
-                rows.append((name, figures))
-                print(
-                    f"{name:8s} load {figures['load_per_s']:>9,.0f}/s  check-and-add "
-                    f"{figures['check_per_s']:>8,.0f} docs/s  query p50 {figures['p50_ms']:6.2f} ms  "
-                    f"p99 {figures['p99_ms']:6.2f} ms  ({figures['duplicates']:.0%} duplicates)",
-                    flush=True,
-                )
-        finally:
-            for server in started:
-                server.stop(remove_dir=True)
+    rows = measure_backends(args.backends, args.stored, args.fresh, args.batch, args.queries)
     print("\n| store | check-and-add docs/s | vs target 5,000 | query p50 ms | query p99 ms | load docs/s |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, figures in rows:
