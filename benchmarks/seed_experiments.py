@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from neardup import Fingerprinter, find_all_pairs, single_pass  # noqa: E402
 from neardup.baselines import run_baseline  # noqa: E402
+from neardup.dedup.auto import auto_search  # noqa: E402
 from neardup.dedup.clusters import components  # noqa: E402
 from neardup.dedup.verify import Shingles, Verifier, metadata_of  # noqa: E402
 from neardup.eval.files import load_gold  # noqa: E402
@@ -124,8 +125,8 @@ def neardup_pairs(
 
 
 METHODS: dict[str, Callable[[list[dict[str, Any]]], tuple[np.ndarray, np.ndarray]]] = {
-    "neardup defaults (tfidf-len, city64, k=3)": lambda rs: neardup_pairs(rs, 3),
-    "neardup -k 16 --verify jaccard": lambda rs: neardup_pairs(rs, 16, "jaccard"),
+    "neardup -k 3 (Simhash alone; the old default)": lambda rs: neardup_pairs(rs, 3),
+    "neardup defaults (-k auto, --verify auto)": lambda rs: neardup_pairs(rs, *auto_search(len(rs))),
     "neardup composite java -k 16 --verify jaccard": lambda rs: neardup_pairs(
         rs, 16, "jaccard", weighting="composite", hash="java"
     ),
