@@ -227,7 +227,7 @@ def test_all_identical() -> None:
 
 def test_small_verification_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     # candidates are verified in chunks of PAIR_CHUNK; make the chunks tiny to cross boundaries
-    monkeypatch.setattr(batch._pairs_in_runs, "__defaults__", (5,))
+    monkeypatch.setattr(batch.pairs_in_runs, "__defaults__", (5,))
     values = skewed(64, 3, seed=11, size=120)
     for split in ({}, {"split_threshold": 1}, {"split_threshold": float("inf")}):
         check_pairs(find_all_pairs(to_array(values, 64), 3, **split), values, 3)
@@ -244,7 +244,7 @@ def test_pairs_in_runs_chunks(chunk: int) -> None:
         for y in range(x + 1, length)
     ]
     got = []
-    for a, b in batch._pairs_in_runs(starts, lengths, chunk):
+    for a, b in batch.pairs_in_runs(starts, lengths, chunk):
         got += list(zip(a.tolist(), b.tolist(), strict=True))
     assert sorted(got) == sorted(expected)
     assert len(got) == len(expected)

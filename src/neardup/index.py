@@ -61,7 +61,7 @@ class Match:
     distance: int
 
 
-def _order(match: Match) -> tuple[int, bool, Key]:
+def match_order(match: Match) -> tuple[int, bool, Key]:
     """(distance, key) with int keys before str keys, so mixed keys still sort."""
     return (match.distance, isinstance(match.key, str), match.key)
 
@@ -226,7 +226,7 @@ class SimhashIndex:
             found = self._memory.search_one(value, distance)
             matches = [Match(key, stored, near) for key, stored, near in found]
             if len(matches) > 1:
-                matches.sort(key=_order)
+                matches.sort(key=match_order)
             return matches
         return self.query_many(self._one_array(value), distance)[0]
 
@@ -254,7 +254,7 @@ class SimhashIndex:
             out[row].append(Match(keys[position], values[position], distances[position]))
         for matches in out:
             if len(matches) > 1:
-                matches.sort(key=_order)
+                matches.sort(key=match_order)
         return out
 
     def check(self, fingerprint: int, max_distance: int | None = None) -> bool:

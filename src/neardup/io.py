@@ -124,7 +124,7 @@ def read_records(
         raise ConfigError(f"on_error must be 'fail' or 'skip'; got {on_error!r}")
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ConfigError(f"max_bytes must be a positive integer; got {max_bytes!r}")
-    fields = _Fields(id_field, text_field, title_field, max_bytes)
+    fields = RecordFields(id_field, text_field, title_field, max_bytes)
     readers = {"jsonl": _jsonl_records, "csv": _csv_records, "parquet": _parquet_records}
     items = readers[detect_format(source, format)](source, fields)
     return _apply_policy(items, on_error, report if report is not None else ErrorReport())
@@ -141,6 +141,18 @@ def _apply_policy(
             raise item
         else:
             report.add(item)
+
+
+def record_row(record: Record, fields: tuple[str, str, str] = ("id", "text", "title")) -> dict[str, Any]:
+    """A record as it was read (all its input fields), or, when only its id, text and title
+    were kept (Parquet), those under the given field names: what ``--emit`` writes."""
+    if record.fields is not None:
+        return dict(record.fields)
+    id_field, text_field, title_field = fields
+    row: dict[str, Any] = {id_field: record.id, text_field: record.text}
+    if record.title is not None:
+        row[title_field] = record.title
+    return row
 
 
 def write_jsonl(target: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:
@@ -224,7 +236,7 @@ def _display_name(source: str | Path, stream: str = "stdin") -> str:
 
 
 @dataclass(frozen=True)
-class _Fields:
+class RecordFields:
     """Field names and the size limit, shared by every reader."""
 
     id: str
@@ -252,7 +264,7 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _make_record(data: Mapping[str, Any], fields: _Fields, location: str) -> Record | InputError:
+def _make_record(data: Mapping[str, Any], fields: RecordFields, location: str) -> Record | InputError:
     """Check one record's fields; the error, if any, is returned for the caller's policy."""
     try:
         record_id = _check_id(data.get(fields.id), fields.id)
@@ -317,7 +329,7 @@ def _check_not_binary(text: str, name: str) -> None:
         )
 
 
-def _too_long(size: int, fields: _Fields, what: str = "record") -> InputError:
+def too_long_error(size: int, fields: RecordFields, what: str = "record") -> InputError:
     return InputError(
         f"{what} is {size:,} bytes, over the limit of {fields.max_bytes:,} bytes; "
         f"raise it with --max-bytes if this is intended"
@@ -328,7 +340,7 @@ def _too_long(size: int, fields: _Fields, what: str = "record") -> InputError:
 
 
 @dataclass(frozen=True, slots=True)
-class _Line:
+class InputLine:
     """One physical line without its terminator; ``data`` is None when it was over the limit
     (its bytes were read and dropped, never held), ``size`` its length either way."""
 
@@ -338,7 +350,7 @@ class _Line:
     size: int
 
 
-def _lines(stream: IO[bytes], max_bytes: int) -> Iterator[_Line]:
+def _lines(stream: IO[bytes], max_bytes: int) -> Iterator[InputLine]:
     """Physical lines with numbers and file offsets, never holding more than ``max_bytes``
     (plus the terminator) of one line in memory."""
     limit = max_bytes + 2  # room for a CRLF after a line of exactly max_bytes
@@ -350,10 +362,10 @@ def _lines(stream: IO[bytes], max_bytes: int) -> Iterator[_Line]:
         if len(chunk) == limit and not chunk.endswith(b"\n"):
             skipped, terminated = _drain_line(stream)
             offset += skipped
-            yield _Line(number, start, None, len(chunk) + skipped - terminated)
+            yield InputLine(number, start, None, len(chunk) + skipped - terminated)
             continue
         data = chunk.removesuffix(b"\n").removesuffix(b"\r")
-        yield _Line(number, start, data if len(data) <= max_bytes else None, len(data))
+        yield InputLine(number, start, data if len(data) <= max_bytes else None, len(data))
 
 
 def _drain_line(stream: IO[bytes]) -> tuple[int, int]:
@@ -366,7 +378,7 @@ def _drain_line(stream: IO[bytes]) -> tuple[int, int]:
     return skipped, 0
 
 
-def _decode(line: _Line, data: bytes) -> str | InputError:
+def _decode(line: InputLine, data: bytes) -> str | InputError:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -380,20 +392,20 @@ def _decode(line: _Line, data: bytes) -> str | InputError:
 # -- JSONL ------------------------------------------------------------------------------------
 
 
-def _jsonl_records(source: str | Path, fields: _Fields) -> Iterator[Record | InputError]:
+def _jsonl_records(source: str | Path, fields: RecordFields) -> Iterator[Record | InputError]:
     name = _display_name(source)
     with _open_binary(source, "rb") as stream:
         for line in _lines(stream, fields.max_bytes):
             location = f"{name}:{line.number}"
             if line.data is None:
-                yield InputError(_too_long(line.size, fields).reason, location)
+                yield InputError(too_long_error(line.size, fields).reason, location)
                 continue
             if not line.data.strip():
                 continue
-            yield _jsonl_record(line, line.data, fields, location)
+            yield jsonl_record(line, line.data, fields, location)
 
 
-def _jsonl_record(line: _Line, data: bytes, fields: _Fields, location: str) -> Record | InputError:
+def jsonl_record(line: InputLine, data: bytes, fields: RecordFields, location: str) -> Record | InputError:
     text = _decode(line, data)
     if isinstance(text, InputError):
         return InputError(text.reason, location)
@@ -454,7 +466,7 @@ def _raise_csv_field_limit() -> None:
             limit //= 2
 
 
-def _csv_records(source: str | Path, fields: _Fields) -> Iterator[Record | InputError]:
+def _csv_records(source: str | Path, fields: RecordFields) -> Iterator[Record | InputError]:
     _raise_csv_field_limit()
     name = _display_name(source)
     with _open_binary(source, "rb") as stream:
@@ -475,7 +487,7 @@ def _csv_records(source: str | Path, fields: _Fields) -> Iterator[Record | Input
                 yield record
 
 
-def _csv_header(reader: Iterator[list[str]], lines: _CsvLines, fields: _Fields, name: str) -> list[str]:
+def _csv_header(reader: Iterator[list[str]], lines: _CsvLines, fields: RecordFields, name: str) -> list[str]:
     try:
         header = next(reader)
     except StopIteration:
@@ -496,14 +508,14 @@ def _csv_header(reader: Iterator[list[str]], lines: _CsvLines, fields: _Fields, 
 
 
 def _csv_record(
-    header: list[str], row: list[str], lines: _CsvLines, fields: _Fields, location: str
+    header: list[str], row: list[str], lines: _CsvLines, fields: RecordFields, location: str
 ) -> Record | InputError | None:
     """The row as a record, its error, or None for a blank line (not a record, as in JSONL)."""
     problem, size = lines.take_problem()
     if problem is not None:
         return InputError(problem.reason, location)
     if size > fields.max_bytes:
-        return InputError(_too_long(size, fields).reason, location)
+        return InputError(too_long_error(size, fields).reason, location)
     if not row:
         return None
     if len(row) != len(header):
@@ -517,7 +529,7 @@ def _csv_record(
 # -- Parquet ----------------------------------------------------------------------------------
 
 
-def _parquet_records(source: str | Path, fields: _Fields) -> Iterator[Record | InputError]:
+def _parquet_records(source: str | Path, fields: RecordFields) -> Iterator[Record | InputError]:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -535,10 +547,10 @@ def _parquet_records(source: str | Path, fields: _Fields) -> Iterator[Record | I
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns):
             for data in batch.to_pylist():
                 row_number += 1
-                yield _parquet_record(data, fields, f"{name}:row {row_number}")
+                yield parquet_record(data, fields, f"{name}:row {row_number}")
 
 
-def _parquet_columns(names: list[str], fields: _Fields, name: str) -> list[str]:
+def _parquet_columns(names: list[str], fields: RecordFields, name: str) -> list[str]:
     for column, option in ((fields.id, "--id-field"), (fields.text, "--text-field")):
         if column not in names:
             raise InputError(
@@ -550,10 +562,10 @@ def _parquet_columns(names: list[str], fields: _Fields, name: str) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
-def _parquet_record(data: Mapping[str, Any], fields: _Fields, location: str) -> Record | InputError:
+def parquet_record(data: Mapping[str, Any], fields: RecordFields, location: str) -> Record | InputError:
     text = data.get(fields.text)
     if isinstance(text, str) and len(text) > fields.max_bytes // 4:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > fields.max_bytes:
-            return InputError(_too_long(size, fields, "text").reason, location)
+            return InputError(too_long_error(size, fields, "text").reason, location)
     return _make_record(data, fields, location)

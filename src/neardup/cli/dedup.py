@@ -29,7 +29,7 @@ from ..dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
 from ..dedup.verify import DEFAULT_THRESHOLDS, META_FIELDS, VERIFY_MODES, Verifier, explain_pairs, metadata_of
 from ..errors import ConfigError, InputError, NeardupError
 from ..fingerprint import Fingerprinter
-from ..io import ErrorReport, Record, RecordId, write_jsonl
+from ..io import ErrorReport, Record, RecordId, record_row, write_jsonl
 from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
 from .common import (
     batch_size_option,
@@ -276,7 +276,7 @@ def dedup(
       cat docs.jsonl | neardup dedup - --emit dropped --stats > dropped.jsonl
     """
     started = time.perf_counter()
-    targets = _check_outputs(ctx, pairs_path, clusters_path, emit, output)
+    targets = check_outputs(ctx, pairs_path, clusters_path, emit, output)
     if index_url is not None:
         if explain or scheme is not None:
             raise click.UsageError("--explain and --scheme do not apply with --index", ctx)
@@ -300,10 +300,10 @@ def dedup(
     Verifier(VERIFY_MODES[0] if verify == "auto" else verify, verify_threshold, content_weight, num_perm)
     config = text_config(ctx)
     if max_distance is not None:
-        _block_scheme(config.bits, max_distance, scheme)  # refuse a bad distance before reading
+        block_scheme_of(config.bits, max_distance, scheme)  # refuse a bad distance before reading
     auto_texts = verify == "auto" and max_distance is None and not explain
     for target in targets:
-        _check_directory(target)
+        check_directory(target)
     fingerprinter = Fingerprinter(config=config)
     ready = time.perf_counter()
     report = ErrorReport()
@@ -323,7 +323,7 @@ def dedup(
     n = len(collected.ids)
     max_distance, verify = resolve_search(n, config.bits, max_distance, verify)
     verifier = Verifier(verify, verify_threshold, content_weight, num_perm)
-    block_scheme = _block_scheme(config.bits, max_distance, scheme)
+    block_scheme = block_scheme_of(config.bits, max_distance, scheme)
     block_scheme = block_scheme or BlockScheme.auto(n, config.bits, max_distance)
     bucket_stats = BucketStats()
     with progress_bar(progress, "pairs", unit=" tables", total=block_scheme.table_count) as bar:
@@ -355,7 +355,7 @@ def dedup(
         fields = (params["id_field"], params["text_field"], params["title_field"])
         write_jsonl(output, _record_rows(collected.records, clusters, emit == "kept", fields))
 
-    summary = _Summary.of(collected, report, pairs, clusters, max_distance, keep)
+    summary = Summary.of(collected, report, pairs, clusters, max_distance, keep)
     summary = replace(summary, verify=verify, rejected=candidates - len(pairs))
     if stats:
         click.echo(bucket_stats.format(), err=True)
@@ -370,7 +370,7 @@ def dedup(
 # -- checks before any work --------------------------------------------------------------------
 
 
-def _check_outputs(
+def check_outputs(
     ctx: click.Context, pairs_path: str | None, clusters_path: str | None, emit: str | None, output: str
 ) -> list[str]:
     """The files to write; usage errors for no output at all, -o without --emit, two outputs
@@ -395,14 +395,14 @@ def _check_outputs(
     return [path for _, path in given if path != "-"]
 
 
-def _check_directory(target: str) -> None:
+def check_directory(target: str) -> None:
     """Fail before the work, not after it, when an output cannot be created."""
     parent = Path(target).parent
     if not parent.is_dir():
         raise NeardupError(f"cannot open output file {target}: no directory {parent}")
 
 
-def _block_scheme(bits: int, max_distance: int, scheme: tuple[int, int] | None) -> BlockScheme | None:
+def block_scheme_of(bits: int, max_distance: int, scheme: tuple[int, int] | None) -> BlockScheme | None:
     """The --scheme block scheme, or None for the auto-tuned one; either way the distance is
     checked against the width here, before any input is read."""
     if scheme is None:
@@ -534,21 +534,11 @@ def _record_rows(
     """The records on the chosen side of the keep policy, as they were read."""
     for record, keep in zip(records, clusters.keep.tolist(), strict=True):
         if keep == kept:
-            yield _record_row(record, fields)
-
-
-def _record_row(record: Record, fields: tuple[str, str, str]) -> dict[str, Any]:
-    if record.fields is not None:
-        return dict(record.fields)
-    id_field, text_field, title_field = fields
-    row: dict[str, Any] = {id_field: record.id, text_field: record.text}
-    if record.title is not None:
-        row[title_field] = record.title
-    return row
+            yield record_row(record, fields)
 
 
 @dataclass(frozen=True)
-class _Summary:
+class Summary:
     records: int
     empty: int
     skipped: int
@@ -571,7 +561,7 @@ class _Summary:
         clusters: Clusters,
         max_distance: int,
         keep: str,
-    ) -> _Summary:
+    ) -> Summary:
         n = len(collected.ids)
         leaders = clusters.cluster == np.arange(n)
         return cls(

@@ -11,12 +11,11 @@ name the record that started the cluster, which may be a record stored by an ear
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import click
 
 from ..errors import ConfigError
-from ..io import ErrorReport, jsonl_writer
+from ..io import ErrorReport, jsonl_writer, record_row
 from .common import batches, open_records, progress_bar, report_skipped
 from .index import TYPED, fingerprinter_of, open_index, requested_config, signatures_of, stored_verifier
 
@@ -40,6 +39,7 @@ def run_incremental(
             f"--keep {keep} needs the whole input at once; with --index each record is decided "
             "when it arrives (the earliest record keeps its cluster): drop --keep or --index"
         )
+    fields = (ctx.params["id_field"], ctx.params["text_field"], ctx.params["title_field"])
     counts = {"records": 0, "added": 0, "duplicates": 0, "pairs": 0, "stored": 0}
     report = ErrorReport()
     typed = ctx.get_parameter_source("max_distance") in TYPED
@@ -70,7 +70,7 @@ def run_incremental(
                             sinks["pairs"].write({"a": match.key, "b": record.id, "distance": match.distance})
                     started_cluster = result.cluster == record.id
                     if "emit" in sinks and started_cluster == (emit == "kept"):
-                        sinks["emit"].write(dict(record.fields) if record.fields else _plain(record))
+                        sinks["emit"].write(record_row(record, fields))
                 bar.update(len(group))
         counts["stored"] = len(index)
     click.echo(
@@ -80,10 +80,3 @@ def run_incremental(
         err=True,
     )
     report_skipped(report)
-
-
-def _plain(record: Any) -> dict[str, Any]:
-    row = {"id": record.id, "text": record.text}
-    if record.title is not None:
-        row["title"] = record.title
-    return row

@@ -19,7 +19,7 @@ from ..errors import ConfigError, NeardupError
 from ..io import ErrorReport, detect_format
 from ..spark import require_pyspark
 from .common import report_skipped, text_config
-from .dedup import _block_scheme, _check_directory, _check_outputs, _Summary
+from .dedup import Summary, block_scheme_of, check_directory, check_outputs
 from .dedup import dedup as local_dedup
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -97,14 +97,14 @@ def _spark_dedup(**params: Any) -> None:
     ctx = click.get_current_context()
     started = time.perf_counter()
     require_pyspark()
-    targets = _check_outputs(
+    targets = check_outputs(
         ctx, params["pairs_path"], params["clusters_path"], params["emit"], params["output"]
     )
     config = text_config(ctx)
-    block_scheme = _block_scheme(config.bits, params["max_distance"], params["scheme"])
+    block_scheme = block_scheme_of(config.bits, params["max_distance"], params["scheme"])
     for target in targets:
         if _is_local(target):
-            _check_directory(target)
+            check_directory(target)
     source = params["input_path"]
     if _is_local(source) and not any(char in source for char in "*?[{") and not Path(source).exists():
         raise NeardupError(f"cannot open input {source}: no such file or folder")
@@ -150,7 +150,7 @@ def _spark_dedup(**params: Any) -> None:
     session = build_session(params["master"], params["partitions"], conf)
     ready = time.perf_counter()
     result = run_dedup(session, job, outputs, stats=params["stats"])
-    summary = _Summary(
+    summary = Summary(
         records=result.records,
         empty=result.empty,
         skipped=result.skipped,

@@ -228,7 +228,7 @@ class _PairFinder:
         oversized = lengths > threshold
         stats.split = int(np.count_nonzero(oversized))
         plain_starts, plain_lengths = starts[~oversized], lengths[~oversized]
-        for a, b in _pairs_in_runs(plain_starts, plain_lengths):
+        for a, b in pairs_in_runs(plain_starts, plain_lengths):
             stats.candidates += a.size
             self._verify(order[a], order[b], table, (), out, stats)
         if stats.split:
@@ -256,7 +256,7 @@ class _PairFinder:
         for index, sub in enumerate(sub_keys):
             grouped = (bucket_of << np.uint64(sub.bit_count)) | sub.extract(member_words)
             local, sub_starts, sub_lengths, _ = _runs_by_key(grouped, local_bits)
-            for a, b in _pairs_in_runs(sub_starts, sub_lengths):
+            for a, b in pairs_in_runs(sub_starts, sub_lengths):
                 stats.candidates += a.size
                 self._verify(members[local[a]], members[local[b]], table, sub_masks[:index], out, stats)
 
@@ -319,7 +319,7 @@ def _expand_runs(starts: IntArray, lengths: IntArray) -> IntArray:
     return np.repeat(starts, lengths) + offsets
 
 
-def _pairs_in_runs(
+def pairs_in_runs(
     starts: IntArray, lengths: IntArray, chunk: int = PAIR_CHUNK
 ) -> Iterator[tuple[IntArray, IntArray]]:
     """Yield (a, b) position arrays of all pairs inside runs, at most ~``chunk`` at a time."""

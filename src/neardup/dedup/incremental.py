@@ -60,7 +60,7 @@ def check_and_add_many(
     """Assign clusters to a batch and store its new records; one result per input, in order.
     With a ``verifier`` (minhash or combined) and the batch's ``signatures``, a match counts
     only when the signatures confirm it, and the signatures are stored with the records."""
-    from ..index import Match, _order, signature_blobs
+    from ..index import Match, match_order, signature_blobs
 
     words = index._words(fingerprints)
     listed = [_plain_key(key) for key in index._checked_keys(keys, words)]
@@ -113,7 +113,7 @@ def check_and_add_many(
             matches = [match for match in found[position] if match.key != key]
             if stored[key] is None:
                 matches += [Match(listed[other], values[other], distance) for other, distance in earlier[row]]
-                matches.sort(key=_order)
+                matches.sort(key=match_order)
                 cluster = clusters_of[matches[0].key] if matches else key
                 clusters_of[key] = cluster
                 results[key] = Assignment(key, cluster, bool(matches), True, matches)

@@ -25,11 +25,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ..blocks import BitSelection, BlockScheme
-from ..cli.dedup import _record_row
-from ..dedup.batch import _pairs_in_runs, row_distances
+from ..dedup.batch import pairs_in_runs, row_distances
 from ..errors import InputError
 from ..fingerprint import Fingerprinter
-from ..io import Record, _Fields, _jsonl_record, _Line, _parquet_record, _too_long
+from ..io import InputLine, Record, RecordFields, jsonl_record, parquet_record, record_row, too_long_error
 
 #: Bits of the order key left for the position inside a file (4 TiB of JSONL, 2^42 rows).
 POSITION_BITS = 42
@@ -71,8 +70,8 @@ class ReadSettings:
     keep_rows: bool = False
 
     @property
-    def fields(self) -> _Fields:
-        return _Fields(self.id_field, self.text_field, self.title_field, self.max_bytes)
+    def fields(self) -> RecordFields:
+        return RecordFields(self.id_field, self.text_field, self.title_field, self.max_bytes)
 
     def rank(self, path: str) -> int:
         try:
@@ -110,14 +109,14 @@ def jsonl_records(
         line_bytes = bytes(raw)
         data = line_bytes.removesuffix(b"\r")
         order = order_key(rank, start + position)
-        line = _Line(1 if start == 0 and position == 0 else 2, offset, data, len(data))
+        line = InputLine(1 if start == 0 and position == 0 else 2, offset, data, len(data))
         offset += len(line_bytes) + 1
         if len(data) > fields.max_bytes:
-            yield order, InputError(_too_long(len(data), fields).reason)
+            yield order, InputError(too_long_error(len(data), fields).reason)
             continue
         if not data.strip():
             continue
-        record = _jsonl_record(line, data, fields, "")
+        record = jsonl_record(line, data, fields, "")
         yield order, (InputError(record.reason) if isinstance(record, InputError) else record)
 
 
@@ -131,7 +130,7 @@ def parquet_records(
         data = {fields.id: row[2], fields.text: row[3]}
         if len(row) > 4:
             data[fields.title] = row[4]
-        record = _parquet_record(data, fields, "")
+        record = parquet_record(data, fields, "")
         yield (
             order_key(settings.rank(path), index),
             InputError(record.reason) if isinstance(record, InputError) else record,
@@ -187,7 +186,7 @@ def _fingerprint_batch(
 
 def record_json(record: Record, fields: tuple[str, str, str]) -> str:
     """The record as ``--emit`` writes it (the line ``neardup dedup`` would write)."""
-    return json.dumps(_record_row(record, fields), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(record_row(record, fields), ensure_ascii=False, separators=(",", ":"))
 
 
 # -- verification -------------------------------------------------------------------------------
@@ -263,7 +262,7 @@ def _verify_chunk(
         t, s = int(table[begin]), int(sub[begin])
         earlier = [*table_masks[:t], *(sub_masks[t][:s] if s > 0 else [])]
         starts, lengths = _runs(same[begin : end - 1], begin)
-        for a, b in _pairs_in_runs(starts, lengths):
+        for a, b in pairs_in_runs(starts, lengths):
             if candidates is not None:
                 candidates(t, int(a.size))
             xor = words[a] ^ words[b]
