@@ -141,3 +141,24 @@ def test_a_verifying_index_keeps_signatures_and_checks_matches(tmp_path: Path) -
         "dedup", str(docs), "--index", url, "--clusters", str(tmp_path / "c.jsonl"), "--verify", "jaccard"
     )
     assert code == 2 and "minhash or combined" in err
+
+
+def test_a_bad_record_stops_the_add_and_keeps_what_was_committed(tmp_path: Path) -> None:
+    """A bad line stops `index add` with its location; the batches before it stay stored, and
+    a re-run that skips bad records completes the rest without adding anything twice."""
+    lines: list[bytes | str | dict[str, object]] = [
+        {"id": f"d{n}", "text": f"document number {n} about subject {n % 7} and more words"}
+        for n in range(25)
+    ]
+    lines.insert(12, b'{"id": "bad", "text": "\xff\xfe broken utf-8"}')
+    source = write_lines(tmp_path / "docs.jsonl", *lines)
+    url = f"sqlite:///{tmp_path}/docs.db"
+    code, _, err = run("index", "add", url, str(source), "--batch-size", "5", "--lang", "en")
+    assert code == 1 and "docs.jsonl:13" in err and "UTF-8" in err
+    with SimhashIndex.open(url, create=False) as index:
+        assert sorted(index, key=str) == sorted((f"d{n}" for n in range(10)), key=str)  # two whole batches
+    code, _, err = run("index", "add", url, str(source), "--batch-size", "5", "--on-error", "skip")
+    assert code == 0, err
+    assert "added 15, skipped 10" in err and "1 bad records skipped" in err
+    with SimhashIndex.open(url, create=False) as index:
+        assert len(index) == 25
