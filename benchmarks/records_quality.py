@@ -66,8 +66,8 @@ class Setting:
 
     fields: tuple[FieldSpec, ...] = ()
     only_listed: bool = False
-    max_distance: int = DEFAULT_MAX_DISTANCE
-    check: Verification | None = None
+    max_distance: int | None = None  # None: -k auto
+    check: Verification | str | None = "auto"
 
 
 @dataclass(frozen=True)
@@ -121,9 +121,8 @@ def pairwise_scores(
 # -- runs ---------------------------------------------------------------------------------------
 
 
-def run_fields(path: Path, setting: Setting) -> tuple[list[object], list[object], float]:
-    """(predicted cluster per row, gold cluster per row, seconds)."""
-    start = time.perf_counter()
+def run_fields(path: Path, setting: Setting) -> tuple[list[object], list[object], int]:
+    """(predicted cluster per row, gold cluster per row, the distance searched)."""
     source = CsvSource(str(path))
     gold_index = source.columns.index(GOLD)
     gold: list[object] = []
@@ -137,8 +136,7 @@ def run_fields(path: Path, setting: Setting) -> tuple[list[object], list[object]
     result = find_duplicate_records(
         source.columns, chunks(), schema, max_distance=setting.max_distance, check=setting.check
     )
-    seconds = time.perf_counter() - start
-    return result.clusters.cluster.tolist(), gold, seconds
+    return result.clusters.cluster.tolist(), gold, result.max_distance
 
 
 def run_row_text(path: Path, max_distance: int, fingerprinter: Fingerprinter) -> tuple[list[object], float]:
@@ -167,8 +165,10 @@ def quality(data: Path) -> None:
             continue
         tuned = TUNED.for_set(name)
         runs: list[tuple[str, int, list[object]]] = []
-        default, gold, _ = run_fields(path, Setting())
-        runs.append(("default", DEFAULT_MAX_DISTANCE, default))
+        default, gold, searched = run_fields(path, Setting())
+        runs.append(("default (auto)", searched, default))
+        plain, _, _ = run_fields(path, Setting(max_distance=DEFAULT_MAX_DISTANCE, check=None))
+        runs.append(("-k 8 alone", DEFAULT_MAX_DISTANCE, plain))
         predicted, _, _ = run_fields(path, tuned)
         runs.append(("tuned", tuned.max_distance, predicted))
         for k in sorted({DEFAULT_MAX_DISTANCE, tuned.max_distance}):

@@ -54,7 +54,7 @@ def test_csv_every_row_gets_a_cluster_line(tmp_path: Path) -> None:
     assert read_clusters(out) == {"a1": "a1", "a2": "a1", "b1": "b1", "c1": "c1", "b2": "b1"}
     assert [json.loads(line)["a"] for line in pairs.read_text().splitlines()] == ["a1", "b1"]
     assert "name: short ×2 (auto)" in result.output and "notes: text" in result.output
-    assert "5 rows, 2 pairs within distance 8" in result.output
+    assert "5 rows, 2 pairs within distance 18" in result.output  # -k auto for a small input
 
 
 def test_parquet_source(tmp_path: Path) -> None:

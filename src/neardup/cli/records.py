@@ -24,6 +24,7 @@ from ..errors import ConfigError, NeardupError
 from ..hashing import BITS_CHOICES, HASH_NAMES
 from ..io import ErrorReport, write_jsonl
 from ..record_dedup import (
+    AUTO,
     DEFAULT_MAX_DISTANCE,
     VERIFY_MODES,
     RecordsResult,
@@ -33,6 +34,7 @@ from ..record_dedup import (
 from ..records import RecordSchema, ResolvedSchema, parse_field, schema_from_mapping
 from ..sources import DEFAULT_CHUNK_SIZE, GroupRows, RowSource, SqlSource, open_source, write_groups
 from .common import TOKENIZER_SETTINGS, progress_bar, progress_option, report_skipped, tokenizer_options
+from .dedup import parse_distance
 
 _EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 _SETTINGS = {**TOKENIZER_SETTINGS, "bits": "bits", "hash_name": "hash", "no_stopwords": "stopwords"}
@@ -58,17 +60,19 @@ _RECORD_SETTINGS = ("max_distance", "verify", "min_similarity", "keep", "chunk_s
 @click.option(
     "-k",
     "--max-distance",
-    type=click.IntRange(min=0),
-    default=DEFAULT_MAX_DISTANCE,
+    default="auto",
     show_default=True,
-    help="Largest Hamming distance of two duplicate rows' fingerprints.",
+    callback=parse_distance,
+    help="Largest Hamming distance of two duplicate rows' fingerprints; auto: 18 up to 20,000 rows, "
+    f"12 up to 100,000, then {DEFAULT_MAX_DISTANCE}.",
 )
 @click.option(
     "--verify",
-    type=click.Choice(VERIFY_MODES),
-    default="none",
+    type=click.Choice((AUTO, *VERIFY_MODES)),
+    default=AUTO,
     show_default=True,
-    help="Check each pair: fields (share of agreeing columns) or jaccard (shared features).",
+    help="Check each pair: fields (share of agreeing columns) or jaccard (shared features); "
+    "auto: fields when -k auto searches wider than 8.",
 )
 @click.option(
     "--min-similarity",
@@ -208,7 +212,10 @@ def _settings(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
         flags_schema["only_listed"] = True
     settings["record_schema"] = schema_from_mapping(records_table, **flags_schema)
     settings["config"] = _fingerprint_config(ctx, data, options)
-    settings["check"] = verification(str(settings["verify"]), settings["min_similarity"])
+    distance = settings["max_distance"]
+    settings["max_distance"] = None if distance in (None, AUTO) else int(distance)
+    verify = str(settings["verify"])
+    settings["check"] = AUTO if verify == AUTO else verification(verify, settings["min_similarity"])
     return settings
 
 
@@ -257,7 +264,7 @@ def _run(row_source: RowSource, settings: dict[str, Any], report: ErrorReport) -
             row_source.chunks(),
             schema,
             config=settings["config"],
-            max_distance=int(settings["max_distance"]),
+            max_distance=settings["max_distance"],
             check=settings["check"],
             keep=str(settings["keep"]),
             on_error=settings["on_error"],
@@ -313,12 +320,10 @@ def _summary(result: RecordsResult, settings: dict[str, Any], seconds: float) ->
     clusters = result.clusters
     groups = int(np.count_nonzero((clusters.cluster == np.arange(n)) & (clusters.size >= 2))) if n else 0
     duplicates = int(np.count_nonzero(clusters.representative != np.arange(n))) if n else 0
-    verified = (
-        f" ({len(result.candidates)} candidates, {settings['verify']} verified)" if settings["check"] else ""
-    )
+    verified = f" ({len(result.candidates)} candidates, {result.check.mode} verified)" if result.check else ""
     rate = n / seconds if seconds > 0 else 0.0
     return (
-        f"neardup: {n} rows, {len(result.pairs)} pairs within distance {settings['max_distance']}{verified}, "
+        f"neardup: {n} rows, {len(result.pairs)} pairs within distance {result.max_distance}{verified}, "
         f"{groups} groups of 2+ rows, {duplicates} duplicates of a representative; {result.empty} empty; "
         f"{result.skipped} skipped; {seconds:.1f} s ({rate:,.0f} rows/s)"
     )
