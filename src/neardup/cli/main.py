@@ -57,7 +57,8 @@ class NeardupGroup(click.Group):
 @click.version_option(__version__, "--version", "-V", prog_name="neardup")
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of errors (for bug reports).")
 def main(verbose: bool) -> None:
-    """Find near-duplicate Chinese and English documents with Simhash fingerprints.
+    """Find near-duplicate Chinese and English documents and database rows with Simhash
+    fingerprints.
 
     Input is JSONL (one {"id", "text", "title"?} object per line), CSV or Parquet;
     '-' reads stdin or writes stdout. Machine output goes to stdout or files,
@@ -70,6 +71,10 @@ def main(verbose: bool) -> None:
       neardup fingerprint docs.jsonl -o fingerprints.jsonl
       neardup idf fit docs.jsonl -o idf.json
       neardup fingerprint docs.jsonl --idf idf.json --bits 128 > fingerprints.jsonl
+      neardup index add news.db docs.jsonl && neardup dedup new.jsonl --index news.db --clusters c.jsonl
+      neardup records sqlite:///crm.db --table people --key id --clusters groups.jsonl
+      neardup eval gold.jsonl pairs.jsonl
+      neardup spark dedup docs.jsonl --pairs pairs.jsonl --master 'local[*]'
     """
 
 
