@@ -33,7 +33,17 @@ from .errors import (
     KeyNotFoundError,
 )
 from .hashing import ints_to_array
-from .minhash import signature_from_bytes, signature_to_bytes
+from .index_meta import (
+    DEFAULT_MEMORY_BUDGET,
+    FORMAT,
+    FORMAT_VERSION,
+    check_header,
+    check_same,
+    config_meta,
+    resolve_scheme,
+    tables_within,
+)
+from .minhash import signature_blobs
 from .storage import DEFAULT_URL, open_storage
 from .storage.base import RecordBatch, Storage, StoredRecord
 from .storage.memory import Key, MemoryStorage, key_hash, key_hashes
@@ -42,14 +52,6 @@ from .storage.memory import plain_key as _plain
 if TYPE_CHECKING:
     from .dedup.incremental import Assignment
     from .dedup.verify import Verifier
-
-FORMAT = "neardup-index"
-FORMAT_VERSION = 1
-#: Bytes per entry that do not depend on the number of tables (fingerprint, key, alive flag,
-#: sorted key hash and its slot) and per entry per table (slot and 32-bit filter).
-FIXED_BYTES_PER_ENTRY = 29
-TABLE_BYTES_PER_ENTRY = 8
-DEFAULT_MEMORY_BUDGET = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +66,6 @@ class Match:
 def match_order(match: Match) -> tuple[int, bool, Key]:
     """(distance, key) with int keys before str keys, so mixed keys still sort."""
     return (match.distance, isinstance(match.key, str), match.key)
-
-
-def tables_within(budget: int, bits: int = 64) -> int:
-    """How many tables fit ``budget`` bytes per indexed fingerprint (approximately)."""
-    fixed = FIXED_BYTES_PER_ENTRY + (8 if bits == 128 else 0)
-    return max(0, (budget - fixed) // TABLE_BYTES_PER_ENTRY)
 
 
 class SimhashIndex:
@@ -131,13 +127,13 @@ class SimhashIndex:
                 meta = {
                     "format": FORMAT,
                     "version": FORMAT_VERSION,
-                    **_config_meta(config, resolve_scheme(config)),
+                    **config_meta(config, resolve_scheme(config)),
                 }
                 storage.write_meta(meta)
             else:
-                _check_header(meta, url)
+                check_header(meta, url)
                 if config is not None:
-                    _check_same(config, meta, url)
+                    check_same(config, meta, url)
             stored = meta["fingerprint_config"]
             index = cls(
                 meta["bits"],
@@ -242,8 +238,10 @@ class SimhashIndex:
         distance = self._distance(max_distance)
         words = self._words(fingerprints)
         if verifier is not None and verifier.mode != "none":
+            from .dedup.verify import verify_stored_matches
+
             unverified = self.query_many(words[:, 0] if words.shape[1] == 1 else words, distance)
-            return verify_matches(self, unverified, verifier, signatures)
+            return verify_stored_matches(self, unverified, verifier, signatures)
         rows, keys, found = self.storage.search_many(words, distance)
         out: list[list[Match]] = [[] for _ in range(words.shape[0])]
         if not keys:
@@ -397,7 +395,7 @@ class SimhashIndex:
         try:
             with np.load(path, allow_pickle=False) as data:
                 header = json.loads(bytes(data["header"]).decode())
-                _check_header(header, path)
+                check_header(header, path)
                 words = data["words"]
                 if "keys" in data:
                     keys: Sequence[Key] | npt.NDArray[Any] = data["keys"]
@@ -477,87 +475,6 @@ class SimhashIndex:
         return as_words(array, self.bits)
 
 
-def resolve_scheme(config: IndexConfig) -> BlockScheme:
-    """The config's block scheme, or the one chosen for its expected size and budget."""
-    if config.scheme is not None:
-        return config.scheme
-    if config.expected_size is None:
-        return BlockScheme(config.bits, config.max_distance)
-    limit = max(config.max_distance + 1, tables_within(config.memory_budget, config.bits))
-    return BlockScheme.auto(config.expected_size, config.bits, config.max_distance, max_tables=limit)
-
-
-def _config_meta(config: IndexConfig, scheme: BlockScheme) -> dict[str, Any]:
-    return {
-        "bits": config.bits,
-        "max_distance": config.max_distance,
-        "scheme": scheme.to_dict(),
-        "mu": config.mu,
-        "fingerprint_config": None if config.fingerprint is None else config.fingerprint.to_dict(),
-        "verification": None if config.verification is None else dict(config.verification),
-    }
-
-
-def _check_same(config: IndexConfig, meta: dict[str, Any], url: str) -> None:
-    """Refuse to open a stored index with settings that disagree with the stored ones."""
-    wanted = _config_meta(config, config.scheme or BlockScheme.from_dict(meta["scheme"]))
-    stored = {name: meta.get(name) for name in wanted}
-    names = ["bits", "max_distance", "fingerprint_config", "verification"]
-    names += ["scheme"] if config.scheme else []
-    differ = [name for name in names if wanted[name] != stored[name]]
-    if differ:
-        raise IndexConfigMismatchError(
-            f"the index at {url} was made with other settings ({', '.join(differ)} differ).\n"
-            f"  stored:    {json.dumps({name: stored[name] for name in names}, sort_keys=True)}\n"
-            f"  requested: {json.dumps({name: wanted[name] for name in names}, sort_keys=True)}\n"
-            "Open it without settings to use the stored ones, or use another store for the new settings."
-        )
-
-
-def signature_blobs(signatures: npt.ArrayLike | None, count: int) -> list[bytes | None] | None:
-    """MinHash signatures as the bytes a store keeps (one row per record)."""
-    if signatures is None:
-        return None
-    array = np.asarray(signatures)
-    if array.ndim != 2 or array.shape[0] != count or array.dtype.kind not in "iu":
-        raise InputError(
-            f"signatures must be an ({count}, num_perm) integer array, one row per record; "
-            f"got shape {array.shape} of {array.dtype}"
-        )
-    return [signature_to_bytes(row) for row in array]
-
-
-def verify_matches(
-    index: SimhashIndex, found: list[list[Match]], verifier: Verifier, signatures: npt.ArrayLike | None
-) -> list[list[Match]]:
-    """Keep the matches that the stored signatures confirm. A stored record without a
-    signature cannot be verified and is kept as Simhash found it."""
-    if not verifier.uses_signatures:
-        raise ConfigError(
-            f"--verify {verifier.mode} needs the texts, which an index does not keep; "
-            "use minhash or combined (signatures stored beside the fingerprints)"
-        )
-    if signatures is None:
-        raise InputError(f"{verifier.mode} verification needs the queries' signatures (Verifier.signatures)")
-    queries = np.asarray(signatures, dtype=np.uint64)
-    if queries.ndim != 2 or queries.shape != (len(found), verifier.num_perm):
-        raise InputError(
-            f"the query signatures must be ({len(found)}, {verifier.num_perm}); got {queries.shape}"
-        )
-    keys = list({match.key: None for matches in found for match in matches})
-    stored = {record.key: record.signature for record in index.get_many(keys) if record is not None}
-    out: list[list[Match]] = []
-    for row, matches in enumerate(found):
-        signed = [m for m in matches if stored.get(m.key) is not None]
-        if not signed:
-            out.append(matches)
-            continue
-        blobs = np.stack([signature_from_bytes(stored[m.key], verifier.num_perm) for m in signed])  # type: ignore[arg-type]
-        kept = set(map(id, verifier.verify_matches(signed, queries[row], blobs)))
-        out.append([m for m in matches if stored.get(m.key) is None or id(m) in kept])
-    return out
-
-
 def _word_ints(words: npt.NDArray[np.uint64]) -> list[int]:
     if words.shape[1] == 1:
         return [int(value) for value in words[:, 0].tolist()]
@@ -577,16 +494,6 @@ def _ints_to_words(values: list[Any], bits: int) -> npt.NDArray[np.uint64]:
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value < 1 << bits:
             raise InputError(f"fingerprint {value!r} is not an integer from 0 to 2^{bits} - 1")
     return ints_to_array([int(value) for value in values], bits)
-
-
-def _check_header(header: dict[str, Any], path: str | Path) -> None:
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise InputError(f"{str(path)!r} is not a neardup index file")
-    if header.get("version") != FORMAT_VERSION:
-        raise InputError(
-            f"{str(path)!r} is a neardup index of format version {header.get('version')}; "
-            f"this neardup reads version {FORMAT_VERSION}: rebuild the index"
-        )
 
 
 def _check_key(key: Any) -> Key:

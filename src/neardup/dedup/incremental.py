@@ -60,7 +60,8 @@ def check_and_add_many(
     """Assign clusters to a batch and store its new records; one result per input, in order.
     With a ``verifier`` (minhash or combined) and the batch's ``signatures``, a match counts
     only when the signatures confirm it, and the signatures are stored with the records."""
-    from ..index import Match, match_order, signature_blobs
+    from ..index import Match, match_order
+    from ..minhash import signature_blobs
 
     words = index._words(fingerprints)
     listed = [_plain_key(key) for key in index._checked_keys(keys, words)]

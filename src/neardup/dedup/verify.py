@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -41,10 +41,14 @@ from ..minhash import (
     combined_score,
     estimate_jaccard,
     hash_elements,
+    signature_from_bytes,
 )
 from ..text.normalize import Normalizer
 from ..text.tokenize import CharNgramTokenizer, contains_han
 from ..token_cache import token_keys
+
+if TYPE_CHECKING:
+    from ..index import Match, SimhashIndex
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -435,3 +439,34 @@ def explain_pairs(
             hamming.tolist(), jaccard.tolist(), estimate.tolist(), scores.tolist(), shared, strict=True
         )
     ]
+
+
+def verify_stored_matches(
+    index: SimhashIndex, found: list[list[Match]], verifier: Verifier, signatures: npt.ArrayLike | None
+) -> list[list[Match]]:
+    """Keep the matches that the stored signatures confirm. A stored record without a
+    signature cannot be verified and is kept as Simhash found it."""
+    if not verifier.uses_signatures:
+        raise ConfigError(
+            f"--verify {verifier.mode} needs the texts, which an index does not keep; "
+            "use minhash or combined (signatures stored beside the fingerprints)"
+        )
+    if signatures is None:
+        raise InputError(f"{verifier.mode} verification needs the queries' signatures (Verifier.signatures)")
+    queries = np.asarray(signatures, dtype=np.uint64)
+    if queries.ndim != 2 or queries.shape != (len(found), verifier.num_perm):
+        raise InputError(
+            f"the query signatures must be ({len(found)}, {verifier.num_perm}); got {queries.shape}"
+        )
+    keys = list({match.key: None for matches in found for match in matches})
+    stored = {record.key: record.signature for record in index.get_many(keys) if record is not None}
+    out: list[list[Match]] = []
+    for row, matches in enumerate(found):
+        signed = [m for m in matches if stored.get(m.key) is not None]
+        if not signed:
+            out.append(matches)
+            continue
+        blobs = np.stack([signature_from_bytes(stored[m.key], verifier.num_perm) for m in signed])  # type: ignore[arg-type]
+        kept = set(map(id, verifier.verify_matches(signed, queries[row], blobs)))
+        out.append([m for m in matches if stored.get(m.key) is None or id(m) in kept])
+    return out
