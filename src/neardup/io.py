@@ -455,7 +455,7 @@ class _CsvLines:
         return found, size
 
 
-def _raise_csv_field_limit() -> None:
+def raise_csv_field_limit() -> None:
     """Let the csv module parse fields of any size; our own ``max_bytes`` bounds records."""
     limit = sys.maxsize
     while True:
@@ -467,7 +467,7 @@ def _raise_csv_field_limit() -> None:
 
 
 def _csv_records(source: str | Path, fields: RecordFields) -> Iterator[Record | InputError]:
-    _raise_csv_field_limit()
+    raise_csv_field_limit()
     name = _display_name(source)
     with _open_binary(source, "rb") as stream:
         lines = _CsvLines(stream, fields.max_bytes)

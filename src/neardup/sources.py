@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import csv
 import re
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InputError, MissingDependencyError, NeardupError, StorageUnavailableError
+from .io import raise_csv_field_limit
 from .record_values import RecordKey
 from .records import RowChunk
 
@@ -278,7 +278,7 @@ class CsvSource(RowSource):
     def open(self) -> None:
         if self._reader is not None:
             return
-        _raise_csv_field_limit()
+        raise_csv_field_limit()
         try:
             self._handle = open(self.path, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed in close()
         except OSError as exc:
@@ -340,16 +340,6 @@ class CsvSource(RowSource):
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-
-
-def _raise_csv_field_limit() -> None:
-    limit = sys.maxsize
-    while True:
-        try:
-            csv.field_size_limit(limit)
-            return
-        except OverflowError:  # pragma: no cover - platforms with a 32-bit C long
-            limit //= 2
 
 
 class ParquetSource(RowSource):

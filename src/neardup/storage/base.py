@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from ..blocks import BlockScheme
 from ..dedup.batch import BucketStats, row_distances
-from ..errors import InputError, StorageError
+from ..errors import InputError, KeyExistsError, KeyNotFoundError, StorageError
 
 Key = int | str
 UInt64Array = npt.NDArray[np.uint64]
@@ -228,6 +228,30 @@ def match_blocks(queries: UInt64Array, found: UInt64Array) -> tuple[IntArray, In
         empty = np.empty(0, dtype=np.int64)
         return empty, empty
     return np.concatenate(query_parts), np.concatenate(found_parts)
+
+
+# -- the errors every backend raises, worded once ------------------------------------------------
+def key_exists_error(key: Key, count: int, where: str) -> KeyExistsError:
+    """A batch that names stored keys: ``key`` is the first, ``count`` how many there are."""
+    return KeyExistsError(
+        f"key {key!r} is already in {where} ({count} of this batch are); nothing of the batch was "
+        "added: remove it first or use another key"
+    )
+
+
+def key_not_found_error(key: Key, count: int, where: str) -> KeyNotFoundError:
+    """A removal that names keys not stored: ``key`` is the first, ``count`` how many."""
+    return KeyNotFoundError(
+        f"key {key!r} is not in {where} ({count} of this batch are not); nothing was removed"
+    )
+
+
+def raced_key_error(where: str, detail: object) -> KeyExistsError:
+    """Another writer stored one of the batch's keys between the check and the write."""
+    return KeyExistsError(
+        f"a key of this batch was stored in {where} by another writer meanwhile; "
+        f"nothing of the batch was added ({detail})"
+    )
 
 
 # -- encodings shared by the backends ------------------------------------------------------

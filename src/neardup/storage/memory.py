@@ -35,10 +35,18 @@ import xxhash
 
 from ..blocks import BitSelection, BlockScheme
 from ..dedup.batch import DEFAULT_MU, BucketStats, TableStats, row_distances, split_size
-from ..errors import KeyExistsError, KeyNotFoundError, StorageError
+from ..errors import StorageError
 from ..token_cache import fmix64
 from . import check_options
-from .base import Candidates, RecordBatch, Storage, StoredRecord, words_to_int
+from .base import (
+    Candidates,
+    RecordBatch,
+    Storage,
+    StoredRecord,
+    key_exists_error,
+    key_not_found_error,
+    words_to_int,
+)
 
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
@@ -485,10 +493,7 @@ class MemoryStorage(Storage):
         existing = self.find_many(keys, key_hashes(keys))
         taken = np.flatnonzero(existing >= 0)
         if taken.size:
-            raise KeyExistsError(
-                f"key {plain_key(keys[int(taken[0])])!r} is already in the index ({taken.size} of this "
-                "batch are); remove it first or use another key"
-            )
+            raise key_exists_error(plain_key(keys[int(taken[0])]), int(taken.size), "the index")
         self.append(keys, batch.words)
         for row in range(len(keys)):
             cluster, signature = batch.cluster(row), batch.signature(row)
@@ -503,10 +508,7 @@ class MemoryStorage(Storage):
         slots = self.find_many(keys, key_hashes(keys))
         missing = np.flatnonzero(slots < 0)
         if missing.size:
-            raise KeyNotFoundError(
-                f"key {plain_key(keys[int(missing[0])])!r} is not in the index "
-                f"({missing.size} of this batch are not); nothing was removed"
-            )
+            raise key_not_found_error(plain_key(keys[int(missing[0])]), int(missing.size), "the index")
         for key in keys:
             self.clusters.pop(plain_key(key), None)
             self.signatures.pop(plain_key(key), None)

@@ -55,7 +55,6 @@ from ..dedup.batch import BucketStats, TableStats
 from ..errors import (
     ConfigError,
     KeyExistsError,
-    KeyNotFoundError,
     MissingDependencyError,
     StorageError,
     StorageUnavailableError,
@@ -72,8 +71,11 @@ from .base import (
     decode_key,
     dump_meta,
     encode_key,
+    key_exists_error,
+    key_not_found_error,
     load_meta,
     match_blocks,
+    raced_key_error,
     to_signed,
     words_to_bytes,
     words_to_int,
@@ -280,10 +282,7 @@ class MongoStorage(Storage):
         with self._local_lock, guard, self._errors("adding records"):
             stored = self._stored_ids(ids)
             if stored:
-                raise KeyExistsError(
-                    f"key {decode_key(stored[0])!r} is already in {self.where} ({len(stored)} of this "
-                    "batch are); nothing of the batch was added: remove it first or use another key"
-                )
+                raise key_exists_error(decode_key(stored[0]), len(stored), self.where)
 
             undo_buckets: list[Callable[[], None]] = []
 
@@ -302,10 +301,7 @@ class MongoStorage(Storage):
             except (self._pymongo.errors.DuplicateKeyError, self._pymongo.errors.BulkWriteError) as exc:
                 if not _duplicate(exc):
                     raise
-                raise KeyExistsError(
-                    f"a key of this batch was stored in {self.where} by another writer meanwhile; "
-                    f"nothing of the batch was added ({_first_line(exc)})"
-                ) from exc
+                raise raced_key_error(self.where, _first_line(exc)) from exc
 
     def remove_many(self, keys: Sequence[Key]) -> None:
         if not keys:
@@ -318,10 +314,7 @@ class MongoStorage(Storage):
             found = {document["_id"] for document in documents}
             missing = [key for key, text in zip(unique, ids, strict=True) if text not in found]
             if missing:
-                raise KeyNotFoundError(
-                    f"key {missing[0]!r} is not in {self.where} ({len(missing)} of this batch are not); "
-                    "nothing was removed"
-                )
+                raise key_not_found_error(missing[0], len(missing), self.where)
             removed: dict[str, set[str]] = {}
             if self.layout == "buckets":
                 width = self.scheme.words

@@ -57,6 +57,7 @@ from .base import (
     decode_key,
     dump_meta,
     encode_key,
+    key_not_found_error,
     load_meta,
     match_blocks,
     words_to_bytes,
@@ -291,10 +292,7 @@ class RedisStorage(Storage):
                     packed = cast("list[bytes | None]", self.client.hmget(self.records_key, fields))
                 missing = [key for key, value in zip(unique, packed, strict=True) if value is None]
                 if missing:
-                    raise KeyNotFoundError(
-                        f"key {missing[0]!r} is not in {self.where} ({len(missing)} of this batch are not); "
-                        "nothing was removed"
-                    )
+                    raise key_not_found_error(missing[0], len(missing), self.where)
                 values: list[bytes] = [value for value in packed if value is not None]
                 words = bytes_to_words([value[: width * 8] for value in values], width)
                 args: list[Any] = [self.scheme.table_count, self._fence()]

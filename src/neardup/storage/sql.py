@@ -27,7 +27,7 @@ import numpy as np
 
 from ..blocks import BlockScheme
 from ..dedup.batch import BucketStats, TableStats
-from ..errors import ConfigError, KeyExistsError, KeyNotFoundError
+from ..errors import ConfigError
 from .base import (
     Candidates,
     Key,
@@ -38,9 +38,12 @@ from .base import (
     bytes_to_words,
     dump_meta,
     key_columns,
+    key_exists_error,
     key_from_columns,
+    key_not_found_error,
     load_meta,
     match_blocks,
+    raced_key_error,
     to_signed,
     words_to_bytes,
     words_to_int,
@@ -216,17 +219,11 @@ class SqlStorage(Storage):
         with self._transaction(write=True) as cursor:
             stored = self._stored_keys(cursor, batch.keys)
             if stored:
-                raise KeyExistsError(
-                    f"key {stored[0]!r} is already in {self.where} ({len(stored)} of this batch are); "
-                    "remove it first or use another key"
-                )
+                raise key_exists_error(stored[0], len(stored), self.where)
             try:
                 self._insert_rows(cursor, columns, rows)
             except self._integrity_errors() as exc:
-                raise KeyExistsError(
-                    f"a key of this batch was stored in {self.where} by another writer meanwhile; "
-                    f"nothing of the batch was added ({exc})"
-                ) from exc
+                raise raced_key_error(self.where, exc) from exc
 
     def remove_many(self, keys: Sequence[Key]) -> None:
         if not keys:
@@ -235,10 +232,7 @@ class SqlStorage(Storage):
             stored = set(self._stored_keys(cursor, keys))
             missing = [key for key in keys if key not in stored]
             if missing:
-                raise KeyNotFoundError(
-                    f"key {missing[0]!r} is not in {self.where} ({len(missing)} of this batch are not); "
-                    "nothing was removed"
-                )
+                raise key_not_found_error(missing[0], len(missing), self.where)
             p = self.placeholder
             cursor.executemany(
                 f"DELETE FROM {self.records_table} WHERE key_text = {p} AND key_int = {p}",
