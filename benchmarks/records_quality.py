@@ -324,15 +324,23 @@ def throughput(count: int) -> None:
         read_seconds = time.perf_counter() - start
         source.dispose()
 
-        for label, check in (("no verification", None), ("--verify fields", Verification("fields"))):
+        runs: tuple[tuple[str, int | None, Verification | str | None], ...] = (
+            ("k 8, no verification", DEFAULT_MAX_DISTANCE, None),
+            ("k 8, --verify fields", DEFAULT_MAX_DISTANCE, Verification("fields")),
+            ("neardup records defaults (-k auto)", None, "auto"),
+        )
+        for label, distance, check in runs:
             start = time.perf_counter()
             source = SqlSource(url, table="complaints")
-            result = find_duplicate_records(source.columns, source.chunks(), RecordSchema("id"), check=check)
+            result = find_duplicate_records(
+                source.columns, source.chunks(), RecordSchema("id"), max_distance=distance, check=check
+            )
             seconds = time.perf_counter() - start
             source.dispose()
             groups = int(np.count_nonzero(result.clusters.representative != np.arange(len(result.keys))))
             print(
-                f"{len(result.keys):,} rows from SQLite, {label}: {seconds:.1f} s = "
+                f"{len(result.keys):,} rows from SQLite, {label} (k = {result.max_distance}): "
+                f"{seconds:.1f} s = "
                 f"{len(result.keys) / seconds:,.0f} rows/s ({len(result.pairs):,} pairs, {groups:,} rows "
                 f"joined to a representative; {source.fetches} fetches of {source.chunk_size:,} rows)"
             )
