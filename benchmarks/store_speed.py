@@ -10,8 +10,9 @@ Fingerprints are precomputed (random 64-bit values with planted near-duplicates)
 figures are the store's; fingerprinting costs the same for every store (see
 fingerprint_speed.py). The in-memory index runs in the same process as the baseline. Server
 backends run on real servers started on 127.0.0.1 by scripts/servers.py and stopped by PID at
-the end (install them with ``bash scripts/install-servers.sh``); ``mongo`` runs on the jongodb
-test server unless NEARDUP_MONGODB_URL names a real MongoDB.
+the end (install them with ``bash scripts/install-servers.sh``); ``mongo`` (one document per
+record) and ``mongo-buckets`` (seed 002's bucket documents) run on the jongodb test server
+unless NEARDUP_MONGODB_URL names a real MongoDB.
 
     python3 benchmarks/store_speed.py                    # every backend, 100 k stored
     python3 benchmarks/store_speed.py --stored 20000 --backends sqlite redis
@@ -26,7 +27,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,16 @@ from neardup import SimhashIndex
 from neardup.config import IndexConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-BACKENDS = ["memory", "sqlite", "redis", "postgres", "mysql", "mongo"]
-SERVER_NAMES = {"redis": "redis", "postgres": "postgres", "mysql": "mariadb", "mongo": "mongo"}
+BACKENDS = ["memory", "sqlite", "redis", "postgres", "mysql", "mongo", "mongo-buckets"]
+SERVER_NAMES = {
+    "redis": "redis",
+    "postgres": "postgres",
+    "mysql": "mariadb",
+    "mongo": "mongo",
+    "mongo-buckets": "mongo",
+}
+#: URL options per backend: mongo-buckets is seed 002's bucket-document layout.
+URL_OPTIONS = {"mongo-buckets": "?layout=buckets"}
 TARGET_DOCS_PER_SECOND = 5000
 
 
@@ -105,26 +113,22 @@ def measure_backends(
     started: list[Any] = []
     rows: list[tuple[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="neardup-store-speed-") as folder:
-        urls: dict[str, Callable[[], str]] = {
-            "memory": lambda: "memory://",
-            "sqlite": lambda: f"sqlite:///{folder}/store.db",
-        }
+        urls = {"memory": "memory://", "sqlite": f"sqlite:///{folder}/store.db"}
         try:
             for name in backends:
-                external = os.environ.get("NEARDUP_MONGODB_URL") if name == "mongo" else None
+                external = os.environ.get("NEARDUP_MONGODB_URL") if name.startswith("mongo") else None
                 if external:  # a real MongoDB instead of the jongodb test server
-                    urls[name] = lambda url=external: url
+                    urls[name] = external + URL_OPTIONS.get(name, "")
                 elif name in SERVER_NAMES:
                     server = servers.start(SERVER_NAMES[name])
                     started.append(server)
-                    url = str(server.url)
-                    urls[name] = lambda url=url: url
+                    urls[name] = str(server.url) + URL_OPTIONS.get(name, "")
             for name in backends:
-                figures = measure(urls[name](), stored, fresh, batch, queries)
+                figures = measure(urls[name], stored, fresh, batch, queries)
                 rows.append((name, figures))
                 if echo:
                     print(
-                        f"{name:8s} load {figures['load_per_s']:>9,.0f}/s  check-and-add "
+                        f"{name:13s} load {figures['load_per_s']:>9,.0f}/s  check-and-add "
                         f"{figures['check_per_s']:>8,.0f} docs/s  query p50 {figures['p50_ms']:6.2f} ms  "
                         f"p99 {figures['p99_ms']:6.2f} ms  ({figures['duplicates']:.0%} duplicates)",
                         flush=True,
