@@ -27,7 +27,7 @@ from dev_separation import DEFAULT_DATA, gold_pairs, load
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from neardup import Fingerprinter, find_all_pairs
+from neardup import Fingerprinter, MinHasher, find_all_pairs
 from neardup.dedup.verify import VERIFY_MODES, Verifier, metadata_of
 
 SWEEP = {
@@ -125,6 +125,19 @@ def lengths(data: dict, name: str, ks: list[int]) -> None:
         print(f"{name:9} k={k:<2} " + "; ".join(cells))
 
 
+def minhash_speed(num_perm: int = 128, sets: int = 2000, elements: int = 500) -> None:
+    """MinHash throughput in element x function cells per second, on random string sets."""
+    rng = np.random.default_rng(4)
+    words = [[f"w{value}" for value in rng.integers(0, 10**9, size=elements)] for _ in range(sets)]
+    hasher = MinHasher(num_perm)
+    started = time.perf_counter()
+    hasher.signatures(words)
+    seconds = time.perf_counter() - started
+    cells = sets * elements * num_perm
+    print(f"MinHash: {sets} sets of {elements} elements x {num_perm} functions in {seconds:.2f} s "
+          f"= {cells / seconds / 1e6:.0f} M cells/s")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -136,7 +149,11 @@ def main() -> None:
     parser.add_argument("--ngram", type=int, default=0, help="fingerprint character n-grams (0: words)")
     parser.add_argument("--sweep", action="store_true", help="F1 per threshold instead of the table")
     parser.add_argument("--lengths", action="store_true", help="Simhash precision by text length")
+    parser.add_argument("--speed", action="store_true", help="only MinHash signature throughput")
     args = parser.parse_args()
+    if args.speed:
+        minhash_speed()
+        return
     if not args.sweep and not args.lengths:
         print("| set | k | verify | threshold | pairs | precision | recall | F1 | verify s |")
         print("|---|---|---|---|---|---|---|---|---|")
