@@ -286,6 +286,18 @@ def progress_bar(
     )
 
 
+def output_option(name: str, help: str) -> Callable[[F], F]:
+    """``--pairs PATH`` / ``--clusters PATH``: an output file ('-' is stdout), the same option
+    on every command that writes neardup's PAIRS and CLUSTERS formats."""
+    return click.option(
+        f"--{name}",
+        f"{name}_path",
+        metavar="PATH",
+        type=click.Path(dir_okay=False, allow_dash=True),
+        help=help,
+    )
+
+
 def progress_option(function: F) -> F:
     return click.option(
         "--progress/--no-progress",

@@ -37,6 +37,7 @@ from .common import (
     fingerprint_options,
     input_options,
     open_records,
+    output_option,
     progress_bar,
     progress_option,
     report_skipped,
@@ -75,19 +76,13 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
 
 @click.command(short_help="Find near-duplicates: pairs, clusters and the deduplicated records.")
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option(
-    "--pairs",
-    "pairs_path",
-    metavar="PATH",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help='Write each pair within --max-distance as {"a": id, "b": id, "distance": d}.',
+@output_option(
+    "pairs",
+    'Write each pair within --max-distance as {"a": id, "b": id, "distance": d}.',
 )
-@click.option(
-    "--clusters",
-    "clusters_path",
-    metavar="PATH",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help='Write {"id": id, "cluster": representative id} for every record, in input order.',
+@output_option(
+    "clusters",
+    'Write {"id": id, "cluster": representative id} for every record, in input order.',
 )
 @click.option(
     "--emit",

@@ -20,7 +20,7 @@ from ..eval.sweep import Grid, check_grid, format_rows, run_sweep
 from ..hashing import BITS_CHOICES, HASH_NAMES
 from ..io import ErrorReport, RecordId, write_jsonl
 from ..weighting import WEIGHTINGS
-from .common import input_options, open_records, progress_bar, progress_option, report_skipped
+from .common import input_options, open_records, output_option, progress_bar, progress_option, report_skipped
 
 
 @click.command("eval", short_help="Score a PAIRS or CLUSTERS file against labelled data.")
@@ -112,19 +112,13 @@ def format_scores(scores: Scores) -> str:
 @click.command(short_help="Run a baseline method (evaluation only) with dedup's outputs.")
 @click.argument("method", type=click.Choice(list(BASELINES)))
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option(
-    "--pairs",
-    "pairs_path",
-    metavar="PATH",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help='Write each pair as {"a", "b", "distance"} (+ "similarity" for set methods).',
+@output_option(
+    "pairs",
+    'Write each pair as {"a", "b", "distance"} (+ "similarity" for set methods).',
 )
-@click.option(
-    "--clusters",
-    "clusters_path",
-    metavar="PATH",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help='Write {"id": id, "cluster": representative id} for every record.',
+@output_option(
+    "clusters",
+    'Write {"id": id, "cluster": representative id} for every record.',
 )
 @click.option(
     "--parameter",

@@ -33,7 +33,14 @@ from ..record_dedup import (
 )
 from ..records import RecordSchema, ResolvedSchema, parse_field, schema_from_mapping
 from ..sources import DEFAULT_CHUNK_SIZE, GroupRows, RowSource, SqlSource, open_source, write_groups
-from .common import TOKENIZER_SETTINGS, progress_bar, progress_option, report_skipped, tokenizer_options
+from .common import (
+    TOKENIZER_SETTINGS,
+    output_option,
+    progress_bar,
+    progress_option,
+    report_skipped,
+    tokenizer_options,
+)
 from .dedup import parse_distance
 
 _EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
@@ -86,19 +93,13 @@ _RECORD_SETTINGS = ("max_distance", "verify", "min_similarity", "keep", "chunk_s
     show_default=True,
     help="Representative of a group: first row, longest (most filled columns), drop-all.",
 )
-@click.option(
-    "--clusters",
-    "clusters_path",
-    metavar="PATH",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help='Write {"id": key, "cluster": representative key} for every row, in source order.',
+@output_option(
+    "clusters",
+    'Write {"id": key, "cluster": representative key} for every row, in source order.',
 )
-@click.option(
-    "--pairs",
-    "pairs_path",
-    metavar="PATH",
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help='Write {"a": key, "b": key, "distance": d} for every accepted pair.',
+@output_option(
+    "pairs",
+    'Write {"a": key, "b": key, "distance": d} for every accepted pair.',
 )
 @click.option(
     "--write-table",
