@@ -17,7 +17,7 @@ import pytest
 
 from neardup import SimhashIndex, Verifier, signature_to_bytes
 from neardup.config import FingerprintConfig, IndexConfig
-from neardup.errors import ConfigError, IndexConfigMismatchError, KeyExistsError, KeyNotFoundError
+from neardup.errors import ConfigError, IndexConfigMismatchError, InputError, KeyExistsError, KeyNotFoundError
 from neardup.storage import open_storage
 
 BACKENDS = ["memory", "sqlite", "postgres", "mysql", "redis", "mongo", "mongo-buckets"]
@@ -201,17 +201,19 @@ def test_stats_describe_the_tables(opened: Callable[..., SimhashIndex]) -> None:
     keys, values = corpus(300)
     index.add_many(keys, values)
     stats = index.stats()
-    assert "4 tables" in stats.scheme or stats.scheme
-    assert len(stats.tables) in (0, 4)
+    assert "4 tables" in stats.scheme  # the pigeonhole scheme of 64 bits, k = 3
+    assert len(stats.tables) in (0, 4)  # a backend may not afford bucket statistics
+    for table in stats.tables:  # 300 records over 16-bit keys: mostly singleton buckets
+        assert 1 <= table.largest <= 300 and 150 <= table.buckets <= 300, table
 
 
 def test_bad_inputs_are_refused_before_anything_is_stored(opened: Callable[..., SimhashIndex]) -> None:
     index = opened()
     with pytest.raises(ConfigError):
         index.query(1, max_distance=9)
-    with pytest.raises(Exception, match="int or str"):
+    with pytest.raises(InputError, match="int or str"):
         index.add_many([1.5], [1])  # type: ignore[list-item]
-    with pytest.raises(Exception, match=r"fit|integer"):
+    with pytest.raises(InputError, match=r"fit|integer"):
         index.add_many([1], [2**64])
     assert len(index) == 0
 
