@@ -264,6 +264,22 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
+def record_from_mapping(
+    data: Mapping[str, Any], location: str, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Record:
+    """One record from a JSON object (``id``, ``text``, optional ``title``), checked exactly
+    as a JSONL line is; :class:`InputError` names ``location`` and the fix."""
+    fields = RecordFields("id", "text", "title", max_bytes)
+    made = _make_record(data, fields, location)
+    if isinstance(made, InputError):
+        raise made
+    size = len(made.text.encode("utf-8"))
+    if size > max_bytes:
+        error = too_long_error(size, fields, "the text", "shorten or split the document")
+        raise InputError(error.reason, location)
+    return made
+
+
 def _make_record(data: Mapping[str, Any], fields: RecordFields, location: str) -> Record | InputError:
     """Check one record's fields; the error, if any, is returned for the caller's policy."""
     try:
@@ -329,11 +345,13 @@ def _check_not_binary(text: str, name: str) -> None:
         )
 
 
-def too_long_error(size: int, fields: RecordFields, what: str = "record") -> InputError:
-    return InputError(
-        f"{what} is {size:,} bytes, over the limit of {fields.max_bytes:,} bytes; "
-        f"raise it with --max-bytes if this is intended"
-    )
+def too_long_error(
+    size: int,
+    fields: RecordFields,
+    what: str = "record",
+    fix: str = "raise it with --max-bytes if this is intended",
+) -> InputError:
+    return InputError(f"{what} is {size:,} bytes, over the limit of {fields.max_bytes:,} bytes; {fix}")
 
 
 # -- lines ------------------------------------------------------------------------------------

@@ -14,10 +14,11 @@ import contextlib
 
 import click
 
+from ..documents import fingerprinter_of, signatures_of, stored_verifier
 from ..errors import ConfigError
 from ..io import ErrorReport, jsonl_writer, record_row
 from .common import batches, open_records, progress_bar, report_skipped
-from .index import TYPED, fingerprinter_of, open_index, requested_config, signatures_of, stored_verifier
+from .index import TYPED, open_index, requested_config
 
 
 def run_incremental(

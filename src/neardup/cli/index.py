@@ -19,13 +19,13 @@ import numpy as np
 from click.core import ParameterSource
 
 from ..config import FingerprintConfig, IndexConfig
-from ..dedup.verify import Verifier, metadata_of, metadata_sets
+from ..dedup.verify import Verifier
 from ..distance import to_hex
+from ..documents import fingerprinter_of, resolve_keys, signatures_of, stored_verifier
 from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
 from ..fingerprint import Fingerprinter
 from ..index import SimhashIndex
 from ..io import ErrorReport, Record, write_jsonl
-from ..storage.base import Key
 from .common import (
     FINGERPRINT_SETTINGS,
     batch_size_option,
@@ -99,24 +99,6 @@ def verification_settings(mode: str) -> dict[str, Any]:
     }
 
 
-def stored_verifier(opened: SimhashIndex) -> Verifier | None:
-    return None if opened.verification is None else Verifier(**opened.verification)
-
-
-def signatures_of(
-    verifier: Verifier | None, group: list[Record], fingerprinter: Fingerprinter
-) -> np.ndarray[Any, np.dtype[np.uint64]] | None:
-    """The MinHash signatures a verifying index keeps for a batch (None otherwise): of the
-    text shingles (minhash) or of the records' metadata, else their top keywords (combined)."""
-    if verifier is None:
-        return None
-    texts = [record.text for record in group]
-    if verifier.mode == "combined":
-        metadata = [metadata_of(record.fields) for record in group]
-        return verifier.signatures(texts, metadata_sets(metadata, texts, fingerprinter))
-    return verifier.signatures(texts)
-
-
 def open_index(url: str, config: IndexConfig | None) -> SimhashIndex:
     """Open the index at ``url``, checked against ``config`` if given; a new one gets
     ``config`` or the default settings, with the fingerprint settings recorded so texts
@@ -126,16 +108,6 @@ def open_index(url: str, config: IndexConfig | None) -> SimhashIndex:
             return SimhashIndex.open(url, create=False)
         config = IndexConfig(fingerprint=FingerprintConfig())
     return SimhashIndex.open(url, config)
-
-
-def fingerprinter_of(opened: SimhashIndex) -> Fingerprinter:
-    config = opened.fingerprint_config
-    if config is None:
-        raise InputError(
-            f"the index at {opened.url} records no fingerprint settings (it was filled with "
-            "fingerprints, not texts); add fingerprints through the Python API"
-        )
-    return Fingerprinter(config=config)
 
 
 def create_option(function: Any) -> Any:
@@ -312,7 +284,7 @@ def remove(url: str, keys: tuple[str, ...], missing: str) -> None:
     """Remove the records with these ids (all or none). An id of digits also finds a
     record whose id is that integer."""
     with SimhashIndex.open(url, create=False) as opened:
-        resolved = _resolve_keys(opened, keys)
+        resolved = resolve_keys(opened, keys)
         absent = [text for text, key in zip(keys, resolved, strict=True) if key is None]
         if absent and missing == "fail":
             raise KeyNotFoundError(
@@ -323,18 +295,6 @@ def remove(url: str, keys: tuple[str, ...], missing: str) -> None:
         opened.remove_many(present)
         left = len(opened)
     click.echo(f"neardup: removed {len(present)}; {len(absent)} not found; the index holds {left}", err=True)
-
-
-def _resolve_keys(opened: SimhashIndex, texts: tuple[str, ...]) -> list[Key | None]:
-    as_text = opened.get_many(list(texts))
-    numeric = [int(text) if text.lstrip("-").isdigit() else None for text in texts]
-    as_int = opened.get_many([value for value in numeric if value is not None])
-    ints = iter(as_int)
-    resolved: list[Key | None] = []
-    for text, value, record in zip(texts, numeric, as_text, strict=True):
-        int_record = next(ints) if value is not None else None
-        resolved.append(text if record is not None else value if int_record is not None else None)
-    return resolved
 
 
 @index.command("stats", short_help="Size, settings and bucket statistics of the index.")

@@ -23,6 +23,7 @@ from .fingerprint import fingerprint
 from .idf import idf
 from .index import index
 from .records import records
+from .serve import serve
 from .spark import spark
 
 EXIT_ERROR = 1
@@ -75,6 +76,7 @@ def main(verbose: bool) -> None:
       neardup records sqlite:///crm.db --table people --key id --clusters groups.jsonl
       neardup eval gold.jsonl pairs.jsonl
       neardup spark dedup docs.jsonl --pairs pairs.jsonl --master 'local[*]'
+      neardup serve news.db --port 8000
     """
 
 
@@ -83,6 +85,7 @@ main.add_command(fingerprint)
 main.add_command(idf)
 main.add_command(index)
 main.add_command(records)
+main.add_command(serve)
 main.add_command(spark)
 main.add_command(__import__("neardup.cli.eval", fromlist=["eval_command"]).eval_command)
 main.add_command(__import__("neardup.cli.eval", fromlist=["baseline"]).baseline)

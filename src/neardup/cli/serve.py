@@ -1,0 +1,140 @@
+"""``neardup serve URL``: the HTTP service over a stored index (FastAPI + uvicorn).
+
+The command opens (or creates) the index, builds the app with :func:`neardup.service.create_app`
+and runs uvicorn in this process: one event loop, one thread for fingerprinting and one for
+the store (:mod:`neardup.service.engine`). It binds 127.0.0.1 unless told otherwise, so a
+service is never exposed by accident; to listen on a network, pass ``--host`` and a
+``--token-file``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import ConfigError, MissingDependencyError
+from ..service.settings import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DOCUMENTS,
+    DEFAULT_MAX_TEXT_BYTES,
+    DEFAULT_PORT,
+    ServiceSettings,
+)
+from .common import fingerprint_options, tokenizer_options
+from .index import create_option, open_index, requested_config
+
+
+@click.command(short_help="Serve an index over HTTP: check, add and query documents.")
+@click.argument("url", metavar="URL")
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option(
+    "--token-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="File holding a bearer token every /v1 request must send (Authorization: Bearer ...).",
+)
+@click.option(
+    "--max-body-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_BODY_BYTES, show_default=True
+)
+@click.option(
+    "--max-documents",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_DOCUMENTS,
+    show_default=True,
+    help="Documents one request may carry.",
+)
+@click.option(
+    "--max-text-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_TEXT_BYTES,
+    show_default=True,
+    help="UTF-8 size of one document's text.",
+)
+@click.option(
+    "--max-batch",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_BATCH,
+    show_default=True,
+    help="Documents of concurrent requests the store receives in one call.",
+)
+@click.option(
+    "--verify",
+    type=click.Choice(["none", "minhash", "combined"]),
+    default="none",
+    show_default=True,
+    help="When creating the index: keep MinHash signatures and verify every match with them.",
+)
+@click.option(
+    "--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info"
+)
+@create_option
+@fingerprint_options
+@tokenizer_options
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    /,
+    url: str,
+    host: str,
+    port: int,
+    token_file: str | None,
+    max_body_bytes: int,
+    max_documents: int,
+    max_text_bytes: int,
+    max_batch: int,
+    log_level: str,
+    max_distance: int | None,
+    **_: Any,
+) -> None:
+    """Serve the index at URL (created with the given settings if absent) over HTTP.
+
+    \b
+    Routes: POST /v1/check (check-and-add), /v1/query, /v1/documents, /v1/fingerprint;
+    GET|DELETE /v1/documents/{id}; GET /v1/stats, /healthz; the API page at /docs.
+
+    \b
+    Example:
+      neardup serve news.db --port 8000
+      curl -s localhost:8000/v1/check -d '{"id": "n1", "text": "..."}'
+    """
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingDependencyError("uvicorn", "service", "neardup serve") from exc
+    from ..service import create_app
+
+    token = _read_token(token_file)
+    if token is None and not _is_loopback(host):
+        click.echo(
+            f"neardup: warning: serving on {host} without --token-file; anyone who can reach it "
+            "can read and change the index",
+            err=True,
+        )
+    settings = ServiceSettings(token, max_body_bytes, max_documents, max_text_bytes, max_batch)
+    with open_index(url, requested_config(ctx, max_distance)) as opened:
+        app = create_app(opened, settings)
+        click.echo(f"neardup: serving {opened!r} on http://{host}:{port} (API page: /docs)", err=True)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
+
+
+def _read_token(path: str | None) -> str | None:
+    if path is None:
+        return None
+    token = Path(path).read_text(encoding="utf-8").strip()
+    if not token or any(char.isspace() for char in token):
+        raise ConfigError(f"--token-file {path!r} must hold one token, without spaces; write just the token")
+    return token
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

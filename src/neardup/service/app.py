@@ -1,0 +1,427 @@
+"""``create_app(index, settings)``: the HTTP service over one stored index (FastAPI).
+
+Routes (all ``/v1`` routes need the bearer token when one is set):
+
+- ``POST /v1/fingerprint``: text → fingerprint.
+- ``POST /v1/query``: text or fingerprint → stored near-duplicates, without adding.
+- ``POST /v1/documents``: add; ``GET`` / ``DELETE /v1/documents/{id}``: read, remove.
+- ``POST /v1/check``: check-and-add (seed 002's incremental mode): the stable cluster id and
+  the matches, in one step.
+- ``GET /v1/stats``, ``GET /healthz``, and the OpenAPI page at ``/docs``.
+
+Every POST takes one document, or ``{"documents": [...]}`` with the request's options, and
+answers in kind (one object, or ``{"results": [...]}`` in input order). Nothing lives at module
+level: the index, the settings and the two worker threads (:mod:`.engine`) belong to the app.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from .. import __version__
+from ..dedup.incremental import Assignment
+from ..distance import from_hex, hex_many, to_hex
+from ..documents import DocumentIndex
+from ..errors import InputError, KeyNotFoundError
+from ..index import Match, SimhashIndex
+from ..io import Record, record_from_mapping
+from .engine import Engine, Found, QueryOption
+from .errors import ServiceError, install_error_handlers, validation_error
+from .models import (
+    AddBatch,
+    AddOut,
+    CheckOut,
+    Document,
+    DocumentBatch,
+    ErrorOut,
+    FingerprintOut,
+    QueryBatch,
+    QueryOut,
+    SingleQuery,
+    TextBatch,
+    TextDocument,
+)
+from .settings import ServiceSettings
+
+Single = TypeVar("Single", bound=BaseModel)
+Batch = TypeVar("Batch", bound=BaseModel)
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": description}
+    for status, description in (
+        (401, "Missing or wrong bearer token."),
+        (413, "Body or batch too large: split it."),
+        (422, "Malformed body or unusable document; the message names it."),
+        (503, "The store cannot be reached."),
+    )
+}
+
+
+def create_app(index: SimhashIndex, settings: ServiceSettings | None = None) -> FastAPI:
+    """The ASGI app serving ``index``. The caller keeps ownership of the index (and closes
+    it after the app has shut down); the app's worker threads stop with its lifespan."""
+    settings = settings or ServiceSettings()
+    engine = Engine(DocumentIndex(index), settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.close()
+
+    app = FastAPI(
+        title="neardup",
+        version=__version__,
+        summary="Near-duplicate detection with Simhash fingerprints: check, add and query documents.",
+        lifespan=lifespan,
+    )
+    app.state.engine = engine
+    app.state.settings = settings
+    install_error_handlers(app)
+    bodies: dict[str, Any] = {}
+    app.include_router(_routes(engine, settings, bodies))
+    _document_bodies(app, bodies)
+
+    @app.get("/healthz", tags=["service"], responses={503: _ERRORS[503]})
+    async def healthz() -> dict[str, Any]:
+        """Is the service up and its store reachable?"""
+        count = await engine.call(lambda: len(index))
+        return {"status": "ok", "documents": count}
+
+    return app
+
+
+def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -> APIRouter:
+    bearer = HTTPBearer(auto_error=False, description="The token of `neardup serve --token-file`.")
+
+    def authorize(request: Request) -> None:
+        if settings.token is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), settings.token.encode()
+        ):
+            raise ServiceError(
+                401,
+                "unauthorized",
+                "this service needs 'Authorization: Bearer <token>' with the server's token",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    # The bearer scheme only documents the token on the OpenAPI page; authorize checks it.
+    router = APIRouter(prefix="/v1", dependencies=[Depends(bearer), Depends(authorize)], responses=_ERRORS)
+    bits = engine.bits
+
+    def body_of(single: type[BaseModel], batch: type[BaseModel]) -> dict[str, Any]:
+        bodies[f"{single.__name__} | {batch.__name__}"] = (single, batch)
+        return {"x-neardup-body": [single.__name__, batch.__name__]}
+
+    @router.post(
+        "/fingerprint",
+        tags=["documents"],
+        openapi_extra=body_of(TextDocument, TextBatch),
+        responses={200: {"model": FingerprintOut, "description": "One object, or {'results': [...]}."}},
+    )
+    async def fingerprint(request: Request) -> JSONResponse:
+        """The fingerprint of each text, under the index's fingerprint settings."""
+        single, documents = await _parse(request, settings, TextDocument, TextBatch)
+        records = _records(documents, settings, id_required=False)
+        prepared = await engine.prepare(records)
+        rows = [
+            {"id": given.id, "fingerprint": text}
+            for given, text in zip(documents, hex_many(prepared.fingerprints, bits), strict=True)
+        ]
+        return _answer(single, rows)
+
+    @router.post(
+        "/query",
+        tags=["documents"],
+        openapi_extra=body_of(SingleQuery, QueryBatch),
+        responses={200: {"model": QueryOut, "description": "One object, or {'results': [...]}."}},
+    )
+    async def query(request: Request) -> JSONResponse:
+        """The stored near-duplicates of each text or fingerprint, by (distance, id); the
+        index is not changed. Text queries are verified if the index verifies."""
+        single, documents = await _parse(request, settings, SingleQuery, QueryBatch)
+        options = documents[0].model_dump() if single else _options_of(request)
+        max_distance, explain = options["max_distance"], options["explain"]
+        texts = [row for row, doc in enumerate(documents) if doc.text is not None]
+        given = [row for row, doc in enumerate(documents) if doc.text is None]
+        results: dict[int, Found] = {}
+        if texts:
+            records = _records([documents[row] for row in texts], settings, id_required=False)
+            prepared = await engine.prepare(records)
+            option = QueryOption(max_distance, explain, engine.documents.verifier is not None)
+            results.update(zip(texts, await engine.query(prepared, option), strict=True))
+        if given:
+            values = [_fingerprint(documents[row].fingerprint, row, single, bits) for row in given]
+            prepared = engine.fingerprints(values, list(given))
+            option = QueryOption(max_distance, explain, False)
+            results.update(zip(given, await engine.query(prepared, option), strict=True))
+        verifying = engine.documents.verifier is not None
+        rows = [
+            {
+                "id": doc.id,
+                "duplicate": bool(results[row].matches),
+                "verified": verifying and doc.text is not None,
+                "matches": _matches(results[row].matches, bits, results[row].explanations),
+            }
+            for row, doc in enumerate(documents)
+        ]
+        return _answer(single, rows)
+
+    @router.post(
+        "/documents",
+        tags=["documents"],
+        status_code=201,
+        openapi_extra=body_of(Document, AddBatch),
+        responses={
+            201: {"model": AddOut},
+            409: {"model": ErrorOut, "description": "An id is stored already; nothing was added."},
+        },
+    )
+    async def add(request: Request) -> JSONResponse:
+        """Store documents without deciding clusters, all or nothing."""
+        single, documents = await _parse(request, settings, Document, AddBatch)
+        existing = "fail" if single else _options_of(request)["existing"]
+        prepared = await engine.prepare(_records(documents, settings, id_required=True))
+        added = await engine.add(prepared, existing)
+        ids = [key for key, new in zip(prepared.keys, added, strict=True) if new]
+        body = {"added": len(ids), "skipped": len(added) - len(ids), "ids": ids}
+        return JSONResponse(body, status_code=201)
+
+    @router.get(
+        "/documents/{key}",
+        tags=["documents"],
+        responses={404: {"model": ErrorOut, "description": "No document has this id."}},
+    )
+    async def get(key: str) -> dict[str, Any]:
+        """A stored document's fingerprint and cluster id. An id of digits also finds a
+        document stored under that integer."""
+        from ..documents import resolve_keys
+
+        def read() -> dict[str, Any]:
+            found = resolve_keys(engine.documents.index, [key])[0]
+            record = None if found is None else engine.documents.index.get_many([found])[0]
+            if record is None:
+                raise KeyNotFoundError(f"id {key!r} is not in the index")
+            return {
+                "id": record.key,
+                "fingerprint": to_hex(record.fingerprint, bits),
+                "cluster": record.cluster if record.cluster is not None else record.key,
+            }
+
+        return await engine.call(read)
+
+    @router.delete(
+        "/documents/{key}",
+        tags=["documents"],
+        responses={404: {"model": ErrorOut, "description": "No document has this id."}},
+    )
+    async def remove(key: str) -> dict[str, Any]:
+        """Forget a document. Its cluster id stays the id of the others in its cluster."""
+        removed = await engine.remove(key)
+        return {"id": removed, "removed": True}
+
+    @router.post(
+        "/check",
+        tags=["documents"],
+        openapi_extra=body_of(Document, DocumentBatch),
+        responses={200: {"model": CheckOut, "description": "One object, or {'results': [...]}."}},
+    )
+    async def check(request: Request) -> JSONResponse:
+        """Check-and-add: whether each document duplicates a stored one (or an earlier one of
+        the batch), the stable cluster id it joins, and its matches; stored in one step, so
+        near-duplicates sent at once by different clients still share one cluster. Sending
+        a stored id again with the same text returns its first answer (``added: false``)."""
+        single, documents = await _parse(request, settings, Document, DocumentBatch)
+        prepared = await engine.prepare(_records(documents, settings, id_required=True))
+        assignments = await engine.check_and_add(prepared)
+        return _answer(single, [_assignment(assignment, bits) for assignment in assignments])
+
+    @router.get("/stats", tags=["service"])
+    async def stats(buckets: bool = False) -> dict[str, Any]:
+        """How many documents the index holds, its settings, and the service's batching (how
+        many documents each store call carried); ``?buckets=true`` adds bucket statistics,
+        which may scan the store."""
+
+        def read() -> dict[str, Any]:
+            facts = engine.documents.describe()
+            if buckets:
+                facts["tables"] = [vars(table) for table in engine.documents.index.stats().tables]
+            return facts
+
+        facts = await engine.call(read)
+        store = engine.store_worker
+        facts["service"] = {
+            "store_calls": store.calls,
+            "store_requests": store.payloads,
+            "max_batch": settings.max_batch,
+            "max_documents": settings.max_documents,
+            "max_body_bytes": settings.max_body_bytes,
+            "token": settings.token is not None,
+        }
+        return facts
+
+    return router
+
+
+# -- bodies ------------------------------------------------------------------------------------
+
+
+async def _parse(
+    request: Request, settings: ServiceSettings, single: type[Single], batch: type[Batch]
+) -> tuple[bool, list[Any]]:
+    """(is it one document, the documents) of a body that is one document or a batch."""
+    data = await _json_body(request, settings)
+    if not isinstance(data, dict):
+        raise ServiceError(
+            422, "invalid_request", 'the body must be a JSON object: one document, or {"documents": [...]}'
+        )
+    is_batch = "documents" in data
+    model: type[BaseModel] = batch if is_batch else single
+    try:
+        parsed = model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc.errors()) from None
+    if not is_batch:
+        return True, [parsed]
+    documents = list(parsed.documents)  # type: ignore[attr-defined]
+    if len(documents) > settings.max_documents:
+        raise ServiceError(
+            413,
+            "payload_too_large",
+            f"the batch holds {len(documents):,} documents, over this service's limit of "
+            f"{settings.max_documents:,}; send them in smaller batches",
+        )
+    request.state.options = parsed.model_dump(exclude={"documents"})
+    return False, documents
+
+
+def _options_of(request: Request) -> dict[str, Any]:
+    options: dict[str, Any] = request.state.options
+    return options
+
+
+async def _json_body(request: Request, settings: ServiceSettings) -> Any:
+    """The parsed JSON body, refused (413) as soon as it is known to be over the limit. Any
+    content type is read as JSON, so ``curl -d '{...}'`` (form-encoded by default) just works."""
+    limit = settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    too_large = ServiceError(
+        413,
+        "payload_too_large",
+        f"the body is over this service's limit of {limit:,} bytes; send fewer or shorter documents",
+    )
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if not body:
+        raise ServiceError(
+            422, "invalid_json", 'the body is empty; send one document or {"documents": [...]}'
+        )
+    try:
+        return json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ServiceError(
+            422, "invalid_json", f"the body is not UTF-8 (byte {exc.start} is invalid); send JSON as UTF-8"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ServiceError(
+            422,
+            "invalid_json",
+            f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+        ) from None
+
+
+def _records(documents: list[Any], settings: ServiceSettings, *, id_required: bool) -> list[Record]:
+    """Records checked as JSONL input is (binary text, lone surrogates, size). Documents
+    without an id (fingerprint and query) get their position, used only inside the batch."""
+    records = []
+    for position, document in enumerate(documents):
+        data = document.model_dump()
+        if not id_required and data.get("id") is None:
+            data["id"] = position
+        location = f"documents[{position}]" if len(documents) > 1 else "the document"
+        records.append(record_from_mapping(data, location, max_bytes=settings.max_text_bytes))
+    return records
+
+
+def _fingerprint(text: str | None, row: int, single: bool, bits: int) -> int:
+    try:
+        return from_hex((text or "").lower(), bits)
+    except InputError as exc:
+        where = "fingerprint" if single else f"documents[{row}].fingerprint"
+        raise InputError(exc.reason, where) from None
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+
+def _answer(single: bool, rows: list[dict[str, Any]]) -> JSONResponse:
+    return JSONResponse(rows[0] if single else {"results": rows})
+
+
+def _matches(
+    matches: list[Match], bits: int, explanations: list[dict[str, Any]] | None
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [
+        {"id": m.key, "distance": m.distance, "fingerprint": to_hex(m.fingerprint, bits)} for m in matches
+    ]
+    if explanations is not None:
+        for row, explanation in zip(rows, explanations, strict=True):
+            row["explanation"] = explanation
+    return rows
+
+
+def _assignment(assignment: Assignment, bits: int) -> dict[str, Any]:
+    return {
+        "id": assignment.key,
+        "cluster": assignment.cluster,
+        "duplicate": assignment.duplicate,
+        "added": assignment.added,
+        "matches": _matches(assignment.matches, bits, None),
+    }
+
+
+def _document_bodies(app: FastAPI, bodies: dict[str, Any]) -> None:
+    """Bodies are parsed by hand (one document or a batch, with neardup's own errors), so
+    the OpenAPI page is told their schemas here: ``oneOf`` the single and the batch model."""
+    openapi: Callable[[], dict[str, Any]] = app.openapi
+
+    def with_bodies() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = openapi()
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for path in schema.get("paths", {}).values():
+            for operation in path.values():
+                names = operation.pop("x-neardup-body", None)
+                if not names:
+                    continue
+                single, batch = bodies[" | ".join(names)]
+                adapter: TypeAdapter[Any] = TypeAdapter(single | batch)
+                body = adapter.json_schema(ref_template="#/components/schemas/{model}")
+                components.update(body.pop("$defs", {}))
+                operation["requestBody"] = {
+                    "required": True,
+                    "content": {"application/json": {"schema": body}},
+                }
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = with_bodies  # type: ignore[method-assign]

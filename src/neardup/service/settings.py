@@ -1,0 +1,41 @@
+"""The service's settings: one frozen value passed to :func:`create_app`, never a global."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_DOCUMENTS = 1000
+DEFAULT_MAX_TEXT_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """How the service guards itself.
+
+    ``token``: when set, every ``/v1`` request needs ``Authorization: Bearer <token>``.
+    ``max_body_bytes``: larger request bodies get 413 before they are read whole.
+    ``max_documents``: documents one request may carry (413 above, so clients split).
+    ``max_text_bytes``: UTF-8 size of one document's text (422 above).
+    ``max_batch``: documents the store receives in one call when concurrent requests are
+    served together (bigger batches mean fewer commits, longer waits for the first request).
+    """
+
+    token: str | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_documents: int = DEFAULT_MAX_DOCUMENTS
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+    max_batch: int = DEFAULT_MAX_BATCH
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_documents", "max_text_bytes", "max_batch"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer; got {value!r}")
+        if self.token is not None and (not self.token or self.token != self.token.strip()):
+            raise ConfigError("the bearer token must be non-empty text without surrounding whitespace")
