@@ -9,7 +9,10 @@ service is never exposed by accident; to listen on a network, pass ``--host`` an
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +119,33 @@ def serve(
             err=True,
         )
     settings = ServiceSettings(token, max_body_bytes, max_documents, max_text_bytes, max_batch)
-    with open_index(url, requested_config(ctx, max_distance)) as opened:
+    with open_index(url, requested_config(ctx, max_distance)) as opened, _stopped_by_sigterm():
         app = create_app(opened, settings)
         click.echo(f"neardup: serving {opened!r} on http://{host}:{port} (API page: /docs)", err=True)
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
+    click.echo("neardup: stopped", err=True)
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived (after uvicorn's graceful shutdown, which re-raises it)."""
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """Make SIGTERM a clean exit (status 0, the index closed): uvicorn finishes the requests in
+    flight and stops the app, then re-raises the signal, which would otherwise kill the
+    process before the store is closed."""
+
+    def terminate(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    except _Terminated:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _read_token(path: str | None) -> str | None:
