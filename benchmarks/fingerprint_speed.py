@@ -1,6 +1,7 @@
 """Fingerprint throughput on real text, side by side in one process.
 
     python benchmarks/fingerprint_speed.py [--data ../shared/data/raw] [--repeat 3] [--peer-docs 2000]
+    python benchmarks/fingerprint_speed.py --large-batch 200000   # one call: chunked vs whole
 
 Measures, on the same documents and with the best of ``--repeat`` runs each:
   * Chinese (People's Daily paragraphs): neardup ``fingerprint_many`` vs rjieba segmentation
@@ -15,6 +16,11 @@ Fingerprinter on a later pass (its token cache is full, as after the first few M
 run: on this 2.8 MB Chinese corpus 43k distinct tokens are new in the cold pass). Process-wide
 one-time costs (loading jieba's dictionary and IDF table, building lookup tables) are paid
 before any timing.
+
+``--large-batch N`` measures one ``fingerprint_many`` call on N texts (Reuters bodies and
+People's Daily paragraphs, cycled), each way in its own process: encoded in chunks of
+``ENCODE_CHUNK`` texts (what the library does) and as one whole batch (what it did before),
+with seconds and peak resident memory (the texts themselves included).
 """
 
 from __future__ import annotations
@@ -107,6 +113,47 @@ def english_section(path: Path, repeat: int, peer_docs: int) -> list[str]:
     return ratios
 
 
+def large_batch_texts(data: Path, count: int) -> list[str]:
+    english = [json.loads(line)["text"] for line in (data / "en_reuters.jsonl").open(encoding="utf-8")]
+    chinese = [line.strip() for line in (data / "zh_news.txt").open(encoding="utf-8") if line.strip()]
+    pool = [text for pair in zip(english, chinese, strict=False) for text in pair]
+    return [pool[number % len(pool)] for number in range(count)]
+
+
+def large_batch(args: argparse.Namespace) -> None:
+    """One call on --large-batch texts, chunked and whole, each in a fresh process."""
+    if args.large_batch_mode is None:
+        print(f"One fingerprint_many call on {args.large_batch:,} texts (each way in its own process)")
+        results = {}
+        for mode in ("chunked", "whole"):
+            command = [sys.executable, __file__, "--large-batch", str(args.large_batch)]
+            command += ["--large-batch-mode", mode, "--data", str(args.data)]
+            line = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+            results[mode] = json.loads(line)
+            seconds, peak = results[mode]["seconds"], results[mode]["peak_mb"]
+            print(f"  {mode:8s} {seconds:7.1f} s   peak RSS {peak:7,.0f} MB")
+        chunked, whole = results["chunked"], results["whole"]
+        print(
+            f"  whole / chunked: {whole['seconds'] / chunked['seconds']:.2f}x the time, "
+            f"{whole['peak_mb'] / chunked['peak_mb']:.2f}x the peak memory"
+        )
+        return
+    import resource
+
+    from neardup import fingerprint
+
+    texts = large_batch_texts(args.data, args.large_batch)
+    if args.large_batch_mode == "whole":
+        fingerprint.ENCODE_CHUNK = len(texts)
+    fingerprinter = Fingerprinter()
+    fingerprinter.fingerprint_many(["预热 warm up"])
+    start = time.perf_counter()
+    fingerprinter.fingerprint_many(texts)
+    seconds = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": seconds, "peak_mb": peak_mb}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -117,7 +164,12 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=["zh", "en"], help="measure one language in this process (default: each in its own)"
     )
+    parser.add_argument("--large-batch", type=int, metavar="N", help="time one call on N texts instead")
+    parser.add_argument("--large-batch-mode", choices=["chunked", "whole"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.large_batch:
+        large_batch(args)
+        return
     zh_path, en_path = args.data / "zh_news.txt", args.data / "en_reuters.jsonl"
     if not zh_path.exists() or not en_path.exists():
         sys.exit(f"raw data not found under {args.data}; pass --data")

@@ -245,3 +245,17 @@ def test_pure_simhash_any_width_matches_a_bit_by_bit_sum(bits: int) -> None:
         total = sum(weight if hash_value >> bit & 1 else -weight for hash_value, weight in features)
         expected |= (total > 1e-6) << bit
     assert neardup.simhash(features, bits=bits) == expected
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+def test_large_batches_are_encoded_in_chunks_with_the_same_result(
+    bits: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = ["第一篇新闻，今天天气很好。", "", "The second text, in English.", "third 第三", "4", "five five"] * 2
+    titles = ["标题", None, "Title", None, "x", None] * 2
+    whole = Fingerprinter(bits=bits).encode_many(texts, titles)
+    monkeypatch.setattr(neardup.fingerprint, "ENCODE_CHUNK", 5)
+    chunked = Fingerprinter(bits=bits).encode_many(texts, titles)
+    assert np.array_equal(chunked.fingerprints, whole.fingerprints)
+    assert np.array_equal(chunked.feature_counts, whole.feature_counts)
+    assert chunked.fingerprints.shape == whole.fingerprints.shape

@@ -34,6 +34,9 @@ from .weighting import FIELDS_ON_TEXT, TITLE_FACTOR, Weighting
 
 DEFAULT_CACHE_SIZE = 2_000_000
 TIE_TOLERANCE = 1e-9
+#: Texts encoded per step by encode_many: large enough to amortise the per-call work,
+#: small enough to bound memory (see benchmarks/fingerprint_speed.py --large-batch).
+ENCODE_CHUNK = 4096
 
 
 def simhash(features: Iterable[tuple[int, float]], bits: int = 64) -> int:
@@ -137,7 +140,25 @@ class Fingerprinter:
         return self.encode_many(texts, titles).fingerprints
 
     def encode_many(self, texts: Sequence[str], titles: Sequence[str | None] | None = None) -> EncodedBatch:
-        """Fingerprints plus feature counts, so callers can flag documents without features."""
+        """Fingerprints plus feature counts, so callers can flag documents without features.
+        Batches over ``ENCODE_CHUNK`` texts are encoded a chunk at a time, which bounds the
+        intermediate arrays: on 200 k news texts one whole batch took 3x the time and 9x the
+        memory (benchmarks/fingerprint_speed.py --large-batch 200000)."""
+        if len(texts) <= ENCODE_CHUNK:
+            return self._encode_chunk(texts, titles)
+        parts = [
+            self._encode_chunk(
+                texts[start : start + ENCODE_CHUNK],
+                None if titles is None else titles[start : start + ENCODE_CHUNK],
+            )
+            for start in range(0, len(texts), ENCODE_CHUNK)
+        ]
+        return EncodedBatch(
+            np.concatenate([part.fingerprints for part in parts]),
+            np.concatenate([part.feature_counts for part in parts]),
+        )
+
+    def _encode_chunk(self, texts: Sequence[str], titles: Sequence[str | None] | None) -> EncodedBatch:
         # tf's 1/Σ_k n_kd is left out: scaling a document's weights by a positive factor
         # changes no sign, so no fingerprint (ties are relative to Σ|w| too).
         columns, documents, weights = self._weighted_occurrences(texts, titles)
