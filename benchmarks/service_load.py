@@ -7,6 +7,8 @@ has its own keep-alive connection and loops: POST /v1/check of the next fresh do
 (``--query-share`` of the time) POST /v1/query of a document already acknowledged. With
 ``--baseline`` each store runs again with ``--max-batch 1`` (one request per store call),
 so the ratio shows what coalescing concurrent requests into batch store calls buys.
+With ``--workers N`` (N > 1) each store also runs with ``neardup serve --workers N``: N server
+processes on one port and one store.
 
 The documents are families: an original (a People's Daily paragraph or a Reuters story from
 shared/data, or, once those are used up, two or three of them joined) and 0-3 planted copies
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing
 import os
 import random
@@ -437,18 +440,33 @@ def machine_busy() -> float:
     return (sum(values) - values[3] - values[4]) / CLOCK_TICKS
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes started by ``pid``, at any depth (uvicorn's worker processes)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
 def process_cpu(pid: int) -> float:
     """User + system CPU seconds of a process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def serve(url: str, port: int, max_batch: int | None, log: Path) -> subprocess.Popen[bytes]:
+def serve(url: str, port: int, options: list[str], log: Path) -> subprocess.Popen[bytes]:
     """``neardup serve`` in its own process, answering /healthz."""
     servers = sys.modules["neardup_servers"]
     command = [sys.executable, "-m", "neardup", "serve", url, "--port", str(port), "--log-level", "warning"]
-    if max_batch is not None:
-        command += ["--max-batch", str(max_batch)]
+    command += options
     with log.open("ab") as out:
         process = subprocess.Popen(
             command,
@@ -505,18 +523,21 @@ def run_one(run: Run, corpus: Corpus, args: argparse.Namespace, folder: Path, st
     port = servers.free_port()
     base = f"http://127.0.0.1:{port}"
     log = folder / f"serve-{run.store}-{run.mode}.log"
-    process = serve(run.url, port, 1 if run.mode == "baseline" else None, log)
+    options = {"baseline": ["--max-batch", "1"], "workers": ["--workers", str(args.workers)]}
+    process = serve(run.url, port, options.get(run.mode, []), log)
     try:
         warm_up(base, corpus)
         calls, requests = service_figures(base)
-        watch = [process.pid] if store_pid is None else [process.pid, store_pid]
+        service = [process.pid, *descendants(process.pid)]
+        watch = service if store_pid is None else [*service, store_pid]
         run.load = generate_load(base, corpus, args, watch)
-        run.server_cpu = run.load["watched"][0]
-        run.store_cpu = None if store_pid is None else run.load["watched"][1]
+        run.server_cpu = sum(run.load["watched"][: len(service)])
+        run.store_cpu = None if store_pid is None else run.load["watched"][-1]
         run.machine_cpu = run.load["machine"]
         after_calls, after_requests = service_figures(base)
-        # the stats route's own store call is one call carrying one request
-        run.store_calls, run.store_requests = after_calls - calls - 1, after_requests - requests - 1
+        if run.mode != "workers":  # each worker counts its own calls; /v1/stats answers for one
+            # the stats route's own store call is one call carrying one request
+            run.store_calls, run.store_requests = after_calls - calls - 1, after_requests - requests - 1
     finally:
         run.killed = stop(process)
         run.exit_code = process.returncode
@@ -644,6 +665,11 @@ def figures(run: Run) -> dict[str, float]:
     }
 
 
+def gain_text(gain: float) -> str:
+    """Requests per store call, or "-" where it was not measured (--workers runs)."""
+    return "-" if math.isnan(gain) else f"{gain:.1f}"
+
+
 def print_tables(runs: list[Run]) -> None:
     print(
         "\n| store | mode | requests/s | check docs/s | check p50 ms | check p99 ms | query p50 ms "
@@ -656,25 +682,26 @@ def print_tables(runs: list[Run]) -> None:
         print(
             f"| {run.store} | {run.mode} | {f['requests_per_s']:,.0f} | {f['checks_per_s']:,.0f} "
             f"| {f['check_p50']:.1f} | {f['check_p99']:.1f} | {f['query_p50']:.1f} | {f['query_p99']:.1f} "
-            f"| {f['errors']:.0f} | {f['gain']:.1f} | {f['client_cpu']:.2f} | {f['server_cpu']:.2f} "
+            f"| {f['errors']:.0f} | {gain_text(f['gain'])} | {f['client_cpu']:.2f} | {f['server_cpu']:.2f} "
             f"| {'-' if run.store_cpu is None else format(f['store_cpu'], '.2f')} | {f['machine_cpu']:.2f} |"
         )
-    pairs = [
-        (default, baseline)
-        for default in runs
-        for baseline in runs
-        if default.store == baseline.store and default.mode == "default" and baseline.mode == "baseline"
-    ]
-    if pairs:
+    for mode, other in (("default", "baseline"), ("workers", "default")):
+        pairs = [
+            (first, second)
+            for first in runs
+            for second in runs
+            if first.store == second.store and first.mode == mode and second.mode == other
+        ]
+        if not pairs:
+            continue
         print(
-            "\n| store | requests/s default/baseline | check p50 default/baseline "
-            "| check p99 default/baseline |"
+            f"\n| store | requests/s {mode}/{other} | check p50 {mode}/{other} | check p99 {mode}/{other} |"
         )
         print("|---|---:|---:|---:|")
-        for default, baseline in pairs:
-            a, b = figures(default), figures(baseline)
+        for first, second in pairs:
+            a, b = figures(first), figures(second)
             print(
-                f"| {default.store} | {a['requests_per_s'] / b['requests_per_s']:.2f}x "
+                f"| {first.store} | {a['requests_per_s'] / b['requests_per_s']:.2f}x "
                 f"| {a['check_p50'] / b['check_p50']:.2f}x | {a['check_p99'] / b['check_p99']:.2f}x |"
             )
 
@@ -693,6 +720,12 @@ def main() -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="also run each store with --max-batch 1 (one request per store call)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="also run each store with neardup serve --workers N (N > 1: server processes)",
     )
     parser.add_argument("--processes", type=int, default=2, help="load processes the clients are split over")
     parser.add_argument(
@@ -718,6 +751,7 @@ def main() -> None:
         flush=True,
     )
     modes = ["default", "baseline"] if args.baseline else ["default"]
+    modes += ["workers"] if args.workers > 1 else []
     print(
         f"{args.clients} clients in {args.processes} load process(es), {args.seconds:.0f} s per run, "
         f"{args.query_share:.0%} queries; {os.cpu_count()} CPU cores shared by clients, server and store",
@@ -741,17 +775,15 @@ def main() -> None:
                         else f"redis://127.0.0.1:{redis.port}/{number}"
                     )
                     run = Run(store, mode, url)
-                    print(
-                        f"\n{store} {mode}{' (--max-batch 1)' if mode == 'baseline' else ''}: {url}",
-                        flush=True,
-                    )
+                    flags = {"baseline": " (--max-batch 1)", "workers": f" (--workers {args.workers})"}
+                    print(f"\n{store} {mode}{flags.get(mode, '')}: {url}", flush=True)
                     run_one(run, corpus, args, folder, None if redis is None else redis.pid)
                     run.checks = audit(run, corpus)
                     f = figures(run)
                     print(
                         f"  {f['requests_per_s']:,.0f} requests/s, {f['checks_per_s']:,.0f} checks/s, "
                         f"check p50/p99 {f['check_p50']:.1f}/{f['check_p99']:.1f} ms, "
-                        f"{f['gain']:.1f} requests per store call, CPU client {f['client_cpu']:.2f} "
+                        f"{gain_text(f['gain'])} requests per store call, CPU client {f['client_cpu']:.2f} "
                         f"server {f['server_cpu']:.2f} machine {f['machine_cpu']:.2f} cores",
                         flush=True,
                     )

@@ -135,6 +135,37 @@ def test_two_servers_on_one_sqlite_file_never_split_a_family(tmp_path: Path, ser
         assert len(clusters) == 1, f"family {family} was split across the two servers: {clusters}"
 
 
+def test_worker_processes_share_one_store(tmp_path: Path, serve: Any) -> None:
+    store = f"sqlite:///{tmp_path}/workers.db"
+    served = serve(store, "--workers", "2")
+    texts = family_texts()
+
+    def post(key: str) -> dict[str, Any]:
+        response = httpx.post(f"{served.base}/v1/check", json={"id": key, "text": texts[key]}, timeout=60)
+        assert response.status_code == 200, response.text
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(post, texts))
+    code, stderr = served.stop()
+    assert code == 0, stderr
+    with SimhashIndex.open(store, create=False) as index:
+        stored = {record.key: record.cluster for record in index.get_many(list(texts)) if record}
+    assert stored == {answer["id"]: answer["cluster"] for answer in answers}
+    assert all(len({stored[f"f{f}-v{v}"] for v in range(VARIANTS)}) == 1 for f in range(FAMILIES))
+
+
+def test_memory_index_refuses_workers(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "neardup", "serve", "memory://", "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1 and "lives in one process" in result.stderr
+
+
 def test_lost_redis_gives_503_in_the_one_error_shape(throwaway_server: Any, serve: Any) -> None:
     redis = throwaway_server("redis")
     served = serve(redis.url)

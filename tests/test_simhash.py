@@ -251,7 +251,14 @@ def test_pure_simhash_any_width_matches_a_bit_by_bit_sum(bits: int) -> None:
 def test_large_batches_are_encoded_in_chunks_with_the_same_result(
     bits: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    texts = ["第一篇新闻，今天天气很好。", "", "The second text, in English.", "third 第三", "4", "five five"] * 2
+    texts = [
+        "第一篇新闻，今天天气很好。",
+        "",
+        "The second text, in English.",
+        "third 第三",
+        "4",
+        "five five",
+    ] * 2
     titles = ["标题", None, "Title", None, "x", None] * 2
     whole = Fingerprinter(bits=bits).encode_many(texts, titles)
     monkeypatch.setattr(neardup.fingerprint, "ENCODE_CHUNK", 5)

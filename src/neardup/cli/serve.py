@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +74,13 @@ from .index import create_option, open_index, requested_config
     help="When creating the index: keep MinHash signatures and verify every match with them.",
 )
 @click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Server processes sharing the port and the store (one interpreter uses about one core).",
+)
+@click.option(
     "--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info"
 )
 @create_option
@@ -91,6 +99,7 @@ def serve(
     max_text_bytes: int,
     max_batch: int,
     log_level: str,
+    workers: int,
     max_distance: int | None,
     **_: Any,
 ) -> None:
@@ -119,10 +128,31 @@ def serve(
             err=True,
         )
     settings = ServiceSettings(token, max_body_bytes, max_documents, max_text_bytes, max_batch)
-    with open_index(url, requested_config(ctx, max_distance)) as opened, _stopped_by_sigterm():
-        app = create_app(opened, settings)
-        click.echo(f"neardup: serving {opened!r} on http://{host}:{port} (API page: /docs)", err=True)
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "access_log": log_level == "debug",
+    }
+    if workers > 1:
+        if url.startswith("memory:"):
+            raise ConfigError(
+                "a memory:// index lives in one process; use --workers 1, or a store (a file path, "
+                "redis://, postgresql://) that several worker processes can share"
+            )
+        with open_index(url, requested_config(ctx, max_distance)) as opened:  # create, check
+            described = repr(opened)
+        from ..service.factory import IMPORT_STRING, worker_environment
+
+        os.environ.update(worker_environment(url, settings, token_file))
+        click.echo(f"neardup: serving {described} on http://{host}:{port} with {workers} workers", err=True)
+        with _stopped_by_sigterm():
+            uvicorn.run(IMPORT_STRING, factory=True, workers=workers, **options)
+    else:
+        with open_index(url, requested_config(ctx, max_distance)) as opened, _stopped_by_sigterm():
+            app = create_app(opened, settings)
+            click.echo(f"neardup: serving {opened!r} on http://{host}:{port} (API page: /docs)", err=True)
+            uvicorn.run(app, **options)
     click.echo("neardup: stopped", err=True)
 
 

@@ -66,9 +66,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def create_app(index: SimhashIndex, settings: ServiceSettings | None = None) -> FastAPI:
-    """The ASGI app serving ``index``. The caller keeps ownership of the index (and closes
-    it after the app has shut down); the app's worker threads stop with its lifespan."""
+def create_app(
+    index: SimhashIndex, settings: ServiceSettings | None = None, *, owns_index: bool = False
+) -> FastAPI:
+    """The ASGI app serving ``index``. The app's worker threads stop with its lifespan; the
+    index is closed then too if ``owns_index``, else the caller closes it afterwards."""
     settings = settings or ServiceSettings()
     engine = Engine(DocumentIndex(index), settings)
 
@@ -76,6 +78,8 @@ def create_app(index: SimhashIndex, settings: ServiceSettings | None = None) -> 
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         engine.close()
+        if owns_index:
+            index.close()
 
     app = FastAPI(
         title="neardup",
