@@ -30,7 +30,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from .. import __version__
 from ..dedup.incremental import Assignment
 from ..distance import from_hex, hex_many, to_hex
-from ..documents import DocumentIndex
+from ..documents import DocumentIndex, resolve_keys
 from ..errors import InputError, KeyNotFoundError
 from ..index import Match, SimhashIndex
 from ..io import Record, record_from_mapping
@@ -210,7 +210,6 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
     async def get(key: str) -> dict[str, Any]:
         """A stored document's fingerprint and cluster id. An id of digits also finds a
         document stored under that integer."""
-        from ..documents import resolve_keys
 
         def read() -> dict[str, Any]:
             found = resolve_keys(engine.documents.index, [key])[0]

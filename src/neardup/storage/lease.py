@@ -19,6 +19,10 @@ from ..errors import StorageError
 
 LEASE_TTL_MS = 30_000
 LEASE_WAIT_S = 60.0
+#: Longest pause between attempts to take a held lease. Batches hold it for milliseconds, so a
+#: longer pause leaves it idle while writers sleep (50 ms made two `neardup serve` workers on
+#: one Redis slower than one; benchmarks/service_load.py --workers 2); an attempt is one SET NX.
+MAX_PAUSE_S = 0.005
 
 
 class Lease:
@@ -81,7 +85,7 @@ class Lease:
                     "stopped renewing it)"
                 )
             time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+            pause = min(pause * 2, MAX_PAUSE_S)
         self._token, self._owner = token, threading.get_ident()
         self._released = threading.Event()
         self._renewer = threading.Thread(
