@@ -107,23 +107,22 @@ def test_real_server_with_token(tmp_path: Path, serve: Any) -> None:
         }
 
 
-def test_two_servers_on_one_sqlite_file_never_split_a_family(tmp_path: Path, serve: Any) -> None:
-    store = f"sqlite:///{tmp_path}/shared.db"
-    first = serve(store)
-    second = serve(store)  # opens the index the first one created
+def check_families_from_threads(bases: list[str], store: str, servers: list[Served]) -> None:
+    """Post every family member to /v1/check from 16 threads, spread over ``bases``; stop the
+    servers; then every answer must be what the store holds and no family may be split."""
     texts = family_texts()
-    jobs = [(first.base if number % 2 else second.base, key) for number, key in enumerate(texts)]
 
-    def post(job: tuple[str, str]) -> dict[str, Any]:
-        base, key = job
+    def post(job: tuple[int, str]) -> dict[str, Any]:
+        number, key = job
+        base = bases[number % len(bases)]
         response = httpx.post(f"{base}/v1/check", json={"id": key, "text": texts[key]}, timeout=60)
         assert response.status_code == 200, response.text
         answer: dict[str, Any] = response.json()
         return answer
 
     with ThreadPoolExecutor(16) as pool:
-        answers = list(pool.map(post, jobs))
-    for served in (first, second):
+        answers = list(pool.map(post, enumerate(texts)))
+    for served in servers:
         code, stderr = served.stop()
         assert code == 0, stderr
     with SimhashIndex.open(store, create=False) as index:
@@ -132,28 +131,20 @@ def test_two_servers_on_one_sqlite_file_never_split_a_family(tmp_path: Path, ser
     assert stored == {answer["id"]: answer["cluster"] for answer in answers}
     for family in range(FAMILIES):
         clusters = {stored[f"f{family}-v{variant}"] for variant in range(VARIANTS)}
-        assert len(clusters) == 1, f"family {family} was split across the two servers: {clusters}"
+        assert len(clusters) == 1, f"family {family} was split across server processes: {clusters}"
+
+
+def test_two_servers_on_one_sqlite_file_never_split_a_family(tmp_path: Path, serve: Any) -> None:
+    store = f"sqlite:///{tmp_path}/shared.db"
+    first = serve(store)
+    second = serve(store)  # opens the index the first one created
+    check_families_from_threads([first.base, second.base], store, [first, second])
 
 
 def test_worker_processes_share_one_store(tmp_path: Path, serve: Any) -> None:
     store = f"sqlite:///{tmp_path}/workers.db"
     served = serve(store, "--workers", "2")
-    texts = family_texts()
-
-    def post(key: str) -> dict[str, Any]:
-        response = httpx.post(f"{served.base}/v1/check", json={"id": key, "text": texts[key]}, timeout=60)
-        assert response.status_code == 200, response.text
-        answer: dict[str, Any] = response.json()
-        return answer
-
-    with ThreadPoolExecutor(16) as pool:
-        answers = list(pool.map(post, texts))
-    code, stderr = served.stop()
-    assert code == 0, stderr
-    with SimhashIndex.open(store, create=False) as index:
-        stored = {record.key: record.cluster for record in index.get_many(list(texts)) if record}
-    assert stored == {answer["id"]: answer["cluster"] for answer in answers}
-    assert all(len({stored[f"f{f}-v{v}"] for v in range(VARIANTS)}) == 1 for f in range(FAMILIES))
+    check_families_from_threads([served.base], store, [served])
 
 
 def test_memory_index_refuses_workers(tmp_path: Path) -> None:
