@@ -386,6 +386,8 @@ def test_wide_fingerprints(tmp_path: Path) -> None:
         client.post("/v1/check", json={"id": "a", "text": BASE})
         near = to_hex(int(fingerprint, 16) ^ (1 << 100), 128)
         assert client.post("/v1/query", json={"fingerprint": near}).json()["matches"][0]["distance"] == 1
+        explained = client.post("/v1/query", json={"fingerprint": near, "explain": True}).json()
+        assert explained["matches"][0]["explanation"]["differing_bits"] == [100]
 
 
 def test_index_without_fingerprint_settings_is_refused(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .dedup.verify import Verifier, metadata_of, metadata_sets
+from .distance import to_ints
 from .errors import InputError, KeyExistsError
 from .fingerprint import Fingerprinter
 from .io import Record
@@ -178,7 +179,8 @@ def explain_matches(
     (where the pigeonhole search met it) and, when the index verifies and the query has a
     signature, the MinHash estimate and seed 000's combined score it was kept with."""
     index = documents.index
-    query = int_of(fingerprint)
+    words = np.asarray(fingerprint, dtype=np.uint64)
+    query = to_ints(words.reshape(1, 2) if index.bits == 128 else words.reshape(1))[0]
     scheme = index.scheme
     query_keys = [table.extract_int(query) for table in scheme.tables]
     verifier = documents.verifier
@@ -207,9 +209,3 @@ def explain_matches(
             explanation["score"] = round(score, 4)
         out.append(explanation)
     return out
-
-
-def int_of(fingerprint: npt.ArrayLike) -> int:
-    """One fingerprint in the index layout (a uint64, or two words for 128 bits) as an int."""
-    words = np.asarray(fingerprint, dtype=np.uint64).reshape(-1).tolist()
-    return int(words[0]) if len(words) == 1 else int(words[0]) | int(words[1]) << 64

@@ -136,7 +136,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
     )
     async def fingerprint(request: Request) -> JSONResponse:
         """The fingerprint of each text, under the index's fingerprint settings."""
-        single, documents = await _parse(request, settings, TextDocument, TextBatch)
+        single, documents, _ = await _parse(request, settings, TextDocument, TextBatch)
         records = _records(documents, settings, id_required=False)
         prepared = await engine.prepare(records)
         rows = [
@@ -154,8 +154,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
     async def query(request: Request) -> JSONResponse:
         """The stored near-duplicates of each text or fingerprint, by (distance, id); the
         index is not changed. Text queries are verified if the index verifies."""
-        single, documents = await _parse(request, settings, SingleQuery, QueryBatch)
-        options = documents[0].model_dump() if single else _options_of(request)
+        single, documents, options = await _parse(request, settings, SingleQuery, QueryBatch)
         max_distance, explain = options["max_distance"], options["explain"]
         texts = [row for row, doc in enumerate(documents) if doc.text is not None]
         given = [row for row, doc in enumerate(documents) if doc.text is None]
@@ -194,8 +193,8 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
     )
     async def add(request: Request) -> JSONResponse:
         """Store documents without deciding clusters, all or nothing."""
-        single, documents = await _parse(request, settings, Document, AddBatch)
-        existing = "fail" if single else _options_of(request)["existing"]
+        single, documents, options = await _parse(request, settings, Document, AddBatch)
+        existing = "fail" if single else options["existing"]  # a single document: added or refused
         prepared = await engine.prepare(_records(documents, settings, id_required=True))
         added = await engine.add(prepared, existing)
         ids = [key for key, new in zip(prepared.keys, added, strict=True) if new]
@@ -245,7 +244,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         the batch), the stable cluster id it joins, and its matches; stored in one step, so
         near-duplicates sent at once by different clients still share one cluster. Sending
         a stored id again with the same text returns its first answer (``added: false``)."""
-        single, documents = await _parse(request, settings, Document, DocumentBatch)
+        single, documents, _ = await _parse(request, settings, Document, DocumentBatch)
         prepared = await engine.prepare(_records(documents, settings, id_required=True))
         assignments = await engine.check_and_add(prepared)
         return _answer(single, [_assignment(assignment, bits) for assignment in assignments])
@@ -282,8 +281,9 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
 
 async def _parse(
     request: Request, settings: ServiceSettings, single: type[Single], batch: type[Batch]
-) -> tuple[bool, list[Any]]:
-    """(is it one document, the documents) of a body that is one document or a batch."""
+) -> tuple[bool, list[Any], dict[str, Any]]:
+    """(is it one document, the documents, the request's options) of a body that is one
+    document (its options are its own fields) or a batch (the fields beside the documents)."""
     data = await _json_body(request, settings)
     if not isinstance(data, dict):
         raise ServiceError(
@@ -296,7 +296,7 @@ async def _parse(
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
     if not is_batch:
-        return True, [parsed]
+        return True, [parsed], parsed.model_dump()
     documents = list(parsed.documents)  # type: ignore[attr-defined]
     if len(documents) > settings.max_documents:
         raise ServiceError(
@@ -305,13 +305,7 @@ async def _parse(
             f"the batch holds {len(documents):,} documents, over this service's limit of "
             f"{settings.max_documents:,}; send them in smaller batches",
         )
-    request.state.options = parsed.model_dump(exclude={"documents"})
-    return False, documents
-
-
-def _options_of(request: Request) -> dict[str, Any]:
-    options: dict[str, Any] = request.state.options
-    return options
+    return False, documents, parsed.model_dump(exclude={"documents"})
 
 
 async def _json_body(request: Request, settings: ServiceSettings) -> Any:
