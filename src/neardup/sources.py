@@ -8,8 +8,11 @@ objects of at most ``chunk_size`` rows: SQL results are read through a server-si
 
 Names are never pasted into SQL: ``--table`` must name an existing table or view (checked
 against the database's schema, case-sensitively) and is then quoted by SQLAlchemy's
-identifier preparer, as are the columns. A ``--query`` is the user's own SQL and runs as
-written; it must be one SELECT (or WITH/VALUES/TABLE) statement.
+identifier preparer, as are the columns. A ``--query`` is the user's own SQL: it must pass
+:func:`~neardup.sql_guard.read_only_query` (one SELECT/WITH/VALUES/TABLE statement, nothing
+that writes) and then runs in a read-only transaction where the database has one (SQLite
+``PRAGMA query_only``, PostgreSQL ``SET TRANSACTION READ ONLY``, MySQL/MariaDB ``START
+TRANSACTION READ ONLY``), so a write the check missed still fails and changes nothing.
 
 SQLAlchemy and the drivers are optional (``pip install 'neardup[stores]'``) and imported
 only when an SQL source is used. URLs without a driver get the one neardup installs:
@@ -19,17 +22,18 @@ only when an SQL source is used. URLs without a driver get the one neardup insta
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .csv_strict import StrictCsvReader
 from .errors import ConfigError, InputError, MissingDependencyError, NeardupError, StorageUnavailableError
-from .io import raise_csv_field_limit
+from .io import ErrorReport, raise_csv_field_limit
 from .record_values import RecordKey
 from .records import RowChunk
+from .sql_guard import check_write_target, read_only_query
 
 DEFAULT_CHUNK_SIZE = 10_000
 INSERT_BATCH = 10_000
@@ -43,9 +47,13 @@ DRIVERS = {
     "mariadb": "mariadb+pymysql",
 }
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-_STATEMENT = re.compile(
-    r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*\(*\s*(select|with|values|table)\b", re.I | re.S
-)
+#: The statement that makes a connection's transaction read-only, by dialect name.
+READ_ONLY = {
+    "sqlite": "PRAGMA query_only = ON",
+    "postgresql": "SET TRANSACTION READ ONLY",
+    "mysql": "START TRANSACTION READ ONLY",
+    "mariadb": "START TRANSACTION READ ONLY",
+}
 
 
 def is_database_url(source: str) -> bool:
@@ -121,9 +129,12 @@ def open_source(
     schema: str | None = None,
     columns: Sequence[str] | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    on_error: str = "fail",
+    report: ErrorReport | None = None,
 ) -> RowSource:
     """A database (URL, with ``table`` or ``query``), a CSV or a Parquet file. ``columns``
-    limits what is read (a table's or file's columns, checked by the caller)."""
+    limits what is read (a table's or file's columns, checked by the caller); a CSV row
+    with bad quoting stops the run or, with ``on_error="skip"``, is counted in ``report``."""
     _check_chunk_size(chunk_size)
     if is_database_url(source):
         return SqlSource(source, table=table, query=query, schema=schema, chunk_size=chunk_size)
@@ -131,7 +142,7 @@ def open_source(
         raise ConfigError(f"--table and --query read from a database, but {source} is a file; give a URL")
     suffix = Path(source).suffix.lower()
     if suffix == ".csv":
-        return CsvSource(source, chunk_size=chunk_size)
+        return CsvSource(source, chunk_size=chunk_size, on_error=on_error, report=report)
     if suffix in (".parquet", ".pq"):
         return ParquetSource(source, chunk_size=chunk_size)
     raise ConfigError(
@@ -163,7 +174,7 @@ class SqlSource(RowSource):
         shown = self.engine.url.render_as_string(hide_password=True)
         super().__init__(name=f"table {table}" if table is not None else "query", chunk_size=chunk_size)
         self.url = shown
-        self.table, self.schema = table, schema
+        self.table, self.schema, self.query = table, schema, query
         self.statement = self._table_statement(table, schema) if table is not None else _query(query or "")
         self._connection: Any = None
         self._result: Any = None
@@ -191,12 +202,15 @@ class SqlSource(RowSource):
         if self._result is not None:
             return
         try:
-            self._connection = self.engine.connect()
+            self._connection = read_only_connection(self.engine)
             options = self._connection.execution_options(stream_results=True, yield_per=self.chunk_size)
             self._result = options.execute(self.statement)
         except _sqlalchemy().exc.SQLAlchemyError as exc:
             self.close()
-            raise _database_error(exc, f"reading {self.name} of {self.url}") from exc
+            raise _database_error(exc, f"reading {self.name} of {self.url} (read-only)") from exc
+        if not self._result.returns_rows:
+            self.close()
+            raise ConfigError(f"the {self.name} of {self.url} returns no rows; give a SELECT")
         self.cursor = type(self._result.cursor).__name__ if self._result.cursor is not None else ""
         self.columns = [str(name) for name in self._result.keys()]  # noqa: SIM118 - a Result, not a dict
 
@@ -218,8 +232,21 @@ class SqlSource(RowSource):
             self._result.close()
             self._result = None
         if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+            try:
+                if self._connection.dialect.name == "sqlite" and not self._connection.invalidated:
+                    # the pragma outlives the connection in the pool: a later write needs it off
+                    self._connection.rollback()
+                    self._connection.exec_driver_sql("PRAGMA query_only = OFF")
+            finally:
+                self._connection.close()
+                self._connection = None
+
+    def check_target(self, table: str) -> None:
+        """Refuse a ``--write-table`` this source reads, before reading anything."""
+        try:
+            check_write_target(self.engine, table, schema=self.schema, table=self.table, query=self.query)
+        except _sqlalchemy().exc.SQLAlchemyError as exc:
+            raise _database_error(exc, f"checking --write-table {table!r} in {self.url}") from exc
 
     def dispose(self) -> None:
         self.close()
@@ -253,24 +280,44 @@ def table_columns(engine: Any, table: str, schema: str | None = None) -> list[st
 
 
 def _query(query: str) -> Any:
-    """One read-only statement; a trailing semicolon is dropped."""
-    text = query.strip().removesuffix(";").rstrip()
-    if not _STATEMENT.match(text):
-        raise ConfigError(
-            f"--query must be one SELECT statement (or WITH/VALUES/TABLE); got {query[:60]!r}; "
-            f"to read a whole table use --table NAME"
-        )
-    return _sqlalchemy().text(text)
+    """One read-only statement; trailing semicolons are dropped."""
+    return _sqlalchemy().text(read_only_query(query))
+
+
+def read_only_connection(engine: Any) -> Any:
+    """A connection whose transaction cannot write, where the database has such a mode (the
+    second layer under the query check). SQLite's pragma stays on the pooled connection, so
+    :meth:`SqlSource.close` turns it off again."""
+    connection = engine.connect()
+    statement = READ_ONLY.get(connection.dialect.name)
+    if statement is not None:
+        try:
+            connection.exec_driver_sql(statement)
+        except BaseException:
+            connection.close()
+            raise
+    return connection
 
 
 class CsvSource(RowSource):
-    """A UTF-8 CSV file with a header line; empty fields are nulls."""
+    """A UTF-8 CSV file with a header line; empty fields are nulls. Quoting is strict: a
+    stray or unclosed quote is an error naming its line, or (``on_error="skip"``) that line
+    is counted in ``report`` and reading goes on with the next line."""
 
-    def __init__(self, path: str, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+    def __init__(
+        self,
+        path: str,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        *,
+        on_error: str = "fail",
+        report: ErrorReport | None = None,
+    ) -> None:
         super().__init__(name=str(path), chunk_size=chunk_size)
         self.path = path
+        self.on_error = on_error
+        self.report = report if report is not None else ErrorReport()
         self._handle: Any = None
-        self._reader: Any = None
+        self._reader: StrictCsvReader | None = None
         self._wanted: list[int] | None = None
         self._width = 0
         self.open()
@@ -283,8 +330,10 @@ class CsvSource(RowSource):
             self._handle = open(self.path, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed in close()
         except OSError as exc:
             raise InputError(f"cannot open input file {self.path}: {exc.strerror}") from exc
-        self._reader = csv.reader(self._handle)
-        header = self._next_row(0)
+        self._reader = StrictCsvReader(self._handle, self.path)
+        header = self._reader.read(0)
+        if isinstance(header, InputError):
+            raise header
         if header is None:
             raise InputError(f"{self.path} is empty; a CSV source needs a header line naming the columns")
         self.columns = header
@@ -296,40 +345,39 @@ class CsvSource(RowSource):
         self._wanted = [index for index, name in enumerate(self.columns) if name in wanted]
         self.columns = [self.columns[index] for index in self._wanted]
 
-    def _next_row(self, number: int) -> list[str] | None:
-        try:
-            row: list[str] | None = next(self._reader, None)
-            return row
-        except UnicodeDecodeError as exc:
-            raise InputError(
-                f"not valid UTF-8 near data row {number} ({exc.reason}); convert the file to UTF-8 first, "
-                f"e.g. `iconv -f GBK -t UTF-8 IN > OUT`",
-                self.path,
-            ) from exc
-        except csv.Error as exc:
-            raise InputError(f"malformed CSV at data row {number}: {exc}", self.path) from exc
+    def _rows(self) -> Iterator[list[str]]:
+        """The good rows; a bad one stops the run or is counted and skipped."""
+        assert self._reader is not None
+        number = 1
+        while (row := self._reader.read(number)) is not None:
+            if isinstance(row, list) and len(row) == self._width:
+                number += 1
+                yield row if self._wanted is None else [row[index] for index in self._wanted]
+                continue
+            if isinstance(row, list):
+                if not any(row):
+                    continue  # a blank line
+                row = InputError(
+                    f"data row {number} has {len(row)} fields but the header has {self._width}; "
+                    f"fix the quoting of that row",
+                    self.path,
+                )
+            if self.on_error != "skip":
+                raise row
+            self.report.add(row)
+            self._reader.skip_bad()
 
     def chunks(self) -> Iterator[RowChunk]:
         self.open()
-        width = self._width
         rows: list[list[str]] = []
-        first = number = 1
+        first = 1
         try:
-            while (row := self._next_row(number)) is not None:
-                if len(row) != width:
-                    if not any(row):
-                        continue  # a blank line
-                    raise InputError(
-                        f"data row {number} has {len(row)} fields but the header has {width}; "
-                        f"fix the quoting of that row",
-                        self.path,
-                    )
-                rows.append(row if self._wanted is None else [row[index] for index in self._wanted])
-                number += 1
+            for row in self._rows():
+                rows.append(row)
                 if len(rows) == self.chunk_size:
                     self.fetches += 1
                     yield RowChunk.from_rows(rows, len(self.columns), first)
-                    first, rows = number, []
+                    first, rows = first + len(rows), []
             if rows:
                 self.fetches += 1
                 yield RowChunk.from_rows(rows, len(self.columns), first)
@@ -400,30 +448,28 @@ def write_groups(
     schema: str | None = None,
     replace: bool = False,
     source_table: str | None = None,
+    source_query: str | None = None,
 ) -> int:
     """Create ``table`` (row_key, group_id, representative, distance) and fill it; returns
-    the row count. An existing table is refused unless ``replace``, and the source table
-    is refused always."""
+    the row count. An existing table is refused unless ``replace``, and a table the source
+    reads (``source_table`` or one ``source_query`` names) is refused always."""
     sa = _sqlalchemy()
     engine = sa.create_engine(driver_url(engine_or_url)) if isinstance(engine_or_url, str) else engine_or_url
     if not table or not isinstance(table, str):
         raise ConfigError("--write-table needs a table name")
-    if source_table is not None and table == source_table:
-        raise ConfigError(
-            f"--write-table {table!r} is the source table; neardup never modifies the source, "
-            f"choose another name"
-        )
     key_type = _key_type(sa, rows.keys)
     primary = not isinstance(key_type, sa.Text)
     target = sa.Table(
         table,
         sa.MetaData(schema=schema),
-        sa.Column("row_key", key_type, primary_key=primary, nullable=False),
+        # never AUTO_INCREMENT: MySQL would store a key of 0 as the next free number
+        sa.Column("row_key", key_type, primary_key=primary, nullable=False, autoincrement=False),
         sa.Column("group_id", sa.BigInteger, nullable=False),
         sa.Column("representative", key_type, nullable=False),
         sa.Column("distance", sa.SmallInteger, nullable=False),
     )
     try:
+        check_write_target(engine, table, schema=schema, table=source_table, query=source_query)
         with engine.begin() as connection:
             if sa.inspect(connection).has_table(table, schema=schema):
                 if not replace:

@@ -52,7 +52,9 @@ _RECORD_SETTINGS = ("max_distance", "verify", "min_similarity", "keep", "chunk_s
 @click.command(short_help="Find duplicate rows of a database table, a query, or a CSV/Parquet file.")
 @click.argument("source", metavar="SOURCE")
 @click.option("--table", help="Table or view to read (matched exactly against the database's schema).")
-@click.option("--query", help="A SELECT statement whose rows are compared (instead of --table).")
+@click.option(
+    "--query", help="One SELECT statement whose rows are compared (instead of --table); run read-only."
+)
 @click.option("--schema", "db_schema", help="Database schema of --table and --write-table.")
 @click.option("--key", help="Column that identifies a row (unique, never a feature).")
 @click.option(
@@ -104,7 +106,8 @@ _RECORD_SETTINGS = ("max_distance", "verify", "min_similarity", "keep", "chunk_s
 @click.option(
     "--write-table",
     metavar="NAME",
-    help="Create this table in the source database: row_key, group_id, representative, distance.",
+    help="Create this table in the source database: row_key, group_id, representative, distance "
+    "(never a table the source reads).",
 )
 @click.option("--replace-table", is_flag=True, help="Let --write-table replace an existing table.")
 @click.option(
@@ -174,17 +177,21 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
     for target in (settings["clusters_path"], settings["pairs_path"]):
         if target not in (None, "-") and not Path(target).parent.is_dir():
             raise NeardupError(f"cannot open output file {target}: no directory {Path(target).parent}")
+    report = ErrorReport()
     row_source = open_source(
         source,
         table=settings["table"],
         query=settings["query"],
         schema=settings["db_schema"],
         chunk_size=settings["chunk_size"],
+        on_error=settings["on_error"],
+        report=report,
     )
     if settings["write_table"] and not isinstance(row_source, SqlSource):
         raise click.UsageError("--write-table writes to the source database; SOURCE is a file", ctx)
-    report = ErrorReport()
     try:
+        if isinstance(row_source, SqlSource) and settings["write_table"]:
+            row_source.check_target(settings["write_table"])
         result = _run(row_source, settings, report)
     finally:
         row_source.close()
@@ -298,6 +305,7 @@ def _write_outputs(result: RecordsResult, row_source: RowSource, settings: dict[
             schema=settings["db_schema"],
             replace=settings["replace_table"],
             source_table=row_source.table,
+            source_query=row_source.query,
         )
 
 
