@@ -56,7 +56,9 @@ def test_add_query_remove_stats_round_trip(store: str, tmp_path: Path) -> None:
     assert stats["records"] == 3 and stats["max_distance"] == 3
     assert stats["fingerprint_config"]["lang"] == "en" and len(stats["tables"]) == 4
 
-    code, _, err = run("index", "remove", store, "a", "7")  # "7" finds the integer id 7
+    code, _, err = run("index", "remove", store, "a")
+    assert code == 0, err
+    code, _, err = run("index", "remove", store, "--int-ids", "7")  # the JSON id 7 is an integer
     assert code == 0, err
     with SimhashIndex.open(store, create=False) as index:
         assert sorted(map(str, index)) == ["b"]

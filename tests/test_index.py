@@ -462,7 +462,8 @@ def test_uint64_array_keys_beyond_int64(count: int) -> None:
 
 
 def test_str_keys_unicode_and_distinct_from_ints() -> None:
-    keys: list[Key] = ["", "中文标题", "emoji 😀", "nul\x00byte", "lone \ud800 surrogate", "1", 1, "Ünïcødé"]
+    # NUL and lone surrogates break the id rule of every store (tests/test_ids.py).
+    keys: list[Key] = ["", "中文标题", "emoji 😀", "tab\tand\nnewline", "1", 1, "Ünïcødé"]
     index = SimhashIndex(64, 3)
     for key in keys:
         index.add(key, 0xABCDEF)
@@ -712,7 +713,7 @@ def test_save_load_round_trip(tmp_path: Path, bits: int, kind: str) -> None:
 
 
 def test_save_load_odd_keys(tmp_path: Path) -> None:
-    keys: list[Key] = ["", "line\nbreak", '"quoted"', "中文", "😀", "lone \ud800", 2**70, -(2**63), "1", 1]
+    keys: list[Key] = ["", "line\nbreak", '"quoted"', "中文", "😀", "tab\there", 2**70, -(2**63), "1", 1]
     index = SimhashIndex(64, 3)
     index.add_many(keys, list(range(len(keys))))
     loaded = saved_and_loaded(index, tmp_path / "odd.npz")

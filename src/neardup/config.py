@@ -70,6 +70,14 @@ class FingerprintConfig:
     def replace(self, **changes: Any) -> FingerprintConfig:
         return dataclasses.replace(self, **changes)
 
+    def files(self) -> list[tuple[str, str]]:
+        """(setting, path) of every setting that names a file, in a fixed order: their
+        contents shape fingerprints as much as the settings do, so indexes hash them."""
+        named = [] if self.idf in IDF_CHOICES else [("idf", self.idf)]
+        if self.user_dictionary:
+            named.append(("user_dictionary", self.user_dictionary))
+        return named + [("stopword_files", path) for path in self.stopword_files]
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for index meta: the settings plus the versions that also shape tokens."""
         data = dataclasses.asdict(self)

@@ -12,6 +12,7 @@ next batch while the store commits the last one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from .errors import InputError, KeyExistsError
 from .fingerprint import Fingerprinter
 from .io import Record
 from .minhash import combined_score, estimate_jaccard, signature_from_bytes
-from .storage.base import Key
+from .storage.base import Key, shown_key
 
 if TYPE_CHECKING:
     from .dedup.incremental import Assignment
@@ -66,17 +67,35 @@ def signatures_of(
     return verifier.signatures(texts)
 
 
-def resolve_keys(opened: SimhashIndex, texts: Sequence[str]) -> list[Key | None]:
-    """The stored key each id names, None where none: the id as a string first, then, for an
-    id of digits, the integer (a command line or URL path cannot say which was meant)."""
-    as_text = opened.get_many(list(texts))
-    numeric = [int(text) if text.lstrip("-").isdigit() else None for text in texts]
-    as_int = iter(opened.get_many([value for value in numeric if value is not None]))
-    resolved: list[Key | None] = []
-    for text, value, record in zip(texts, numeric, as_text, strict=True):
-        int_record = next(as_int) if value is not None else None
-        resolved.append(text if record is not None else value if int_record is not None else None)
-    return resolved
+#: The only text an id given on a command line (or URL) with ``--int-ids`` may be: canonical
+#: ASCII decimal, so "٣", "²", "0042" or "--5" never silently name another record.
+_INT_ID = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def parse_ids(texts: Sequence[str], int_ids: bool = False) -> list[Key]:
+    """Ids typed as text (a command line, a URL path) as keys: strings, exactly as given,
+    unless ``int_ids``, when each must be a canonical decimal integer (``0``, ``42``, ``-5``;
+    no sign ``+``, no leading zeros, no other digits than 0-9) and becomes that int."""
+    if not int_ids:
+        return list(texts)
+    keys: list[Key] = []
+    for text in texts:
+        if not _INT_ID.fullmatch(text):
+            raise InputError(
+                f"id {shown_key(text)} is not an integer written in plain decimal (digits 0-9, "
+                "no leading zeros, an optional '-'): fix it, or leave out --int-ids for string ids"
+            )
+        keys.append(int(text))
+    return keys
+
+
+def resolve_keys(opened: SimhashIndex, texts: Sequence[str], int_ids: bool = False) -> list[Key | None]:
+    """The stored key each id names, None where none. Ids are strings as given; with
+    ``int_ids`` integers (see :func:`parse_ids`). One rule, no guessing: "7" never finds
+    the int 7, and "٣" or "0042" never find 3 or 42."""
+    keys = parse_ids(texts, int_ids)
+    stored = opened.get_many(keys)
+    return [key if record is not None else None for key, record in zip(keys, stored, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -134,8 +153,14 @@ class DocumentIndex:
         if not fresh:
             return [False] * len(batch)
         signatures = None if batch.signatures is None else batch.signatures[fresh]
-        self.index.add_many([batch.keys[row] for row in fresh], batch.fingerprints[fresh], signatures)
-        return [record is None for record in stored]
+        # "skip" also skips a key another writer stores between the check and the write.
+        added = self.index.add_many(
+            [batch.keys[row] for row in fresh], batch.fingerprints[fresh], signatures, existing=existing
+        )
+        flags = [False] * len(batch)
+        for row, was_added in zip(fresh, added, strict=True):
+            flags[row] = was_added
+        return flags
 
     def check_and_add(self, batch: Prepared) -> list[Assignment]:
         """Seed 002's incremental mode with stable cluster ids (see :mod:`neardup.dedup.incremental`)."""

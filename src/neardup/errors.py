@@ -41,6 +41,26 @@ class IndexNotFoundError(StorageError):
     """The store holds no neardup index (opened with ``create=False``)."""
 
 
+class StorageBusyError(StorageUnavailableError):
+    """Another process held the store's lock longer than the busy timeout."""
+
+
+class StorageFullError(StorageError):
+    """The disk (or size limit) of the store is full; nothing of the failed batch was written."""
+
+
+class StorageDamagedError(StorageError):
+    """The store's file or meta is damaged (corrupt pages, missing meta keys)."""
+
+
+class StorageReadOnlyError(StorageError):
+    """A write was asked of a store that can only be read (read-only file or file system)."""
+
+
+class ForeignStoreError(StorageError):
+    """The store is another application's database; neardup adds no tables to it unasked."""
+
+
 class MissingDependencyError(NeardupError, ImportError):
     """An optional dependency is not installed; the message gives the pip line."""
 

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import ConfigError
+from .output import write_text
 
 IDF_FORMAT = "neardup-idf"
 IDF_VERSION = 1
@@ -65,7 +66,7 @@ class IdfModel:
             "idf": dict(sorted(self.idf.items())),
         }
         try:
-            Path(path).write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+            write_text(path, json.dumps(payload, ensure_ascii=False))
         except OSError as exc:
             raise ConfigError(f"cannot write IDF file {path}: {exc.strerror or exc}") from exc
 

@@ -24,10 +24,10 @@ import numpy.typing as npt
 from .blocks import BlockScheme
 from .config import FingerprintConfig, IndexConfig
 from .dedup.batch import DEFAULT_MU, BucketStats, as_words, row_distances
+from .documents import redacted
 from .errors import (
     ConfigError,
     IndexConfigMismatchError,
-    IndexNotFoundError,
     InputError,
     KeyExistsError,
     KeyNotFoundError,
@@ -38,16 +38,16 @@ from .index_meta import (
     FORMAT,
     FORMAT_VERSION,
     check_header,
-    check_same,
-    config_meta,
     resolve_scheme,
+    settle_meta,
     tables_within,
 )
 from .minhash import signature_blobs
 from .storage import DEFAULT_URL, open_storage
-from .storage.base import RecordBatch, Storage, StoredRecord
+from .storage.base import RecordBatch, Storage, StoredRecord, check_keys, key_not_found_error, lookable
 from .storage.memory import Key, MemoryStorage, key_hash, key_hashes
 from .storage.memory import plain_key as _plain
+from .storage.sqlite import SqliteStorage
 
 if TYPE_CHECKING:
     from .dedup.incremental import Assignment
@@ -108,39 +108,32 @@ class SimhashIndex:
 
     @classmethod
     def open(
-        cls, url: str = DEFAULT_URL, config: IndexConfig | None = None, *, create: bool = True
+        cls,
+        url: str = DEFAULT_URL,
+        config: IndexConfig | None = None,
+        *,
+        create: bool = True,
+        create_in_existing: bool = False,
+        check_files: bool = True,
     ) -> SimhashIndex:
         """The index stored at ``url`` (see :mod:`neardup.storage`), created with ``config``
         (default :class:`IndexConfig()`) when the store is empty. An existing index is opened
-        with its stored configuration; a ``config`` that disagrees with it raises
-        :class:`IndexConfigMismatchError` showing both. ``create=False`` refuses a new store."""
+        with its stored configuration; a ``config`` that disagrees with it, or setting files
+        (idf, dictionary, stopwords) whose content changed, raise
+        :class:`IndexConfigMismatchError` showing both (``check_files=False`` skips the files,
+        for callers that fingerprint nothing). ``create=False`` refuses a new store;
+        ``create_in_existing`` lets a new index into an SQLite database with other tables."""
         storage = open_storage(url)
+        if create_in_existing and isinstance(storage, SqliteStorage):
+            storage.create_in_existing = True
         try:
-            meta = storage.read_meta()
-            if meta is None:
-                if not create:
-                    storage.discard()
-                    raise IndexNotFoundError(
-                        f"there is no neardup index at {url!r}; create one with `neardup index add`"
-                    )
-                config = config or IndexConfig()
-                meta = {
-                    "format": FORMAT,
-                    "version": FORMAT_VERSION,
-                    **config_meta(config, resolve_scheme(config)),
-                }
-                storage.write_meta(meta)
-            else:
-                check_header(meta, url)
-                if config is not None:
-                    check_same(config, meta, url)
-            stored = meta["fingerprint_config"]
+            meta, fingerprint = settle_meta(storage, config, create, redacted(url), check_files)
             index = cls(
                 meta["bits"],
                 meta["max_distance"],
                 scheme=BlockScheme.from_dict(meta["scheme"]),
                 mu=meta["mu"],
-                fingerprint_config=FingerprintConfig.from_dict(stored) if stored else None,
+                fingerprint_config=fingerprint,
                 storage=storage,
             )
             index.verification = meta.get("verification")
@@ -161,7 +154,7 @@ class SimhashIndex:
         self.close()
 
     def __repr__(self) -> str:
-        return f"SimhashIndex({len(self)} fingerprints at {self.url}; {self.scheme.describe()})"
+        return f"SimhashIndex({len(self)} fingerprints at {redacted(self.url)}; {self.scheme.describe()})"
 
     # -- adding --------------------------------------------------------------------------
     def add(self, key: Key, fingerprint: int) -> None:
@@ -173,26 +166,41 @@ class SimhashIndex:
         keys: Sequence[Key] | npt.NDArray[Any],
         fingerprints: npt.ArrayLike,
         signatures: npt.ArrayLike | None = None,
-    ) -> None:
-        """Store a batch. All or nothing: a stored or repeated key raises before any is added
-        (one transaction in a persistent store). ``signatures`` ((n, num_perm) MinHash
-        signatures from :meth:`Verifier.signatures`) are stored beside the fingerprints for
-        verified queries."""
+        *,
+        existing: str = "fail",
+    ) -> list[bool]:
+        """Store a batch; which records were added. All or nothing: a stored or repeated key
+        raises before any is added (one transaction in a persistent store). With
+        ``existing="skip"`` a key stored already, or by another writer meanwhile, is skipped
+        (False) instead. ``signatures`` ((n, num_perm) MinHash signatures from
+        :meth:`Verifier.signatures`) are stored beside the fingerprints for verified queries.
+        Ids must follow the id rule (:func:`~neardup.storage.base.key_problem`)."""
+        if existing not in ("fail", "skip"):
+            raise InputError(f"existing must be 'fail' or 'skip'; got {existing!r}")
         words = self._words(fingerprints)
         checked = self._batch_keys(keys, words)
         blobs = signature_blobs(signatures, len(checked))
-        self.storage.add_many(RecordBatch(checked, words, signatures=blobs))
+        batch = RecordBatch(checked, words, signatures=blobs)
+        if existing == "skip":
+            return self.storage.add_new(batch) if len(batch) else []
+        self.storage.add_many(batch)
+        return [True] * len(batch)
 
     def _checked_keys(
-        self, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64]
+        self, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64], validate: bool = True
     ) -> Sequence[Key] | npt.NDArray[Any]:
         if len(keys) != words.shape[0]:
             raise InputError(f"got {len(keys)} keys for {words.shape[0]} fingerprints; give one key each")
-        return _check_keys(keys)
+        checked = _check_keys(keys)
+        if validate:
+            check_keys(checked)  # type: ignore[arg-type]
+        return checked
 
-    def _batch_keys(self, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64]) -> Any:
+    def _batch_keys(
+        self, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64], validate: bool = True
+    ) -> Any:
         """Checked, distinct keys in the form the store takes (arrays only in memory)."""
-        checked = self._checked_keys(keys, words)
+        checked = self._checked_keys(keys, words, validate)
         if len(checked):
             _check_distinct(checked, key_hashes(checked))
         if self._memory is None and isinstance(checked, np.ndarray):
@@ -272,13 +280,14 @@ class SimhashIndex:
         fingerprints: npt.ArrayLike,
         signatures: npt.ArrayLike | None = None,
         verifier: Verifier | None = None,
+        locations: Sequence[str] | None = None,
     ) -> list[Assignment]:
         """:meth:`check_and_add` for a batch, in order, as one locked transaction; with a
         ``verifier`` and the batch's ``signatures``, only verified matches count (and the
-        signatures are stored)."""
+        signatures are stored). ``locations`` (file:line per record) name records in errors."""
         from .dedup.incremental import check_and_add_many
 
-        return check_and_add_many(self, keys, fingerprints, signatures, verifier)
+        return check_and_add_many(self, keys, fingerprints, signatures, verifier, locations)
 
     def get(self, key: Key) -> int:
         """The fingerprint stored under ``key``; :class:`KeyNotFoundError` if none."""
@@ -288,13 +297,19 @@ class SimhashIndex:
         return record.fingerprint
 
     def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
-        """The stored records (fingerprint, cluster id, signature) of keys; None where absent."""
-        return self.storage.get_many([_check_key(key) for key in keys])
+        """The stored records (fingerprint, cluster id, signature) of keys; None where absent
+        (and for an id no store can hold, without asking the store)."""
+        checked = [_check_key(key) for key in keys]
+        if all(lookable(key) for key in checked):
+            return self.storage.get_many(checked)
+        asked = [key for key in checked if lookable(key)]
+        found = iter(self.storage.get_many(asked) if asked else [])
+        return [next(found) if lookable(key) else None for key in checked]
 
     def __contains__(self, key: object) -> bool:
         if isinstance(key, bool) or not isinstance(key, int | str | np.integer):
             return False
-        return self.storage.get_many([_plain(key)])[0] is not None
+        return self.get_many([_plain(key)])[0] is not None
 
     def __len__(self) -> int:
         return self.storage.size()
@@ -318,6 +333,9 @@ class SimhashIndex:
     def remove_many(self, keys: Iterable[Key]) -> None:
         """Forget keys. All or nothing: a missing key raises before any is removed."""
         listed = [_check_key(key) for key in keys]
+        absent = [key for key in listed if not lookable(key)]
+        if absent:  # no store holds such an id
+            raise key_not_found_error(absent[0], len(absent), "the index")
         if listed:
             self.storage.remove_many(listed)
 
@@ -431,7 +449,9 @@ class SimhashIndex:
             fingerprint_config=stored,
         )
         if len(keys):
-            index.add_many(keys, words if header["bits"] == 128 else words.reshape(-1))
+            # A saved index is loaded as it was, even with ids from before the id rule.
+            loaded = index._words(words if header["bits"] == 128 else words.reshape(-1))
+            index.storage.add_many(RecordBatch(index._batch_keys(keys, loaded, validate=False), loaded))
         return index
 
     # -- helpers -------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Reading input records (JSONL, CSV, Parquet) and writing JSON Lines.
+"""Reading input records (JSONL, CSV, Parquet). CSV rows are parsed strictly by
+:mod:`neardup.csv_input`; outputs are written by :mod:`neardup.output` (re-exported here).
 
 Every reader yields :class:`Record` objects and checks each record the same way, so a bad
 record is reported with where it is (``file.jsonl:LINE`` or ``file.csv:row N``) and why,
@@ -19,13 +20,18 @@ import csv
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import ConfigError, InputError, MissingDependencyError, NeardupError
+from .errors import ConfigError, InputError, MissingDependencyError
+from .output import JsonlWriter as JsonlWriter
+from .output import atomic_output as atomic_output
+from .output import check_outputs_distinct as check_outputs_distinct
+from .output import jsonl_writer as jsonl_writer
+from .output import write_jsonl as write_jsonl
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 FORMATS: tuple[str, ...] = ("auto", "jsonl", "csv", "parquet")
@@ -96,7 +102,7 @@ def detect_format(source: str | Path, format: str = "auto") -> str:
     suffix = Path(source).suffix.lower()
     if suffix not in EXTENSIONS:
         raise ConfigError(
-            f"cannot tell the format of {source} from its extension {suffix or '(none)'!r}; "
+            f"cannot tell the format of {source} from its extension {repr(suffix) if suffix else '(none)'}; "
             f"pass --format jsonl, csv or parquet"
         )
     return EXTENSIONS[suffix]
@@ -125,7 +131,9 @@ def read_records(
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ConfigError(f"max_bytes must be a positive integer; got {max_bytes!r}")
     fields = RecordFields(id_field, text_field, title_field, max_bytes)
-    readers = {"jsonl": _jsonl_records, "csv": _csv_records, "parquet": _parquet_records}
+    from .csv_input import csv_records  # imported here: it builds on this module
+
+    readers = {"jsonl": _jsonl_records, "csv": csv_records, "parquet": _parquet_records}
     items = readers[detect_format(source, format)](source, fields)
     return _apply_policy(items, on_error, report if report is not None else ErrorReport())
 
@@ -155,75 +163,23 @@ def record_row(record: Record, fields: tuple[str, str, str] = ("id", "text", "ti
     return row
 
 
-def write_jsonl(target: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:
-    """Write rows as compact UTF-8 JSON lines (``-`` for stdout); returns the row count.
-
-    Rows are written as they come, so a generator of rows streams without being held in
-    memory; non-ASCII text stays readable (``ensure_ascii=False``).
-    """
-    with jsonl_writer(target) as writer:
-        for row in rows:
-            writer.write(row)
-    return writer.count
-
-
-class JsonlWriter:
-    """Writes one JSON line per call, for outputs fed from several places side by side."""
-
-    def __init__(self, stream: IO[bytes], target: str | Path) -> None:
-        self.stream = stream
-        self.target = target
-        self.count = 0
-
-    def write(self, row: Mapping[str, Any]) -> None:
-        line = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
-        _write(self.stream, line.encode("utf-8") + b"\n", self.target)
-        self.count += 1
-
-
-@contextmanager
-def jsonl_writer(target: str | Path) -> Iterator[JsonlWriter]:
-    """A :class:`JsonlWriter` on ``target`` (``-`` is stdout), flushed at the end."""
-    with _open_binary(target, "wb") as stream:
-        writer = JsonlWriter(stream, target)
-        yield writer
-        _write(stream, b"", target)
-
-
-def _write(stream: IO[bytes], data: bytes, target: str | Path) -> None:
-    """Write (or, for no data, flush); a full disk becomes a one-line error, while a closed
-    pipe (``| head``) stays a BrokenPipeError so a CLI can stop quietly."""
-    try:
-        if data:
-            stream.write(data)
-        else:
-            stream.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise NeardupError(f"cannot write {_display_name(target, 'stdout')}: {exc.strerror or exc}") from exc
-
-
 # -- opening ----------------------------------------------------------------------------------
 
 
 @contextmanager
-def _open_binary(source: str | Path, mode: str) -> Iterator[IO[bytes]]:
-    """A binary stream for a path, or stdin/stdout for ``-`` (left open: not ours to close)."""
+def _open_binary(source: str | Path, mode: str = "rb") -> Iterator[IO[bytes]]:
+    """A binary stream to read a path, or stdin for ``-`` (left open: not ours to close);
+    outputs are written by :mod:`neardup.output`."""
     if str(source) == "-":
-        yield sys.stdin.buffer if mode == "rb" else sys.stdout.buffer
+        yield sys.stdin.buffer
         return
-    role = "input" if mode == "rb" else "output"
     try:
         stream = open(source, mode)  # noqa: SIM115 - closed in the finally block below
     except OSError as exc:
-        error = InputError if mode == "rb" else NeardupError
-        raise error(f"cannot open {role} file {source}: {exc.strerror}") from exc
+        raise InputError(f"cannot open input file {source}: {exc.strerror}") from exc
     try:
         yield stream
     finally:
-        # Writers flush explicitly before this point, where errors are reported; closing after
-        # a failed write (full disk) would only raise the same error again over the real one.
         with suppress(OSError):
             stream.close()
 
@@ -443,36 +399,6 @@ def jsonl_record(line: InputLine, data: bytes, fields: RecordFields, location: s
 # -- CSV --------------------------------------------------------------------------------------
 
 
-class _CsvLines:
-    """Feeds decoded physical lines to :mod:`csv` and remembers, for the row being parsed,
-    the first decoding problem and its byte size, so the row can be reported by line and
-    byte offset; the csv module pulls exactly the lines of one row before returning it."""
-
-    def __init__(self, stream: IO[bytes], max_bytes: int) -> None:
-        self._lines = _lines(stream, max_bytes)
-        self.problem: InputError | None = None
-        self.row_bytes = 0
-
-    def __iter__(self) -> Iterator[str]:
-        return self
-
-    def __next__(self) -> str:
-        line = next(self._lines)
-        self.row_bytes += line.size
-        if line.data is None:  # the row's size is over the limit: reported as such
-            return "\n"
-        text = _decode(line, line.data)
-        if isinstance(text, InputError):
-            self.problem = self.problem or InputError(f"line {line.number}: {text.reason}")
-            return line.data.decode("utf-8", "replace") + "\n"
-        return text + "\n"
-
-    def take_problem(self) -> tuple[InputError | None, int]:
-        found, size = self.problem, self.row_bytes
-        self.problem, self.row_bytes = None, 0
-        return found, size
-
-
 def raise_csv_field_limit() -> None:
     """Let the csv module parse fields of any size; our own ``max_bytes`` bounds records."""
     limit = sys.maxsize
@@ -482,66 +408,6 @@ def raise_csv_field_limit() -> None:
             return
         except OverflowError:  # pragma: no cover - platforms with a 32-bit C long
             limit //= 2
-
-
-def _csv_records(source: str | Path, fields: RecordFields) -> Iterator[Record | InputError]:
-    raise_csv_field_limit()
-    name = _display_name(source)
-    with _open_binary(source, "rb") as stream:
-        lines = _CsvLines(stream, fields.max_bytes)
-        reader = csv.reader(lines)
-        header = _csv_header(reader, lines, fields, name)
-        row_number = 1
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
-                raise InputError(f"malformed CSV: {exc}", f"{name}:row {row_number + 1}") from exc
-            row_number += 1
-            record = _csv_record(header, row, lines, fields, f"{name}:row {row_number}")
-            if record is not None:
-                yield record
-
-
-def _csv_header(reader: Iterator[list[str]], lines: _CsvLines, fields: RecordFields, name: str) -> list[str]:
-    try:
-        header = next(reader)
-    except StopIteration:
-        return []
-    except csv.Error as exc:
-        raise InputError(f"malformed CSV header: {exc}", f"{name}:row 1") from exc
-    problem, _ = lines.take_problem()
-    if problem is not None:
-        raise InputError(f"unreadable CSV header: {problem}", f"{name}:row 1")
-    for column, option in ((fields.id, "--id-field"), (fields.text, "--text-field")):
-        if column not in header:
-            raise InputError(
-                f"the CSV header has no column {column!r} (columns: {', '.join(header)}); "
-                f"name the column with {option}",
-                f"{name}:row 1",
-            )
-    return header
-
-
-def _csv_record(
-    header: list[str], row: list[str], lines: _CsvLines, fields: RecordFields, location: str
-) -> Record | InputError | None:
-    """The row as a record, its error, or None for a blank line (not a record, as in JSONL)."""
-    problem, size = lines.take_problem()
-    if problem is not None:
-        return InputError(problem.reason, location)
-    if size > fields.max_bytes:
-        return InputError(too_long_error(size, fields).reason, location)
-    if not row:
-        return None
-    if len(row) != len(header):
-        return InputError(
-            f"row has {len(row)} fields but the header has {len(header)}; check the quoting and delimiters",
-            location,
-        )
-    return _make_record(dict(zip(header, row, strict=True)), fields, location)
 
 
 # -- Parquet ----------------------------------------------------------------------------------
@@ -559,13 +425,30 @@ def _parquet_records(source: str | Path, fields: RecordFields) -> Iterator[Recor
             handle = pa.BufferReader(stream.read()) if str(source) == "-" else stream
             parquet = pq.ParquetFile(handle)
         except (pa.ArrowException, OSError) as exc:
-            raise InputError(f"not a readable Parquet file: {exc}", name) from exc
+            raise InputError(f"not a readable Parquet file: {_one_line(exc)}", name) from exc
         columns = _parquet_columns(parquet.schema_arrow.names, fields, name)
+        batches = parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
         row_number = 0
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns):
-            for data in batch.to_pylist():
+        while True:
+            try:  # a damaged page fails here, in the middle of the file
+                batch = next(batches, None)
+                rows = [] if batch is None else batch.to_pylist()
+            except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+                raise InputError(
+                    f"damaged Parquet data after {row_number} good rows: {_one_line(exc)}; the rows after it "
+                    "cannot be read: rewrite the file from its source",
+                    name,
+                ) from exc
+            if batch is None:
+                return
+            for data in rows:
                 row_number += 1
                 yield parquet_record(data, fields, f"{name}:row {row_number}")
+
+
+def _one_line(error: BaseException) -> str:
+    """A library's message on one line (some span several)."""
+    return " ".join(str(error).split())
 
 
 def _parquet_columns(names: list[str], fields: RecordFields, name: str) -> list[str]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import click
 from click.core import ParameterSource
@@ -20,6 +21,7 @@ from ..config import FingerprintConfig
 from ..errors import ConfigError, NeardupError
 from ..hashing import BITS_CHOICES, HASH_NAMES
 from ..io import FORMATS, ErrorReport, Record, read_records
+from ..output import OutputIsInputError, check_outputs_distinct
 from ..text.tokenize import LANGUAGES
 from ..weighting import FIELDS_ON_TEXT, WEIGHTINGS
 
@@ -326,3 +328,65 @@ def report_skipped(report: ErrorReport) -> None:
 
 def output_error(target: str, exc: OSError) -> NeardupError:
     return NeardupError(f"cannot write {target}: {exc.strerror or exc}")
+
+
+# Parameters that name files a command reads, and what the user calls them.
+_INPUT_PARAMS = {
+    "input_path": "INPUT",
+    "gold_path": "GOLD",
+    "predictions_path": "PREDICTIONS",
+    "config_file": "--config",
+    "user_dict": "--user-dict",
+    "idf": "--idf",
+    "stopword_files": "--stopwords",
+    "index_url": "--index",
+    "url": "URL",
+    "source": "SOURCE",  # neardup records: a file or a database URL
+}
+_URL_PARAMS = ("index_url", "url", "source")
+
+
+def command_inputs(ctx: click.Context) -> list[tuple[str, str]]:
+    """The files the command reads: its input options and, for an SQLite store, its file."""
+    found: list[tuple[str, str]] = []
+    for param, role in _INPUT_PARAMS.items():
+        value = ctx.params.get(param)
+        values = value if isinstance(value, tuple | list) else [value]
+        for item in values:
+            if not isinstance(item, str) or not item or (param == "idf" and item in ("default", "none")):
+                continue
+            path = store_file(item) if param in _URL_PARAMS else item
+            if path is not None:
+                found.append((role, path))
+    return found
+
+
+def store_file(url: str) -> str | None:
+    """The file of an SQLite store URL (a bare path is one), None for other stores."""
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    if scheme.lower().split("+")[0] != "sqlite" or not rest.startswith("/"):
+        return None
+    path = unquote(rest[1:].split("?", 1)[0])
+    return path if path and path != ":memory:" else None
+
+
+def check_outputs_not_inputs(ctx: click.Context, outputs: Mapping[str, str | None]) -> None:
+    """Refuse, as bad usage (exit 2) and before anything is opened, an output that is or
+    links to a file the command reads: writing it would destroy that input."""
+    try:
+        check_outputs_distinct(command_inputs(ctx), outputs)
+    except OutputIsInputError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+
+
+def check_max_distance(ctx: click.Context, bits: int, max_distance: int | None) -> None:
+    """-k is a usage error (exit 2) when the fingerprint width cannot have that distance."""
+    if max_distance is not None and not 0 <= max_distance < bits:
+        raise click.BadParameter(
+            f"{max_distance} is not a distance a {bits}-bit fingerprint can have; give 0 to {bits - 1} "
+            f"(or a wider --bits)",
+            ctx,
+            param_hint="'-k' / '--max-distance'",
+        )

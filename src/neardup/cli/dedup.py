@@ -34,6 +34,8 @@ from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
 from .common import (
     batch_size_option,
     batches,
+    check_max_distance,
+    check_outputs_not_inputs,
     fingerprint_options,
     input_options,
     open_records,
@@ -45,6 +47,7 @@ from .common import (
     tokenizer_options,
 )
 from .incremental import run_incremental
+from .index import create_in_existing_option
 
 #: More tables than this from --scheme is surely a typo: each table is one sort of the whole
 #: input (the auto-tuner has the same cap).
@@ -135,6 +138,7 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
     help="Dedup against the index at URL (a file path, sqlite:///, postgresql://, mysql://, "
     "redis://, mongodb://) and add the new records to it; created if absent.",
 )
+@create_in_existing_option
 @click.option(
     "--verify",
     type=click.Choice(("auto", *VERIFY_MODES)),
@@ -294,8 +298,9 @@ def dedup(
         raise click.UsageError("--scheme guarantees a distance: give it with -k/--max-distance", ctx)
     Verifier(VERIFY_MODES[0] if verify == "auto" else verify, verify_threshold, content_weight, num_perm)
     config = text_config(ctx)
+    check_max_distance(ctx, config.bits, max_distance)
     if max_distance is not None:
-        block_scheme_of(config.bits, max_distance, scheme)  # refuse a bad distance before reading
+        block_scheme_of(config.bits, max_distance, scheme)  # refuse a bad scheme before reading
     auto_texts = verify == "auto" and max_distance is None and not explain
     for target in targets:
         check_directory(target)
@@ -369,7 +374,7 @@ def check_outputs(
     ctx: click.Context, pairs_path: str | None, clusters_path: str | None, emit: str | None, output: str
 ) -> list[str]:
     """The files to write; usage errors for no output at all, -o without --emit, two outputs
-    on stdout or the same file twice."""
+    on stdout or the same file twice, and an output that is an input (INPUT, --index, ...)."""
     if emit is None and ctx.get_parameter_source("output") == ParameterSource.COMMANDLINE:
         raise click.UsageError("-o/--output is where --emit writes records; add --emit kept|dropped", ctx)
     if pairs_path is None and clusters_path is None and emit is None:
@@ -377,6 +382,7 @@ def check_outputs(
             "nothing to write: give --pairs PATH, --clusters PATH or --emit kept|dropped", ctx
         )
     named = {"--pairs": pairs_path, "--clusters": clusters_path, "--output": output if emit else None}
+    check_outputs_not_inputs(ctx, named)
     given = [(flag, path) for flag, path in named.items() if path is not None]
     seen: dict[str, str] = {}
     for flag, path in given:

@@ -19,8 +19,17 @@ from ..eval.metrics import Gold, Scores, evaluate
 from ..eval.sweep import Grid, check_grid, format_rows, run_sweep
 from ..hashing import BITS_CHOICES, HASH_NAMES
 from ..io import ErrorReport, RecordId, write_jsonl
+from ..output import write_text
 from ..weighting import WEIGHTINGS
-from .common import input_options, open_records, output_option, progress_bar, progress_option, report_skipped
+from .common import (
+    check_outputs_not_inputs,
+    input_options,
+    open_records,
+    output_option,
+    progress_bar,
+    progress_option,
+    report_skipped,
+)
 
 
 @click.command("eval", short_help="Score a PAIRS or CLUSTERS file against labelled data.")
@@ -141,6 +150,7 @@ def baseline(
     """Run a baseline (the help text is built below from BASELINES, so it lists every method)."""
     if pairs_path is None and clusters_path is None:
         raise click.UsageError("nothing to write: give --pairs PATH or --clusters PATH", ctx)
+    check_outputs_not_inputs(ctx, {"--pairs": pairs_path, "--clusters": clusters_path})
     report = ErrorReport()
     records = list(open_records(ctx, input_path, report))
     ids = [record.id for record in records]
@@ -418,6 +428,7 @@ def report(
     )
     from ..fingerprint import Fingerprinter
 
+    check_outputs_not_inputs(ctx, {"-o/--output": output_path})
     gold_ids, gold = load_gold(gold_path)
     error_report = ErrorReport()
     records = list(open_records(ctx, input_path, error_report))
@@ -437,9 +448,6 @@ def report(
     ]
     notes = [f"{len(texts)} records of {name}; gold {Path(gold_path).name}."]
     page = render_html("neardup evaluation report", figures, notes)
-    try:
-        Path(output_path).write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write {output_path}: {exc.strerror or exc}") from exc
+    write_text(output_path, page)
     click.echo(f"neardup: wrote {output_path} ({len(figures)} plots, {len(page) // 1024} KiB)", err=True)
     report_skipped(error_report)

@@ -13,6 +13,7 @@ from ..io import ErrorReport, Record, write_jsonl
 from .common import (
     batch_size_option,
     batches,
+    check_outputs_not_inputs,
     fingerprint_options,
     input_options,
     open_records,
@@ -56,6 +57,7 @@ def fingerprint(
       neardup fingerprint rows.csv --id-field doc_id --text-field body --bits 128
       cat docs.jsonl | neardup fingerprint - --lang zh --idf my_idf.json > out.jsonl
     """
+    check_outputs_not_inputs(ctx, {"-o/--output": output})
     config = text_config(ctx)
     fingerprinter = Fingerprinter(config=config)
     report = ErrorReport()

@@ -16,6 +16,7 @@ from .common import (
     batch_size_option,
     batches,
     build_config,
+    check_outputs_not_inputs,
     input_options,
     open_records,
     output_error,
@@ -66,6 +67,7 @@ def fit(
       neardup idf fit corpus.csv --text-field body --lang zh -o idf.json
       neardup fingerprint corpus.jsonl --idf idf.json -o fingerprints.jsonl
     """
+    check_outputs_not_inputs(ctx, {"-o/--output": output})
     # Only the tokenizer matters here; tf weighting skips loading the default IDF table.
     config = build_config(ctx, TOKENIZER_SETTINGS, weighting="tf", idf="none")
     fingerprinter = Fingerprinter(config=config)

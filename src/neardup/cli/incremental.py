@@ -18,7 +18,7 @@ from ..documents import fingerprinter_of, signatures_of, stored_verifier
 from ..errors import ConfigError
 from ..io import ErrorReport, jsonl_writer, record_row
 from .common import batches, open_records, progress_bar, report_skipped
-from .index import TYPED, open_index, requested_config
+from .index import TYPED, open_index, requested_config, storable_ids
 
 
 def run_incremental(
@@ -47,7 +47,7 @@ def run_incremental(
     with open_index(url, requested_config(ctx, ctx.params["max_distance"] if typed else None)) as index:
         fingerprinter = fingerprinter_of(index)
         verifier = stored_verifier(index)
-        records = open_records(ctx, input_path, report)
+        records = storable_ids(open_records(ctx, input_path, report), ctx.params["on_error"], report)
         with contextlib.ExitStack() as outputs, progress_bar(progress, "dedup --index") as bar:
             sinks = {
                 name: outputs.enter_context(jsonl_writer(path))
@@ -58,7 +58,8 @@ def run_incremental(
                 values = fingerprinter.fingerprint_many([record.text for record in group])
                 signatures = signatures_of(verifier, group, fingerprinter)
                 keys = [record.id for record in group]
-                results = index.check_and_add_many(keys, values, signatures, verifier)
+                locations = [record.location for record in group]  # errors name file:line
+                results = index.check_and_add_many(keys, values, signatures, verifier, locations)
                 for record, result in zip(group, results, strict=True):
                     counts["records"] += 1
                     counts["added"] += result.added

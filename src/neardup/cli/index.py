@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
@@ -21,15 +21,18 @@ from click.core import ParameterSource
 from ..config import FingerprintConfig, IndexConfig
 from ..dedup.verify import Verifier
 from ..distance import to_hex
-from ..documents import fingerprinter_of, resolve_keys, signatures_of, stored_verifier
+from ..documents import fingerprinter_of, redacted, resolve_keys, signatures_of, stored_verifier
 from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
 from ..fingerprint import Fingerprinter
 from ..index import SimhashIndex
 from ..io import ErrorReport, Record, write_jsonl
+from ..storage.base import Key, key_problem, shown_key
 from .common import (
     FINGERPRINT_SETTINGS,
     batch_size_option,
     batches,
+    check_max_distance,
+    check_outputs_not_inputs,
     fingerprint_options,
     input_options,
     open_records,
@@ -75,6 +78,7 @@ def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfi
     if not typed and not ctx.params.get("config_file") and max_distance is None and verify == "none":
         return None
     fingerprint = text_config(ctx)
+    check_max_distance(ctx, fingerprint.bits, max_distance)
     return IndexConfig(
         bits=fingerprint.bits,
         max_distance=3 if max_distance is None else max_distance,
@@ -107,17 +111,31 @@ def open_index(url: str, config: IndexConfig | None) -> SimhashIndex:
         with contextlib.suppress(IndexNotFoundError):
             return SimhashIndex.open(url, create=False)
         config = IndexConfig(fingerprint=FingerprintConfig())
-    return SimhashIndex.open(url, config)
+    context = click.get_current_context(silent=True)
+    into_existing = bool(context and context.params.get("create_in_existing"))
+    return SimhashIndex.open(url, config, create_in_existing=into_existing)
+
+
+def create_in_existing_option(function: Any) -> Any:
+    """``--create-in-existing``: read by :func:`open_index` from the command's parameters."""
+    return click.option(
+        "--create-in-existing",
+        is_flag=True,
+        help="Create the index even inside an SQLite database that holds other tables "
+        "(refused by default, so another application's database is never changed by mistake).",
+    )(function)
 
 
 def create_option(function: Any) -> Any:
-    return click.option(
-        "-k",
-        "--max-distance",
-        type=click.IntRange(min=0),
-        default=None,
-        help="Largest Hamming distance the index answers (set when it is created) [default: 3].",
-    )(function)
+    return create_in_existing_option(
+        click.option(
+            "-k",
+            "--max-distance",
+            type=click.IntRange(min=0),
+            default=None,
+            help="Largest Hamming distance the index answers (set when it is created) [default: 3].",
+        )(function)
+    )
 
 
 @index.command("add", short_help="Fingerprint records and add them to the index (creating it).")
@@ -171,39 +189,30 @@ def add(
     """
     config = requested_config(ctx, max_distance)
     report = ErrorReport()
-    counts = {"added": 0, "skipped": 0, "changed": 0}
+    counts = {"added": 0, "skipped": 0, "changed": 0, "repeated": 0}
+    first_seen: dict[Key, str] = {}  # where each id of the input first appeared
     with open_index(url, config) as opened:
         fingerprinter = fingerprinter_of(opened)
         verifier = stored_verifier(opened)
-        records = open_records(ctx, input_path, report)
+        records = storable_ids(open_records(ctx, input_path, report), ctx.params["on_error"], report)
         size = batch_size if ctx.get_parameter_source("batch_size") in TYPED else DEFAULT_STORE_BATCH
         with progress_bar(progress, "index add") as bar:
-            for number, group in enumerate(batches(records, size)):
-                group = _first_of_each_id(group, existing)
-                keys = [record.id for record in group]
-                values = fingerprinter.fingerprint_many([r.text for r in group])
-                stored = opened.get_many(keys)
-                fresh = [row for row, record in enumerate(stored) if record is None]
-                if len(fresh) < len(group):
-                    if existing == "fail":
-                        taken = next(k for k, r in zip(keys, stored, strict=True) if r is not None)
-                        raise InputError(
-                            f"id {taken!r} is already in the index; use --existing skip to skip "
-                            "stored records, or remove it first"
-                        )
-                    counts["changed"] += _changed(stored, values)
-                signatures = signatures_of(verifier, [group[row] for row in fresh], fingerprinter)
-                opened.add_many([keys[row] for row in fresh], values[fresh], signatures)
-                counts["added"] += len(fresh)
-                counts["skipped"] += len(group) - len(fresh)
+            for number, batch in enumerate(batches(records, size)):
+                group = _first_of_each_id(batch, existing, first_seen)
+                added, changed = _add_batch(opened, fingerprinter, verifier, group, existing)
+                counts["added"] += added
+                counts["skipped"] += len(batch) - added
+                counts["repeated"] += len(batch) - len(group)
+                counts["changed"] += changed
                 if report_batches:
-                    line = {"batch": number, "added": len(fresh), "skipped": len(group) - len(fresh)}
-                    click.echo(
-                        json.dumps({**line, "last_id": keys[-1] if keys else None}, ensure_ascii=False)
-                    )
-                bar.update(len(group))
+                    line = {"batch": number, "added": added, "skipped": len(batch) - added}
+                    last = batch[-1].id if batch else None
+                    click.echo(json.dumps({**line, "last_id": last}, ensure_ascii=False))
+                bar.update(len(batch))
         total = len(opened)
     message = f"neardup: added {counts['added']}, skipped {counts['skipped']} already stored"
+    if counts["repeated"]:
+        message += f" ({counts['repeated']} repeating an earlier id of the input)"
     if counts["changed"]:
         message += f" ({counts['changed']} of them with other text now: remove and add them to update)"
     click.echo(f"{message}; {report.count} bad records skipped; the index holds {total}", err=True)
@@ -240,8 +249,10 @@ def query(
 ) -> None:
     """For each record of INPUT, write {"id", "duplicate", "matches": [{"id", "distance",
     "fingerprint"}]} (matches by distance, then id), without changing the index."""
+    check_outputs_not_inputs(ctx, {"-o/--output": output})
     report = ErrorReport()
     with SimhashIndex.open(url, create=False) as opened:
+        check_max_distance(ctx, opened.bits, max_distance)
         fingerprinter = fingerprinter_of(opened)
         records = open_records(ctx, input_path, report)
         with progress_bar(progress, "index query") as bar:
@@ -276,15 +287,25 @@ def _query_rows(
         bar.update(len(group))
 
 
+int_ids_option = click.option(
+    "--int-ids",
+    is_flag=True,
+    help="The ids are integers (plain decimal: 42, -5; not 042), for records whose JSON id is a "
+    "number. Without it every id is the string typed.",
+)
+
+
 @index.command("remove", short_help="Remove records from the index by id.")
 @url_argument
 @click.argument("keys", metavar="ID...", nargs=-1, required=True)
 @click.option("--missing", type=click.Choice(["fail", "ignore"]), default="fail", show_default=True)
-def remove(url: str, keys: tuple[str, ...], missing: str) -> None:
-    """Remove the records with these ids (all or none). An id of digits also finds a
-    record whose id is that integer."""
+@int_ids_option
+def remove(url: str, keys: tuple[str, ...], missing: str, int_ids: bool) -> None:
+    """Remove the records with these ids (all or none). Ids are strings exactly as typed;
+    with --int-ids they are integers (written 0, 42, -5: no leading zeros). Put -- before
+    ids that start with '-'."""
     with SimhashIndex.open(url, create=False) as opened:
-        resolved = resolve_keys(opened, keys)
+        resolved = resolve_keys(opened, keys, int_ids=int_ids)
         absent = [text for text, key in zip(keys, resolved, strict=True) if key is None]
         if absent and missing == "fail":
             raise KeyNotFoundError(
@@ -302,10 +323,11 @@ def remove(url: str, keys: tuple[str, ...], missing: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def stats(url: str, as_json: bool) -> None:
     """How many records the index holds, its settings and its bucket statistics."""
-    with SimhashIndex.open(url, create=False) as opened:
+    with SimhashIndex.open(url, create=False, check_files=False) as opened:  # fingerprints nothing
         count = len(opened)
         buckets = opened.stats()
         config = opened.config()
+    url = redacted(url)
     if as_json:
         tables = [vars(table) for table in buckets.tables]
         click.echo(json.dumps({"url": url, "records": count, **config, "tables": tables}, ensure_ascii=False))
@@ -319,20 +341,65 @@ def stats(url: str, as_json: bool) -> None:
     click.echo(buckets.format())
 
 
-def _first_of_each_id(group: list[Record], existing: str) -> list[Record]:
-    """One record per id within a batch (later repeats are stored ids by then)."""
-    seen: set[Any] = set()
+def _first_of_each_id(group: list[Record], existing: str, first_seen: dict[Key, str]) -> list[Record]:
+    """The records whose id did not appear earlier in the input (in this batch or an earlier
+    one, so the outcome never depends on --batch-size); a repeat stops the run naming both
+    lines (``existing="fail"``) or is left out, to be counted as skipped."""
     kept = []
     for record in group:
-        if record.id in seen:
-            if existing == "fail":
-                raise InputError(
-                    f"id {record.id!r} appears twice in the input; ids must be unique", record.location
-                )
-            continue
-        seen.add(record.id)
-        kept.append(record)
+        first = first_seen.get(record.id)
+        if first is None:
+            first_seen[record.id] = record.location
+            kept.append(record)
+        elif existing == "fail":
+            raise InputError(
+                f"id {shown_key(record.id)} appears again (first at {first}); ids must be unique: "
+                "fix the input, or use --existing skip to keep the first",
+                record.location,
+            )
     return kept
+
+
+def _add_batch(
+    opened: SimhashIndex,
+    fingerprinter: Fingerprinter,
+    verifier: Verifier | None,
+    group: list[Record],
+    existing: str,
+) -> tuple[int, int]:
+    """Add a batch of distinct ids; (how many were added, how many stored ones now have
+    another text). With skip, an id another writer adds meanwhile is skipped too."""
+    keys = [record.id for record in group]
+    values = fingerprinter.fingerprint_many([r.text for r in group])
+    stored = opened.get_many(keys)
+    fresh = [row for row, record in enumerate(stored) if record is None]
+    if len(fresh) < len(group) and existing == "fail":
+        row = next(row for row, record in enumerate(stored) if record is not None)
+        raise InputError(
+            f"id {shown_key(keys[row])} is already in the index; use --existing skip to skip "
+            "stored records, or remove it first",
+            group[row].location,
+        )
+    changed = _changed(stored, values) if len(fresh) < len(group) else 0
+    if not fresh:
+        return 0, changed
+    signatures = signatures_of(verifier, [group[row] for row in fresh], fingerprinter)
+    added = opened.add_many([keys[row] for row in fresh], values[fresh], signatures, existing=existing)
+    return sum(added), changed
+
+
+def storable_ids(records: Iterable[Record], on_error: str, report: ErrorReport) -> Iterator[Record]:
+    """The records whose ids every store can hold (docs/index.md, "Ids"); another id is a
+    bad record, named by its file:line: it stops the run, or is skipped and counted."""
+    for record in records:
+        problem = key_problem(record.id)
+        if problem is None:
+            yield record
+            continue
+        error = InputError(f"id {shown_key(record.id)} {problem}", record.location)
+        if on_error == "fail":
+            raise error
+        report.add(error)
 
 
 def _changed(stored: list[Any], values: np.ndarray[Any, Any]) -> int:

@@ -35,6 +35,7 @@ from ..records import RecordSchema, ResolvedSchema, parse_field, schema_from_map
 from ..sources import DEFAULT_CHUNK_SIZE, GroupRows, RowSource, SqlSource, open_source, write_groups
 from .common import (
     TOKENIZER_SETTINGS,
+    check_outputs_not_inputs,
     output_option,
     progress_bar,
     progress_option,
@@ -174,6 +175,9 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
         raise click.UsageError(
             "nothing to write: give --clusters PATH, --pairs PATH or --write-table NAME", ctx
         )
+    check_outputs_not_inputs(
+        ctx, {"--clusters": settings["clusters_path"], "--pairs": settings["pairs_path"]}
+    )
     for target in (settings["clusters_path"], settings["pairs_path"]):
         if target not in (None, "-") and not Path(target).parent.is_dir():
             raise NeardupError(f"cannot open output file {target}: no directory {Path(target).parent}")

@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from ..blocks import BlockScheme
 from ..errors import InputError, KeyExistsError
-from ..storage.base import Key, RecordBatch
+from ..storage.base import Key, RecordBatch, check_key, shown_key
 from .batch import find_all_pairs
 
 if TYPE_CHECKING:
@@ -56,15 +56,19 @@ def check_and_add_many(
     fingerprints: npt.ArrayLike,
     signatures: npt.ArrayLike | None = None,
     verifier: Verifier | None = None,
+    locations: Sequence[str] | None = None,
 ) -> list[Assignment]:
     """Assign clusters to a batch and store its new records; one result per input, in order.
     With a ``verifier`` (minhash or combined) and the batch's ``signatures``, a match counts
-    only when the signatures confirm it, and the signatures are stored with the records."""
+    only when the signatures confirm it, and the signatures are stored with the records.
+    ``locations`` (file:line of each record) name the records in errors instead of batch
+    positions."""
     from ..index import Match, match_order
     from ..minhash import signature_blobs
 
     words = index._words(fingerprints)
-    listed = [_plain_key(key) for key in index._checked_keys(keys, words)]
+    where = _Where(locations)
+    listed = [_plain_key(key) for key in where.checked(index, keys, words)]
     if not listed:
         return []
     values = [int(value) for value in _ints(words)]
@@ -78,8 +82,8 @@ def check_and_add_many(
         for row, key in enumerate(listed):
             if key in first_row and values[first_row[key]] != values[row]:
                 raise KeyExistsError(
-                    f"key {key!r} appears twice in the batch with different fingerprints "
-                    f"(positions {first_row[key]} and {row}); keys must name one record"
+                    f"{where.at(row)}id {shown_key(key)} appears again with another text (first at "
+                    f"{where.name(first_row[key])}); ids must name one record"
                 )
             first_row.setdefault(key, row)
         unique_rows = sorted(first_row.values())
@@ -87,8 +91,8 @@ def check_and_add_many(
         for key, record in stored.items():
             if record is not None and record.fingerprint != values[first_row[key]]:
                 raise KeyExistsError(
-                    f"key {key!r} is already stored with another fingerprint; remove it first "
-                    "or use another key (nothing of this batch was added)"
+                    f"{where.at(first_row[key])}id {shown_key(key)} is already stored with another "
+                    "fingerprint; remove it first or use another id (nothing of this batch was added)"
                 )
         found = index.query_many(
             _flat(words[unique_rows]),
@@ -132,6 +136,30 @@ def check_and_add_many(
     return [
         results[key] if row == first_row[key] else _repeat(results[key]) for row, key in enumerate(listed)
     ]
+
+
+class _Where:
+    """How errors name a record of the batch: its file:line when known, else its position."""
+
+    def __init__(self, locations: Sequence[str] | None) -> None:
+        self.locations = locations
+
+    def name(self, row: int) -> str:
+        return f"position {row}" if self.locations is None else self.locations[row]
+
+    def at(self, row: int) -> str:
+        """A message prefix: the record's location, or nothing (the message names the key)."""
+        return "" if self.locations is None else f"{self.locations[row]}: "
+
+    def checked(
+        self, index: SimhashIndex, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64]
+    ) -> Sequence[Key] | npt.NDArray[Any]:
+        """The index's key checks, with an invalid id named by its record's location."""
+        checked = index._checked_keys(keys, words, validate=self.locations is None)
+        if self.locations is not None:
+            for row, key in enumerate(checked):
+                check_key(_plain_key(key), self.locations[row])
+        return checked
 
 
 def _batch_neighbours(

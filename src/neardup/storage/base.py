@@ -34,6 +34,12 @@ Key = int | str
 UInt64Array = npt.NDArray[np.uint64]
 IntArray = npt.NDArray[np.int64]
 
+#: The longest id every store holds, in UTF-8 bytes (an int's decimal text counts as its
+#: bytes): MariaDB/MySQL's key column is VARCHAR(255), and one rule for every store means an
+#: id stored in one can be moved to any other.
+MAX_KEY_BYTES = 255
+#: Attempts of :meth:`Storage.add_new` when other writers keep taking the batch's keys.
+ADD_ATTEMPTS = 10
 #: Queries per backend round trip: large enough to amortise latency, small enough that the
 #: statement (an IN list per table) stays well inside every server's limits.
 QUERY_BATCH = 256
@@ -69,6 +75,20 @@ class RecordBatch:
 
     def signature(self, row: int) -> bytes | None:
         return None if self.signatures is None else self.signatures[row]
+
+    def subset(self, rows: list[int]) -> RecordBatch:
+        """The records at ``rows``, in that order."""
+        keys: Sequence[Key] = (
+            self.keys[np.asarray(rows, dtype=np.int64)]
+            if isinstance(self.keys, np.ndarray)
+            else [self.keys[row] for row in rows]
+        )
+        return RecordBatch(
+            keys,
+            self.words[rows],
+            None if self.clusters is None else [self.clusters[row] for row in rows],
+            None if self.signatures is None else [self.signatures[row] for row in rows],
+        )
 
 
 @dataclass(slots=True)
@@ -142,6 +162,26 @@ class Storage(ABC):
     def add_many(self, batch: RecordBatch) -> None:
         """Store new records and their postings atomically: all or none. A key that is
         already stored raises :class:`~neardup.errors.KeyExistsError` and writes nothing."""
+
+    def add_new(self, batch: RecordBatch) -> list[bool]:
+        """Store the records whose keys are not stored yet; which ones were added. A key
+        stored before, or by another writer between the check and the write, is skipped, not
+        an error: each attempt is one all-or-nothing :meth:`add_many` of the keys found free,
+        and an attempt that loses a race checks again (no backend-specific upsert needed)."""
+        keys = [plain(key) for key in batch.keys]
+        for _attempt in range(ADD_ATTEMPTS):
+            free = [row for row, record in enumerate(self.get_many(keys)) if record is None]
+            if not free:
+                return [False] * len(keys)
+            try:
+                self.add_many(batch.subset(free))
+            except KeyExistsError:
+                if all(record is None for record in self.get_many([keys[row] for row in free])):
+                    raise  # no other writer took them: the batch itself is wrong
+                continue
+            added = set(free)
+            return [row in added for row in range(len(keys))]
+        raise raced_key_error(self.name, f"other writers kept taking its keys in {ADD_ATTEMPTS} attempts")
 
     @abstractmethod
     def remove_many(self, keys: Sequence[Key]) -> None:
@@ -328,11 +368,66 @@ def load_meta(text: str | bytes, where: str) -> dict[str, Any]:
     return meta
 
 
-def check_text_keys(keys: Sequence[Key], limit: int, where: str) -> None:
-    """Refuse str keys a backend's key column cannot hold, naming the key and the limit."""
+def plain(key: Any) -> Key:
+    """numpy scalars as the Python int or str they hold."""
+    if isinstance(key, np.integer):
+        return int(key)
+    return str(key) if isinstance(key, np.str_) else key
+
+
+def key_problem(key: Key) -> str | None:
+    """Why every store refuses ``key`` (None if none): the one id rule of docs/index.md is
+    valid Unicode text without NUL, at most :data:`MAX_KEY_BYTES` UTF-8 bytes (an int's
+    decimal text likewise), so an id behaves the same in every backend."""
+    if isinstance(key, int):
+        if key.bit_length() < 800 or len(str(key)) <= MAX_KEY_BYTES:
+            return None
+        return f"is {len(str(key))} digits long; ids are at most {MAX_KEY_BYTES} characters"
+    if "\x00" in key:
+        return "contains a NUL character, which no store can keep in an id"
+    if key.isascii():
+        size = len(key)
+    else:
+        try:
+            size = len(key.encode("utf-8"))
+        except UnicodeEncodeError:
+            return "is not valid Unicode (it holds a lone surrogate)"
+    if size > MAX_KEY_BYTES:
+        return f"is {size} UTF-8 bytes long; ids are at most {MAX_KEY_BYTES} (use a hash of the long id)"
+    return None
+
+
+def lookable(key: Key) -> bool:
+    """Could any store hold ``key``? A lookup of one with NUL or a lone surrogate finds
+    nothing without asking the store (PostgreSQL would refuse the statement); an over-long
+    id is still looked up, as a store may hold one from before the limit."""
+    if isinstance(key, int) or (key.isascii() and "\x00" not in key):
+        return True
+    if "\x00" in key:
+        return False
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_key(key: Key) -> str:
+    """A key for a one-line message: its repr, cut to 60 characters."""
+    text = repr(key)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_key(key: Key, location: str | None = None) -> None:
+    """Refuse a key no store can hold (see :func:`key_problem`), naming it and ``location``."""
+    problem = key_problem(key)
+    if problem is not None:
+        raise InputError(f"id {shown_key(key)} {problem}", location)
+
+
+def check_keys(keys: Sequence[Key]) -> None:
+    """:func:`check_key` for a batch (int arrays need no check)."""
+    if isinstance(keys, np.ndarray) and keys.dtype.kind in "iu":
+        return
     for key in keys:
-        if isinstance(key, str) and len(key) > limit:
-            raise InputError(
-                f"key {key[:40]!r}... is {len(key)} characters long; {where} keys are limited to "
-                f"{limit} characters: use shorter ids (e.g. a hash of the long one)"
-            )
+        check_key(plain(key))

@@ -13,11 +13,11 @@ from urllib.parse import SplitResult, unquote
 
 from ..errors import MissingDependencyError, StorageError, StorageUnavailableError
 from . import check_options
-from .base import Key, check_text_keys
+from .base import MAX_KEY_BYTES, Key, check_keys
 from .postgres import _safe
 from .sql import DEFAULT_PREFIX, SqlStorage
 
-KEY_LENGTH = 255
+KEY_LENGTH = MAX_KEY_BYTES  # characters; ids are at most this many UTF-8 bytes
 LOCK_TIMEOUT_S = 60
 
 
@@ -63,7 +63,7 @@ class MysqlStorage(SqlStorage):
         return "BLOB"
 
     def _check_keys(self, keys: Sequence[Key]) -> None:
-        check_text_keys(keys, KEY_LENGTH, "MariaDB/MySQL")
+        check_keys(keys)  # the id rule of every store; it keeps ids within the column
 
 
 def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MysqlStorage:

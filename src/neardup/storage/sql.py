@@ -27,7 +27,7 @@ import numpy as np
 
 from ..blocks import BlockScheme
 from ..dedup.batch import BucketStats, TableStats
-from ..errors import ConfigError
+from ..errors import ConfigError, NeardupError, StorageDamagedError
 from .base import (
     Candidates,
     Key,
@@ -104,8 +104,20 @@ class SqlStorage(Storage):
     def _transaction(self, write: bool = False, exclusive: bool = False) -> Iterator[Any]:
         """One transaction for the outermost call; nested calls join it. The connection is
         shared by this process's threads one transaction at a time."""
-        with self._local_lock, self._open_transaction(write, exclusive) as cursor:
+        with self._local_lock, self._driver_errors(), self._open_transaction(write, exclusive) as cursor:
             yield cursor
+
+    @contextlib.contextmanager
+    def _driver_errors(self) -> Iterator[None]:
+        """Driver failures a user can act on (disk full, lock timeout, damage) become the
+        dialect's one-line storage errors; the transaction has been rolled back by then."""
+        try:
+            yield
+        except Exception as exc:
+            translated = self._driver_error(exc)
+            if translated is None:
+                raise
+            raise translated from exc
 
     @contextlib.contextmanager
     def _open_transaction(self, write: bool, exclusive: bool) -> Iterator[Any]:
@@ -156,7 +168,12 @@ class SqlStorage(Storage):
                 f"SELECT value FROM {self.meta_table} WHERE name = {self.placeholder}", ("config",)
             )
             row = cursor.fetchone()
-        return None if row is None else load_meta(row[0], self.where)
+        if row is None:  # the tables and the row are written in one transaction
+            raise StorageDamagedError(
+                f"{self.where} has the table {self.meta_table} but no index settings in it: the store "
+                "is damaged; restore it from a backup or rebuild the index with `neardup index add`"
+            )
+        return load_meta(row[0], self.where)
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         tables = BlockScheme.from_dict(meta["scheme"]).table_count
@@ -216,6 +233,9 @@ class SqlStorage(Storage):
         columns = "key_text, key_int, fingerprint, cluster_text, cluster_int, signature, " + ", ".join(
             self._block_columns
         )
+        # Every writer inserts in key order, so two that insert the same keys wait for each
+        # other in turn (one then fails cleanly) instead of deadlocking on the unique index.
+        rows.sort(key=lambda row: (row[0], row[1]))
         with self._transaction(write=True) as cursor:
             stored = self._stored_keys(cursor, batch.keys)
             if stored:
@@ -370,6 +390,10 @@ class SqlStorage(Storage):
 
     def _integrity_errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
+
+    def _driver_error(self, exc: BaseException) -> NeardupError | None:
+        """The neardup error for a driver exception, or None to let it pass unchanged."""
+        return None
 
     def _table_options(self) -> str:
         return ""

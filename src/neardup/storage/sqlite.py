@@ -3,46 +3,127 @@
 WAL journal and ``synchronous=FULL``: an acknowledged batch survives a killed process (and a
 power cut), readers never block the writer, and one writer at a time holds ``BEGIN
 IMMEDIATE``, which is also the cross-process lock of check-and-add.
+
+An existing file is first opened read-only and stays so until something is written: queries
+and stats work on a read-only file or file system (``immutable=1`` where not even the WAL
+index can be made), and a database that is not a neardup index is never switched to WAL or
+given tables unless asked (``?create_in_existing=1``, ``--create-in-existing``).
+URL options: ``?table=PREFIX``, ``?timeout=SECONDS`` (how long to wait for another writer's
+lock, default 60), ``?create_in_existing=1``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import SplitResult, unquote
+from urllib.parse import SplitResult, quote, unquote
 
-from ..errors import ConfigError, StorageUnavailableError
+from ..errors import (
+    ConfigError,
+    ForeignStoreError,
+    NeardupError,
+    StorageBusyError,
+    StorageDamagedError,
+    StorageFullError,
+    StorageReadOnlyError,
+    StorageUnavailableError,
+)
 from . import check_options
 from .sql import DEFAULT_PREFIX, SqlStorage
 
-BUSY_TIMEOUT_MS = 60_000
+#: Seconds to wait for another process's write lock before giving up.
+BUSY_TIMEOUT = 60.0
 
 
 class SqliteStorage(SqlStorage):
     name = "sqlite"
 
-    def __init__(self, path: str, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self,
+        path: str,
+        prefix: str = DEFAULT_PREFIX,
+        *,
+        timeout: float = BUSY_TIMEOUT,
+        create_in_existing: bool = False,
+    ) -> None:
         self.path = path
+        self.timeout = timeout
+        #: Add neardup's tables to a database that has other tables (see ForeignStoreError).
+        self.create_in_existing = create_in_existing
         self.created_file = path != ":memory:" and not Path(path).exists()
-        if path != ":memory:":
+        if self.created_file:
             folder = Path(path).expanduser().resolve().parent
             if not folder.is_dir():
                 raise StorageUnavailableError(
                     f"cannot create the SQLite store {path!r}: folder {str(folder)!r} does not exist; "
                     "create it first"
                 )
+        where = f"sqlite:///{path}"
+        #: True while the connection is read-only (an existing file before its first write).
+        self.read_only = path != ":memory:" and not self.created_file
+        with sqlite_errors(where, timeout, opening=True):
+            connection = self._connect_read_only(where) if self.read_only else self._connect_writable()
+        super().__init__(connection, prefix, where=where)
+
+    # -- connections ---------------------------------------------------------------------
+    def _connect(self, target: str, uri: bool = False) -> sqlite3.Connection:
+        connection = sqlite3.connect(
+            target, uri=uri, isolation_level=None, check_same_thread=False, timeout=self.timeout
+        )
+        connection.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        return connection
+
+    def _connect_read_only(self, where: str) -> sqlite3.Connection:
+        """A read-only connection; where the WAL index cannot be created (a read-only folder
+        or file system, where no one can write either) the file is read as immutable."""
+        target = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        connection = self._connect(target, uri=True)
         try:
-            connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            connection.close()
+            if _writable(self.path) or not _error_name(exc).startswith("SQLITE_CANTOPEN"):
+                raise
+            connection = self._connect(target + "&immutable=1", uri=True)
+            connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return connection
+
+    def _connect_writable(self) -> sqlite3.Connection:
+        """A read-write connection, in WAL mode unless the file is another application's."""
+        connection = self._connect(self.path)
+        try:
+            if self.path == ":memory:" or not _foreign_tables(connection):
+                connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = FULL")
-        except sqlite3.DatabaseError as exc:
-            raise StorageUnavailableError(
-                f"cannot open {path!r} as an SQLite database ({exc}); give the path of a new file "
-                "or of a neardup SQLite store"
-            ) from exc
-        super().__init__(connection, prefix, where=f"sqlite:///{path}")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _make_writable(self) -> None:
+        if not _writable(self.path):
+            raise StorageReadOnlyError(
+                f"{self.where} is on a read-only file or folder; queries and stats work, but adding "
+                "and removing need write access to the file and its folder"
+            )
+        with sqlite_errors(self.where, self.timeout):
+            connection = self._connect_writable()
+        self.connection.close()
+        self.connection = connection
+        self.read_only = False
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool = False, exclusive: bool = False) -> Iterator[Any]:
+        if (write or exclusive) and self.read_only:
+            with self._local_lock:
+                if self.read_only and not self._depth:
+                    self._make_writable()
+        with super()._transaction(write, exclusive) as cursor:
+            yield cursor
 
     def discard(self) -> None:
         self.close()
@@ -50,27 +131,143 @@ class SqliteStorage(SqlStorage):
             for suffix in ("", "-wal", "-shm"):
                 Path(self.path + suffix).unlink(missing_ok=True)
 
+    # -- meta ----------------------------------------------------------------------------
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        """Create the index's tables, unless the database is another application's."""
+        with self._transaction(write=True):
+            foreign = _foreign_tables(self.connection)
+            if foreign and not self.create_in_existing:
+                listed = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+                raise ForeignStoreError(
+                    f"{self.where} is a database of another application (tables {listed}) with no "
+                    "neardup index; neardup adds no tables to it unless asked: use a new file, or "
+                    "pass --create-in-existing (create_in_existing=1 in the URL)"
+                )
+            super().write_meta(meta)
+
+    # -- dialect hooks -------------------------------------------------------------------
     def _begin(self, cursor: Any, write: bool) -> None:
         # IMMEDIATE takes the write lock up front, so a writer that reads first (the key check,
         # check-and-add) is never refused the upgrade later; reads need no lock in WAL mode.
         cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
     def _table_exists(self, table: str) -> bool:
-        row = self.connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-        ).fetchone()
+        with sqlite_errors(self.where, self.timeout):
+            row = self.connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
         return row is not None
 
     def _integrity_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.IntegrityError,)
 
+    def _driver_error(self, exc: BaseException) -> NeardupError | None:
+        if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
+            return storage_error(exc, self.where, self.timeout)
+        return None
+
+
+def storage_error(exc: sqlite3.Error, where: str, timeout: float, opening: bool = False) -> NeardupError:
+    """One error per SQLite failure a user can act on, naming the file and the fix."""
+    name = _error_name(exc)
+    if name.startswith("SQLITE_FULL"):
+        return StorageFullError(
+            f"{where}: the disk is full ({exc}); nothing of the failed batch was written: "
+            "free some space (or move the index to a larger disk) and run the command again"
+        )
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return StorageBusyError(
+            f"{where} is locked by another process for more than {timeout:g} s; retry when it is "
+            "done, or wait longer with ?timeout=SECONDS in the URL"
+        )
+    if name.startswith("SQLITE_NOTADB") and opening:
+        return StorageUnavailableError(
+            f"cannot open {where} as an SQLite database ({exc}); give the path of a new file "
+            "or of a neardup SQLite store"
+        )
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return StorageDamagedError(
+            f"{where} is damaged ({exc}); restore it from a backup, or rebuild the index "
+            "into a new file with `neardup index add`"
+        )
+    if name.startswith("SQLITE_READONLY"):
+        return StorageReadOnlyError(
+            f"{where} is read-only ({exc}); queries and stats work, but adding and removing "
+            "need write access to the file and its folder"
+        )
+    return StorageUnavailableError(
+        f"cannot use {where} ({exc}); check that the file and its folder exist and are readable "
+        "(and writable to add or remove)"
+    )
+
+
+@contextlib.contextmanager
+def sqlite_errors(where: str, timeout: float, opening: bool = False) -> Iterator[None]:
+    """Turn SQLite's exceptions into neardup's one-line storage errors."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        if isinstance(exc, sqlite3.IntegrityError):
+            raise
+        raise storage_error(exc, where, timeout, opening) from exc
+
+
+def _error_name(exc: BaseException) -> str:
+    return str(getattr(exc, "sqlite_errorname", ""))
+
+
+def _writable(path: str) -> bool:
+    """Can this process write the file and its folder (where SQLite puts the WAL)?"""
+    folder = os.path.dirname(os.path.abspath(path))
+    return path == ":memory:" or (os.access(path, os.W_OK) and os.access(folder, os.W_OK))
+
+
+def _foreign_tables(connection: sqlite3.Connection) -> list[str]:
+    """Tables that belong to no neardup index (neardup's come in <prefix>_meta and
+    <prefix>_records pairs); SQLite's own ``sqlite_*`` tables do not count."""
+    rows = connection.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'"
+    ).fetchall()
+    names = [str(row[0]) for row in rows]
+    ours: set[str] = set()
+    for name in names:
+        prefix = name.removesuffix("_meta")
+        if prefix != name and f"{prefix}_records" in names:
+            ours.update((name, f"{prefix}_records"))
+    return sorted(name for name in names if name not in ours)
+
 
 def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> SqliteStorage:
-    check_options(options, {"table"}, url)
+    check_options(options, {"table", "timeout", "create_in_existing"}, url)
     rest = url.split("://", 1)[1].split("?", 1)[0]
     if not rest.startswith("/"):
         raise ConfigError(
             f"SQLite URL {url!r} names a host; write sqlite:///relative/path.db or sqlite:////absolute/path.db"
         )
     path = unquote(rest[1:]) or ":memory:"
-    return SqliteStorage(path, options.get("table", DEFAULT_PREFIX))
+    return SqliteStorage(
+        path,
+        options.get("table", DEFAULT_PREFIX),
+        timeout=_timeout(options.get("timeout"), url),
+        create_in_existing=_flag(options.get("create_in_existing"), "create_in_existing", url),
+    )
+
+
+def _timeout(value: str | None, url: str) -> float:
+    if value is None:
+        return BUSY_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 1e6:
+        raise ConfigError(f"timeout={value!r} in {url!r} must be a number of seconds above 0 (e.g. 60)")
+    return seconds
+
+
+def _flag(value: str | None, name: str, url: str) -> bool:
+    if value is None:
+        return False
+    if value.lower() not in ("1", "0", "true", "false", "yes", "no", ""):
+        raise ConfigError(f"{name}={value!r} in {url!r} must be 1 or 0")
+    return value.lower() in ("1", "true", "yes", "")
