@@ -12,6 +12,11 @@ from __future__ import annotations
 class NeardupError(Exception):
     """Base class of every error raised by neardup."""
 
+    def __str__(self) -> str:
+        # The message as written: KeyError's own __str__ is the repr, which would wrap the
+        # message of KeyExistsError/KeyNotFoundError in stray quotes wherever it is shown.
+        return BaseException.__str__(self)
+
 
 class ConfigError(NeardupError, ValueError):
     """A setting is invalid (unknown name, out of range, inconsistent with another)."""

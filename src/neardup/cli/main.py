@@ -39,7 +39,7 @@ class NeardupGroup(click.Group):
         except NeardupError as exc:
             if ctx.params.get("verbose"):
                 traceback.print_exc(file=sys.stderr)
-            click.echo(f"neardup: error: {error_message(exc)}", err=True)
+            click.echo(f"neardup: error: {exc}", err=True)
             raise click.exceptions.Exit(EXIT_ERROR) from exc
         except BrokenPipeError as exc:
             # The reader of stdout went away (e.g. `| head`): stop quietly, like other tools,
@@ -50,12 +50,6 @@ class NeardupGroup(click.Group):
         except KeyboardInterrupt as exc:
             click.echo("neardup: interrupted", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from exc
-
-
-def error_message(exc: NeardupError) -> str:
-    """The message as written: ``str`` of a KeyError (KeyNotFoundError, KeyExistsError) is
-    its repr, which would wrap the message in stray quotes."""
-    return BaseException.__str__(exc) if isinstance(exc, KeyError) else str(exc)
 
 
 @click.group(
