@@ -190,15 +190,16 @@ def test_documents_add_get_remove(client: TestClient) -> None:
     assert one.status_code == 201 and one.json()["ids"] == ["c"]
     got = client.get("/v1/documents/a").json()
     assert got["id"] == "a" and got["cluster"] == "a" and len(got["fingerprint"]) == 16
-    assert client.get("/v1/documents/5").json()["id"] == 5  # digits also find the int key
+    assert_error(client.get("/v1/documents/5"), 404, "key_not_found")  # a path id is a string
+    assert client.get("/v1/documents/5", params={"type": "int"}).json()["id"] == 5
     overlap = {"documents": [{"id": "new", "text": VARIANT}, {"id": "a", "text": BASE}]}
     assert_error(client.post("/v1/documents", json=overlap), 409, "key_exists")
     assert stored_count(client) == 3  # nothing of the refused batch
     skipped = client.post("/v1/documents", json={**overlap, "existing": "skip"}).json()
     assert skipped == {"added": 1, "skipped": 1, "ids": ["new"]}
-    assert client.delete("/v1/documents/5").json() == {"id": 5, "removed": True}
-    assert_error(client.delete("/v1/documents/5"), 404, "key_not_found")
-    assert_error(client.get("/v1/documents/5"), 404, "key_not_found")
+    assert client.delete("/v1/documents/5?type=int").json() == {"id": 5, "removed": True}
+    assert_error(client.delete("/v1/documents/5?type=int"), 404, "key_not_found")
+    assert_error(client.get("/v1/documents/5?type=int"), 404, "key_not_found")
     assert stored_count(client) == 3
 
 

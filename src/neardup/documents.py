@@ -83,7 +83,7 @@ def parse_ids(texts: Sequence[str], int_ids: bool = False) -> list[Key]:
         if not _INT_ID.fullmatch(text):
             raise InputError(
                 f"id {shown_key(text)} is not an integer written in plain decimal (digits 0-9, "
-                "no leading zeros, an optional '-'): fix it, or leave out --int-ids for string ids"
+                "no leading zeros, an optional '-'): fix it, or look it up as a string id"
             )
         keys.append(int(text))
     return keys

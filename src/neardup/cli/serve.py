@@ -19,13 +19,17 @@ from typing import Any
 
 import click
 
+from ..documents import redacted
 from ..errors import ConfigError, MissingDependencyError
 from ..service.settings import (
+    DEFAULT_HEADER_TIMEOUT,
     DEFAULT_HOST,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_DOCUMENTS,
     DEFAULT_MAX_TEXT_BYTES,
+    DEFAULT_MIN_BODY_RATE,
     DEFAULT_PORT,
     ServiceSettings,
 )
@@ -67,6 +71,27 @@ from .index import create_option, open_index, requested_config
     help="Documents of concurrent requests the store receives in one call.",
 )
 @click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0, min_open=True, max=1e6),
+    default=DEFAULT_HEADER_TIMEOUT,
+    show_default=True,
+    help="Seconds a client has to send its request headers before it is disconnected.",
+)
+@click.option(
+    "--min-body-rate",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MIN_BODY_RATE,
+    show_default=True,
+    help="Bytes per second a request body must average (after --header-timeout seconds).",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_CONNECTIONS,
+    show_default=True,
+    help="Open connections per process; the slowest idle ones are dropped first.",
+)
+@click.option(
     "--verify",
     type=click.Choice(["none", "minhash", "combined"]),
     default="none",
@@ -98,6 +123,9 @@ def serve(
     max_documents: int,
     max_text_bytes: int,
     max_batch: int,
+    header_timeout: float,
+    min_body_rate: int,
+    max_connections: int,
     log_level: str,
     workers: int,
     max_distance: int | None,
@@ -119,6 +147,7 @@ def serve(
     except ImportError as exc:
         raise MissingDependencyError("uvicorn", "service", "neardup serve") from exc
     from ..service import create_app
+    from ..service.guard import GuardedProtocol, configure
 
     token = _read_token(token_file)
     if token is None and not _is_loopback(host):
@@ -127,12 +156,23 @@ def serve(
             "can read and change the index",
             err=True,
         )
-    settings = ServiceSettings(token, max_body_bytes, max_documents, max_text_bytes, max_batch)
+    settings = ServiceSettings(
+        token,
+        max_body_bytes,
+        max_documents,
+        max_text_bytes,
+        max_batch,
+        header_timeout,
+        min_body_rate,
+        _connection_cap(max_connections),
+    )
+    configure(settings)
     options: dict[str, Any] = {
         "host": host,
         "port": port,
         "log_level": log_level,
         "access_log": log_level == "debug",
+        "http": GuardedProtocol,
     }
     if workers > 1:
         if url.startswith("memory:"):
@@ -141,7 +181,7 @@ def serve(
                 "redis://, postgresql://) that several worker processes can share"
             )
         with open_index(url, requested_config(ctx, max_distance)) as opened:  # create, check
-            described = repr(opened)
+            described = _described(opened)
         from ..service.factory import IMPORT_STRING, worker_environment
 
         os.environ.update(worker_environment(url, settings, token_file))
@@ -151,9 +191,31 @@ def serve(
     else:
         with open_index(url, requested_config(ctx, max_distance)) as opened, _stopped_by_sigterm():
             app = create_app(opened, settings)
-            click.echo(f"neardup: serving {opened!r} on http://{host}:{port} (API page: /docs)", err=True)
+            served = f"{_described(opened)} on http://{host}:{port}"
+            click.echo(f"neardup: serving {served} (API page: /docs)", err=True)
             uvicorn.run(app, **options)
     click.echo("neardup: stopped", err=True)
+
+
+def _described(opened: Any) -> str:
+    """The index for the start-up line, its store password masked."""
+    return repr(opened).replace(opened.url, redacted(opened.url))
+
+
+def _connection_cap(max_connections: int) -> int:
+    """--max-connections within the open-file limit (raised to its hard limit first): each
+    connection is a file descriptor, and the store and the process need some too."""
+    from ..service.guard import raise_open_file_limit
+
+    spare = raise_open_file_limit() - 64
+    if max_connections > spare:
+        click.echo(
+            f"neardup: warning: --max-connections {max_connections} is over what the open-file "
+            f"limit allows; using {max(spare, 1)} (raise `ulimit -n` for more)",
+            err=True,
+        )
+        return max(spare, 1)
+    return max_connections
 
 
 class _Terminated(Exception):

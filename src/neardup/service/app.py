@@ -20,20 +20,22 @@ import hmac
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
 from ..dedup.incremental import Assignment
 from ..distance import from_hex, hex_many, to_hex
-from ..documents import DocumentIndex, resolve_keys
+from ..documents import DocumentIndex, parse_ids
 from ..errors import InputError, KeyNotFoundError
 from ..index import Match, SimhashIndex
 from ..io import Record, record_from_mapping
+from ..storage.base import Key, check_key
 from .engine import Engine, Found, QueryOption
 from .errors import ServiceError, install_error_handlers, validation_error
 from .models import (
@@ -52,6 +54,7 @@ from .models import (
 )
 from .settings import ServiceSettings
 
+IdType = Literal["string", "int"]
 Single = TypeVar("Single", bound=BaseModel)
 Batch = TypeVar("Batch", bound=BaseModel)
 
@@ -137,7 +140,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
     async def fingerprint(request: Request) -> JSONResponse:
         """The fingerprint of each text, under the index's fingerprint settings."""
         single, documents, _ = await _parse(request, settings, TextDocument, TextBatch)
-        records = _records(documents, settings, id_required=False)
+        records = await run_in_threadpool(_records, documents, settings, id_required=False)
         prepared = await engine.prepare(records)
         rows = [
             {"id": given.id, "fingerprint": text}
@@ -160,7 +163,9 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         given = [row for row, doc in enumerate(documents) if doc.text is None]
         results: dict[int, Found] = {}
         if texts:
-            records = _records([documents[row] for row in texts], settings, id_required=False)
+            records = await run_in_threadpool(
+                _records, [documents[row] for row in texts], settings, id_required=False
+            )
             prepared = await engine.prepare(records)
             option = QueryOption(max_distance, explain, engine.documents.verifier is not None)
             results.update(zip(texts, await engine.query(prepared, option), strict=True))
@@ -195,26 +200,27 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         """Store documents without deciding clusters, all or nothing."""
         single, documents, options = await _parse(request, settings, Document, AddBatch)
         existing = "fail" if single else options["existing"]  # a single document: added or refused
-        prepared = await engine.prepare(_records(documents, settings, id_required=True))
+        records = await run_in_threadpool(_records, documents, settings, id_required=True)
+        prepared = await engine.prepare(records)
         added = await engine.add(prepared, existing)
         ids = [key for key, new in zip(prepared.keys, added, strict=True) if new]
         body = {"added": len(ids), "skipped": len(added) - len(ids), "ids": ids}
         return JSONResponse(body, status_code=201)
 
     @router.get(
-        "/documents/{key}",
+        "/documents/{key:path}",
         tags=["documents"],
         responses={404: {"model": ErrorOut, "description": "No document has this id."}},
     )
-    async def get(key: str) -> dict[str, Any]:
-        """A stored document's fingerprint and cluster id. An id of digits also finds a
-        document stored under that integer."""
+    async def get(key: str, type: IdType = "string") -> dict[str, Any]:
+        """A stored document's fingerprint and cluster id. The id in the path is a string
+        (it may hold ``/``); ``?type=int`` names an integer id (JSON ``3``, not ``"3"``)."""
+        wanted = _path_key(key, type)
 
         def read() -> dict[str, Any]:
-            found = resolve_keys(engine.documents.index, [key])[0]
-            record = None if found is None else engine.documents.index.get_many([found])[0]
+            record = engine.documents.index.get_many([wanted])[0]
             if record is None:
-                raise KeyNotFoundError(f"id {key!r} is not in the index")
+                raise KeyNotFoundError(f"id {wanted!r} is not in the index")
             return {
                 "id": record.key,
                 "fingerprint": to_hex(record.fingerprint, bits),
@@ -224,13 +230,14 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         return await engine.call(read)
 
     @router.delete(
-        "/documents/{key}",
+        "/documents/{key:path}",
         tags=["documents"],
         responses={404: {"model": ErrorOut, "description": "No document has this id."}},
     )
-    async def remove(key: str) -> dict[str, Any]:
-        """Forget a document. Its cluster id stays the id of the others in its cluster."""
-        removed = await engine.remove(key)
+    async def remove(key: str, type: IdType = "string") -> dict[str, Any]:
+        """Forget a document (the id as for ``GET``). Its cluster id stays the id of the
+        others in its cluster."""
+        removed = await engine.remove(_path_key(key, type))
         return {"id": removed, "removed": True}
 
     @router.post(
@@ -245,7 +252,8 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         near-duplicates sent at once by different clients still share one cluster. Sending
         a stored id again with the same text returns its first answer (``added: false``)."""
         single, documents, _ = await _parse(request, settings, Document, DocumentBatch)
-        prepared = await engine.prepare(_records(documents, settings, id_required=True))
+        records = await run_in_threadpool(_records, documents, settings, id_required=True)
+        prepared = await engine.prepare(records)
         assignments = await engine.check_and_add(prepared)
         return _answer(single, [_assignment(assignment, bits) for assignment in assignments])
 
@@ -266,6 +274,8 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         facts["service"] = {
             "store_calls": store.calls,
             "store_requests": store.payloads,
+            "isolated_requests": store.isolated,
+            "retried_requests": store.retried,
             "max_batch": settings.max_batch,
             "max_documents": settings.max_documents,
             "max_body_bytes": settings.max_body_bytes,
@@ -284,33 +294,44 @@ async def _parse(
 ) -> tuple[bool, list[Any], dict[str, Any]]:
     """(is it one document, the documents, the request's options) of a body that is one
     document (its options are its own fields) or a batch (the fields beside the documents)."""
-    data = await _json_body(request, settings)
+    body = await _read_body(request, settings)
+    return await run_in_threadpool(_decoded, body, settings, single, batch)
+
+
+def _decoded(
+    body: bytes, settings: ServiceSettings, single: type[Single], batch: type[Batch]
+) -> tuple[bool, list[Any], dict[str, Any]]:
+    """:func:`_parse` after the body is read: JSON parsing and validation, on a worker
+    thread so a large body never stalls the event loop."""
+    data = _json_of(body)
     if not isinstance(data, dict):
         raise ServiceError(
             422, "invalid_request", 'the body must be a JSON object: one document, or {"documents": [...]}'
         )
     is_batch = "documents" in data
+    listed = data.get("documents")
+    if isinstance(listed, list) and len(listed) > settings.max_documents:  # before validating them
+        raise ServiceError(
+            413,
+            "payload_too_large",
+            f"the batch holds {len(listed):,} documents, over this service's limit of "
+            f"{settings.max_documents:,}; send them in smaller batches",
+        )
     model: type[BaseModel] = batch if is_batch else single
     try:
         parsed = model.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
+    except RecursionError:
+        raise _too_deep() from None
     if not is_batch:
         return True, [parsed], parsed.model_dump()
-    documents = list(parsed.documents)  # type: ignore[attr-defined]
-    if len(documents) > settings.max_documents:
-        raise ServiceError(
-            413,
-            "payload_too_large",
-            f"the batch holds {len(documents):,} documents, over this service's limit of "
-            f"{settings.max_documents:,}; send them in smaller batches",
-        )
-    return False, documents, parsed.model_dump(exclude={"documents"})
+    return False, list(parsed.documents), parsed.model_dump(exclude={"documents"})  # type: ignore[attr-defined]
 
 
-async def _json_body(request: Request, settings: ServiceSettings) -> Any:
-    """The parsed JSON body, refused (413) as soon as it is known to be over the limit. Any
-    content type is read as JSON, so ``curl -d '{...}'`` (form-encoded by default) just works."""
+async def _read_body(request: Request, settings: ServiceSettings) -> bytes:
+    """The body, refused (413) as soon as it is known to be over the limit: from its
+    Content-Length before a byte is read, else as it streams."""
     limit = settings.max_body_bytes
     declared = request.headers.get("content-length")
     too_large = ServiceError(
@@ -326,13 +347,21 @@ async def _json_body(request: Request, settings: ServiceSettings) -> Any:
         if size > limit:
             raise too_large
         chunks.append(chunk)
-    body = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def _json_of(body: bytes) -> Any:
+    """The body as JSON, whatever the content type, so ``curl -d '{...}'`` (form-encoded by
+    default) just works. Every malformed body is a 422: too deep a nesting or too long an
+    integer too (Python raises RecursionError and ValueError for those)."""
     if not body:
         raise ServiceError(
             422, "invalid_json", 'the body is empty; send one document or {"documents": [...]}'
         )
+    # A Python-level hook lets the event loop's thread take the GIL during a long parse.
+    hook = _yielding_object if len(body) > _YIELDING_PARSE_BYTES else None
     try:
-        return json.loads(body.decode("utf-8"))
+        return json.loads(body.decode("utf-8"), object_pairs_hook=hook)
     except UnicodeDecodeError as exc:
         raise ServiceError(
             422, "invalid_json", f"the body is not UTF-8 (byte {exc.start} is invalid); send JSON as UTF-8"
@@ -343,6 +372,37 @@ async def _json_body(request: Request, settings: ServiceSettings) -> Any:
             "invalid_json",
             f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
         ) from None
+    except RecursionError:
+        raise _too_deep() from None
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise ServiceError(
+            422, "invalid_json", f"the body holds an unusable number: {str(exc).split(';')[0]}"
+        ) from None
+
+
+_YIELDING_PARSE_BYTES = 1 << 20
+
+
+def _yielding_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return dict(pairs)
+
+
+def _too_deep() -> ServiceError:
+    return ServiceError(
+        422, "invalid_json", "the body nests arrays or objects too deeply; send flat documents"
+    )
+
+
+def _path_key(text: str, kind: str) -> Key:
+    """The id a URL path names, by the rule of the command line (:func:`parse_ids`): the
+    string as given (no digit folding: ``٣`` is not 3), or with ``?type=int`` a canonical
+    decimal integer; refused (422) if it is not one, or if no store can hold it."""
+    try:
+        key = parse_ids([text], int_ids=kind == "int")[0]
+    except InputError as exc:
+        raise ServiceError(422, "invalid_request", f"{exc}; drop ?type=int for a string id") from None
+    check_key(key, "the URL")
+    return key
 
 
 def _records(documents: list[Any], settings: ServiceSettings, *, id_required: bool) -> list[Record]:

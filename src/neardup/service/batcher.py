@@ -7,9 +7,11 @@ payload, and await their futures. The thread takes every job waiting (up to ``ma
 items), groups them by (kind, option) and hands each group to that kind's handler in one
 call, which returns one result per payload.
 
-If a group's call fails and it held several payloads, each is retried alone, so one request's
-error (an id stored with other text, a bad fingerprint) never fails its neighbours. That is
-safe because every handler is all or nothing (one store transaction, or no store at all).
+A handler answers a payload that fails on its own with :class:`Failed` (the store handlers
+find such payloads before their shared call, :mod:`.engine`), so one request's error never
+touches its neighbours. Only if the shared call itself fails unexpectedly is each payload of
+the group retried alone (counted in ``retried``); that is safe because every handler is all
+or nothing (one store transaction, or no store at all).
 
 One thread per batcher also means one thread touches the store (and one the fingerprinter),
 so no store connection is ever shared between threads; across processes the store's writer
@@ -27,6 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Handler = Callable[[Any, list[Any]], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A handler's answer for one payload that failed alone: its future gets ``error``."""
+
+    error: BaseException
 
 
 @dataclass
@@ -52,6 +61,10 @@ class Batcher:
         #: (calls, payloads) served, for the stats route: payloads / calls is the batching gain.
         self.calls = 0
         self.payloads = 0
+        #: Payloads a handler served alone because they would fail (set by the handlers), and
+        #: payloads re-run alone after their group's shared call failed.
+        self.isolated = 0
+        self.retried = 0
 
     def submit(
         self, kind: str, payload: Any, *, option: Hashable = None, size: int = 1
@@ -120,11 +133,19 @@ class Batcher:
             if len(live) == 1:
                 live[0].future.set_exception(exc)
                 return
+            self.retried += len(live)
             for job in live:
                 try:
-                    job.future.set_result(handler(option, [job.payload])[0])
+                    _settle(job, handler(option, [job.payload])[0])
                 except Exception as alone:
                     job.future.set_exception(alone)
             return
         for job, result in zip(live, results, strict=True):
-            job.future.set_result(result)
+            _settle(job, result)
+
+
+def _settle(job: _Job, result: Any) -> None:
+    if isinstance(result, Failed):
+        job.future.set_exception(result.error)
+    else:
+        job.future.set_result(result)

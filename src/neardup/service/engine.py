@@ -5,6 +5,10 @@ Requests meet here. Texts from concurrent requests are fingerprinted in one
 check-and-add (or add, or query) requests go to the store as one call on the *store* thread.
 While the store commits one batch, the prepare thread works on the next. Each request gets
 back exactly its own part of a batch.
+
+A request that would fail (an id stored with other text, an id another request of the group
+also adds, a missing id to remove) is found before the shared call, by one read of the
+store, and served alone, so it never makes its neighbours' batch fail and re-run one by one.
 """
 
 from __future__ import annotations
@@ -16,16 +20,18 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..dedup.incremental import Assignment
-from ..distance import to_array
-from ..documents import DocumentIndex, Prepared, explain_matches, resolve_keys
-from ..errors import KeyNotFoundError
+from ..distance import to_array, to_ints
+from ..documents import DocumentIndex, Prepared, explain_matches
+from ..errors import KeyNotFoundError, NeardupError
 from ..index import Match
 from ..io import Record
-from ..storage.base import Key
-from .batcher import Batcher
+from ..storage.base import Key, StoredRecord
+from .batcher import Batcher, Failed
 from .settings import ServiceSettings
 
 T = TypeVar("T")
+#: Whether a call refuses a batch naming this stored record with this fingerprint.
+Refusal = Callable[[StoredRecord, int], bool]
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,8 @@ class Engine:
         """A batch of given fingerprints (no text, so no signatures)."""
         return Prepared(keys, to_array(values, self.bits))
 
-    async def remove(self, key_text: str) -> Key:
-        result: Key = await self.store_worker.run("remove", key_text)
+    async def remove(self, key: Key) -> Key:
+        result: Key = await self.store_worker.run("remove", key)
         return result
 
     async def call(self, function: Callable[[], T]) -> T:
@@ -108,13 +114,63 @@ class Engine:
         whole = self.documents.prepare(records)
         return _split_prepared(whole, [len(group) for group in groups])
 
-    def _check(self, _: object, batches: list[Prepared]) -> list[list[Assignment]]:
-        results = self.documents.check_and_add(Prepared.concat(batches))
-        return _split(results, [len(batch) for batch in batches])
+    def _check(self, _: object, batches: list[Prepared]) -> list[Any]:
+        def refused(record: StoredRecord, fingerprint: int) -> bool:
+            return record.fingerprint != fingerprint  # the same id with the same text is a retry
 
-    def _add(self, existing: str, batches: list[Prepared]) -> list[list[bool]]:
-        results = self.documents.add(Prepared.concat(batches), existing)
-        return _split(results, [len(batch) for batch in batches])
+        return self._partitioned(batches, self.documents.check_and_add, refused)
+
+    def _add(self, existing: str, batches: list[Prepared]) -> list[Any]:
+        def add(batch: Prepared) -> list[bool]:
+            return self.documents.add(batch, existing)
+
+        def refused(record: StoredRecord, fingerprint: int) -> bool:
+            return existing != "skip"
+
+        return self._partitioned(batches, add, refused)
+
+    def _partitioned(
+        self, batches: list[Prepared], call: Callable[[Prepared], list[T]], refused: Refusal
+    ) -> list[Any]:
+        """``call`` once for the batches that can succeed together, and alone for each that
+        would fail (or would change what an earlier one of the group gets), in group order."""
+        if len(batches) == 1:
+            return [call(batches[0])]
+        alone = self._conflicting(batches, refused)
+        shared = [row for row in range(len(batches)) if row not in alone]
+        results: list[Any] = [None] * len(batches)
+        if shared:
+            together = call(Prepared.concat([batches[row] for row in shared]))
+            sizes = [len(batches[row]) for row in shared]
+            for row, part in zip(shared, _split(together, sizes), strict=True):
+                results[row] = part
+        for row in sorted(alone):
+            self.store_worker.isolated += 1
+            try:
+                results[row] = call(batches[row])
+            except Exception as exc:  # its own error; the shared part is stored already
+                results[row] = Failed(exc)
+        return results
+
+    def _conflicting(self, batches: list[Prepared], refused: Refusal) -> set[int]:
+        """The batches to serve alone: an id repeated in the batch, an id an earlier batch
+        of the group names too, or a stored id the call would refuse. One read of the store."""
+        keys = [key for batch in batches for key in batch.keys]
+        try:
+            stored = dict(zip(keys, self.documents.index.get_many(keys), strict=True))
+        except (NeardupError, TypeError, ValueError):
+            return set(range(len(batches)))  # unusable keys: each batch learns its own error
+        owner: dict[Key, int] = {}
+        conflicting = set()
+        for row, batch in enumerate(batches):
+            values = _fingerprint_ints(batch)
+            for key, value in zip(batch.keys, values, strict=True):
+                record = stored.get(key)
+                if owner.setdefault(key, row) != row or (record is not None and refused(record, value)):
+                    conflicting.add(row)
+            if len(set(batch.keys)) < len(batch.keys):
+                conflicting.add(row)
+        return conflicting
 
     def _query(self, option: QueryOption, batches: list[Prepared]) -> list[list[Found]]:
         whole = Prepared.concat(batches)
@@ -131,19 +187,32 @@ class Engine:
             results.append(Found(matches, explanations))
         return _split(results, [len(batch) for batch in batches])
 
-    def _remove(self, _: object, key_texts: list[str]) -> list[Key]:
-        resolved = resolve_keys(self.documents.index, key_texts)
-        missing = [text for text, key in zip(key_texts, resolved, strict=True) if key is None]
-        if missing:
-            raise KeyNotFoundError(f"id {missing[0]!r} is not in the index; nothing was removed")
-        keys = [key for key in resolved if key is not None]
-        if len(set(keys)) < len(keys):
-            raise KeyNotFoundError("the same id was removed twice at once; it is removed once")
-        self.documents.index.remove_many(keys)
-        return keys
+    def _remove(self, _: object, keys: list[Key]) -> list[Any]:
+        """Remove the stored ids of the group in one call; a missing id (or one removed by an
+        earlier request of the group) fails alone."""
+        stored = self.documents.index.get_many(keys)
+        results: list[Any] = []
+        removing: dict[Key, None] = {}
+        for key, record in zip(keys, stored, strict=True):
+            if record is None or key in removing:
+                missing = KeyNotFoundError(f"id {key!r} is not in the index; nothing was removed")
+                results.append(Failed(missing))
+            else:
+                removing[key] = None
+                results.append(key)
+        if removing:
+            self.documents.index.remove_many(list(removing))
+        return results
 
     def _call(self, _: object, functions: list[Callable[[], Any]]) -> list[Any]:
-        return [function() for function in functions]
+        """Each function's result, or its error for its own request alone."""
+        results: list[Any] = []
+        for function in functions:
+            try:
+                results.append(function())
+            except Exception as exc:
+                results.append(Failed(exc))
+        return results
 
 
 def _split(items: Sequence[T], sizes: list[int]) -> list[list[T]]:
@@ -152,6 +221,11 @@ def _split(items: Sequence[T], sizes: list[int]) -> list[list[T]]:
         out.append(list(items[start : start + size]))
         start += size
     return out
+
+
+def _fingerprint_ints(batch: Prepared) -> list[int]:
+    """The batch's fingerprints as Python ints (64 or 128 bits), comparable to stored ones."""
+    return [int(value) for value in to_ints(np.asarray(batch.fingerprints))]
 
 
 def _split_prepared(whole: Prepared, sizes: list[int]) -> list[Prepared]:

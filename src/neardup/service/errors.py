@@ -4,8 +4,9 @@
 ``message`` is one sentence naming the value at fault and the fix (neardup's own messages),
 ``code`` a stable word clients can branch on, ``details`` the fields at fault for malformed
 requests. Every path that can fail ends here: neardup errors, request validation, unknown
-routes and methods, oversized bodies, a missing token and unexpected exceptions (500, with
-the exception kept out of the answer and in the server's log).
+routes and methods, oversized bodies, a missing token, a database driver's own errors (503)
+and unexpected exceptions (500, with the exception kept out of the answer and in the
+server's log). Each is answered on a connection that stays open for the client's next request.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..documents import redacted
 from ..errors import (
     ConfigError,
     IndexConfigMismatchError,
@@ -42,6 +45,8 @@ _NEARDUP_STATUS: tuple[tuple[type[NeardupError], int, str], ...] = (
     (StorageUnavailableError, 503, "storage_unavailable"),
     (StorageError, 503, "storage_error"),
 )
+#: Packages whose exceptions are the store failing (a driver error neardup did not wrap).
+_DRIVERS = frozenset({"sqlite3", "redis", "psycopg", "psycopg2", "psycopg_pool", "pymysql", "MySQLdb"})
 _HTTP_CODES = {
     400: "bad_request",
     401: "unauthorized",
@@ -137,10 +142,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, code, message, headers=headers)
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unexpected error serving %s %s", request.method, request.url.path, exc_info=exc)
-        return error_response(
-            500, "internal_error", "the server failed unexpectedly; the details are in its log"
-        )
+        return unexpected_response(exc, request.method, request.url.path)
 
     app.add_exception_handler(ServiceError, service_error)
     app.add_exception_handler(NeardupError, neardup_error)
@@ -148,6 +150,46 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
+    app.add_middleware(KeepConnection)
+
+
+def unexpected_response(exc: BaseException, method: str, path: str) -> JSONResponse:
+    """503 for a database driver's own error (the store failed), else 500; logged either way."""
+    if type(exc).__module__.partition(".")[0] in _DRIVERS:
+        log.warning("the store failed serving %s %s: %r", method, path, exc)
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        message = f"the store failed: {type(exc).__name__}: {redacted(first)}; retry, or see the server's log"
+        return error_response(503, "storage_error", message)
+    log.error("unexpected error serving %s %s", method, path, exc_info=exc)
+    return error_response(500, "internal_error", "the server failed unexpectedly; the details are in its log")
+
+
+class KeepConnection:
+    """Answer an exception no handler took with the error shape *here*, inside Starlette's
+    ServerErrorMiddleware, which would answer and then re-raise it, making uvicorn close the
+    client's keep-alive connection."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if started:
+                raise
+            response = unexpected_response(exc, scope.get("method", ""), scope.get("path", ""))
+            await response(scope, receive, send)
 
 
 def _message(exc: Exception) -> str:

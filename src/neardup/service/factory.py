@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from ..errors import ConfigError
 from ..index import SimhashIndex
 from .app import create_app
+from .guard import configure
 from .settings import ServiceSettings
 
 URL_VARIABLE = "NEARDUP_SERVE_URL"
@@ -45,4 +46,5 @@ def app_from_environment() -> FastAPI:
     token_file = os.environ.get(TOKEN_FILE_VARIABLE)
     token = Path(token_file).read_text(encoding="utf-8").strip() if token_file else None
     settings = ServiceSettings(token=token, **values)
+    configure(settings)  # this worker's connection guards
     return create_app(SimhashIndex.open(url, create=False), settings, owns_index=True)

@@ -12,6 +12,9 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_DOCUMENTS = 1000
 DEFAULT_MAX_TEXT_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_BATCH = 1000
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_MIN_BODY_RATE = 1024
+DEFAULT_MAX_CONNECTIONS = 2048
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,9 @@ class ServiceSettings:
     ``max_text_bytes``: UTF-8 size of one document's text (422 above).
     ``max_batch``: documents the store receives in one call when concurrent requests are
     served together (bigger batches mean fewer commits, longer waits for the first request).
+    ``header_timeout``: seconds a client has to send its request headers (slow clients are
+    disconnected), also the grace before ``min_body_rate`` (bytes/s) applies to a body.
+    ``max_connections``: open connections per server process (see :mod:`.guard`).
     """
 
     token: str | None = None
@@ -31,11 +37,18 @@ class ServiceSettings:
     max_documents: int = DEFAULT_MAX_DOCUMENTS
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
     max_batch: int = DEFAULT_MAX_BATCH
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    min_body_rate: int = DEFAULT_MIN_BODY_RATE
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_documents", "max_text_bytes", "max_batch"):
+        integers = ("max_body_bytes", "max_documents", "max_text_bytes", "max_batch")
+        for name in (*integers, "min_body_rate", "max_connections"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer; got {value!r}")
+        timeout = self.header_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < 1e6:
+            raise ConfigError(f"header_timeout must be a positive number of seconds; got {timeout!r}")
         if self.token is not None and (not self.token or self.token != self.token.strip()):
             raise ConfigError("the bearer token must be non-empty text without surrounding whitespace")
