@@ -16,7 +16,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +27,7 @@ from .fingerprint import Fingerprinter
 from .io import Record
 from .minhash import combined_score, estimate_jaccard, signature_from_bytes
 from .storage.base import Key, shown_key
+from .storage.urls import redacted
 
 if TYPE_CHECKING:
     from .dedup.incremental import Assignment
@@ -182,15 +182,6 @@ class DocumentIndex:
     def describe(self) -> dict[str, Any]:
         """The index's size and settings, as ``neardup index stats --json`` prints them."""
         return {"url": redacted(self.index.url), "documents": len(self.index), **self.index.config()}
-
-
-def redacted(url: str) -> str:
-    """The URL with its password (if any) masked, for answers and logs."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def explain_matches(

@@ -24,7 +24,6 @@ import numpy.typing as npt
 from .blocks import BlockScheme
 from .config import FingerprintConfig, IndexConfig
 from .dedup.batch import DEFAULT_MU, BucketStats, as_words, row_distances
-from .documents import redacted
 from .errors import (
     ConfigError,
     IndexConfigMismatchError,
@@ -48,6 +47,7 @@ from .storage.base import RecordBatch, Storage, StoredRecord, check_keys, key_no
 from .storage.memory import Key, MemoryStorage, key_hash, key_hashes
 from .storage.memory import plain_key as _plain
 from .storage.sqlite import SqliteStorage
+from .storage.urls import redacted
 
 if TYPE_CHECKING:
     from .dedup.incremental import Assignment

@@ -21,12 +21,13 @@ from click.core import ParameterSource
 from ..config import FingerprintConfig, IndexConfig
 from ..dedup.verify import Verifier
 from ..distance import to_hex
-from ..documents import fingerprinter_of, redacted, resolve_keys, signatures_of, stored_verifier
+from ..documents import fingerprinter_of, resolve_keys, signatures_of, stored_verifier
 from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
 from ..fingerprint import Fingerprinter
 from ..index import SimhashIndex
 from ..io import ErrorReport, Record, write_jsonl
 from ..storage.base import Key, key_problem, shown_key
+from ..storage.urls import redacted
 from .common import (
     FINGERPRINT_SETTINGS,
     batch_size_option,

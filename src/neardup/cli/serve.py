@@ -19,7 +19,6 @@ from typing import Any
 
 import click
 
-from ..documents import redacted
 from ..errors import ConfigError, MissingDependencyError
 from ..service.settings import (
     DEFAULT_HEADER_TIMEOUT,
@@ -33,6 +32,7 @@ from ..service.settings import (
     DEFAULT_PORT,
     ServiceSettings,
 )
+from ..storage.urls import redacted
 from .common import fingerprint_options, tokenizer_options
 from .index import create_option, open_index, requested_config
 

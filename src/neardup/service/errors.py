@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..documents import redacted
 from ..errors import (
     ConfigError,
     IndexConfigMismatchError,
@@ -32,6 +31,7 @@ from ..errors import (
     StorageError,
     StorageUnavailableError,
 )
+from ..storage.urls import redacted
 
 log = logging.getLogger("neardup.service")
 

@@ -82,7 +82,7 @@ from .base import (
     words_to_int,
 )
 from .lease import Lease
-from .postgres import _safe
+from .urls import redacted
 
 if TYPE_CHECKING:
     from pymongo import MongoClient
@@ -562,7 +562,7 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MongoStor
         raise MissingDependencyError("pymongo", "stores", "a MongoDB store") from exc
     driver_options = {name for name in options if name.lower() in URI_OPTIONS_VALIDATOR_MAP}
     check_options(options, {"collection", "layout", *driver_options}, url)
-    where = _safe(parts)
+    where = redacted(parts)
     database = parts.path.lstrip("/") or "neardup"
     collection = check_collection(options.get("collection", DEFAULT_COLLECTION))
     layout = options.get("layout")

@@ -14,8 +14,8 @@ from urllib.parse import SplitResult, unquote
 from ..errors import MissingDependencyError, StorageError, StorageUnavailableError
 from . import check_options
 from .base import MAX_KEY_BYTES, Key, check_keys
-from .postgres import _safe
 from .sql import DEFAULT_PREFIX, SqlStorage
+from .urls import redacted
 
 KEY_LENGTH = MAX_KEY_BYTES  # characters; ids are at most this many UTF-8 bytes
 LOCK_TIMEOUT_S = 60
@@ -74,7 +74,7 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MysqlStor
         raise MissingDependencyError("pymysql", "stores", "a MariaDB/MySQL store") from exc
     database = parts.path.lstrip("/")
     if not database:
-        raise StorageUnavailableError(f"the MySQL URL {_safe(parts)} names no database; add /DATABASE")
+        raise StorageUnavailableError(f"the MySQL URL {redacted(parts)} names no database; add /DATABASE")
     try:
         connection = pymysql.connect(
             host=parts.hostname or "127.0.0.1",
@@ -88,7 +88,7 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MysqlStor
         )
     except pymysql.Error as exc:
         raise StorageUnavailableError(
-            f"cannot connect to MariaDB/MySQL at {_safe(parts)} ({exc}); is the server running "
+            f"cannot connect to MariaDB/MySQL at {redacted(parts)} ({exc}); is the server running "
             "and the database created?"
         ) from exc
-    return MysqlStorage(connection, options.get("table", DEFAULT_PREFIX), where=_safe(parts))
+    return MysqlStorage(connection, options.get("table", DEFAULT_PREFIX), where=redacted(parts))

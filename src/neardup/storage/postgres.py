@@ -15,6 +15,7 @@ from ..errors import MissingDependencyError, StorageUnavailableError
 from . import check_options
 from .base import RecordBatch
 from .sql import DEFAULT_PREFIX, SqlStorage
+from .urls import redacted
 
 #: Re-analyze the records table once this share of its rows (and at least ANALYZE_MINIMUM)
 #: was added since the planner last counted: a planner that still believes the table empty
@@ -97,15 +98,7 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> PostgresS
         connection = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         raise StorageUnavailableError(
-            f"cannot connect to PostgreSQL at {_safe(parts)} ({str(exc).strip()}); is the server "
+            f"cannot connect to PostgreSQL at {redacted(parts)} ({str(exc).strip()}); is the server "
             "running and the database created?"
         ) from exc
-    return PostgresStorage(connection, options.get("table", DEFAULT_PREFIX), where=_safe(parts))
-
-
-def _safe(parts: SplitResult) -> str:
-    """The URL without its password, for messages."""
-    host = parts.hostname or "localhost"
-    port = f":{parts.port}" if parts.port else ""
-    user = f"{parts.username}@" if parts.username else ""
-    return f"{parts.scheme}://{user}{host}{port}{parts.path}"
+    return PostgresStorage(connection, options.get("table", DEFAULT_PREFIX), where=redacted(parts))

@@ -64,7 +64,7 @@ from .base import (
     words_to_int,
 )
 from .lease import Lease
-from .postgres import _safe
+from .urls import redacted
 
 if TYPE_CHECKING:
     import redis as redis_module
@@ -444,7 +444,7 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> RedisStor
         raise MissingDependencyError("redis", "stores", "a Redis store") from exc
     check_options(options, {"prefix", *URL_QUERY_ARGUMENT_PARSERS}, url)
     prefix = check_prefix(options.pop("prefix", DEFAULT_PREFIX))
-    where = _safe(parts)
+    where = redacted(parts)
     client_url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(options), ""))
     try:
         client = redis.Redis.from_url(
