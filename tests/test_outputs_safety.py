@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,27 @@ def test_atomic_output_keeps_the_target_on_error_and_writes_devices_directly(tmp
     with atomic_output(os.devnull) as stream:  # not a regular file: never replaced
         stream.write(b"discarded")
     assert Path(os.devnull).is_char_device()
+
+
+def test_spark_dedup_refuses_inputs_as_outputs_and_replaces_outputs_whole(docs: Path, tmp_path: Path) -> None:
+    """``neardup spark dedup`` guards its outputs as ``neardup dedup`` does: an input as output
+    is bad usage before Spark starts, and a single-file output is renamed into place, so a
+    reader of the previous file still reads all of it (truncating in place would not)."""
+    pytest.importorskip("pyspark", reason="needs pyspark: pip install 'neardup[spark]'")
+    if shutil.which("java") is None:  # pragma: no cover - Java is on the development machines
+        pytest.skip("needs a Java runtime for Spark (java not on PATH)")
+    spark = ["--master", "local[2]", "--partitions", "2", "--conf", "spark.ui.enabled=false"]
+    before = docs.read_bytes()
+    for args in (["--emit", "kept", "-o", docs], ["--pairs", docs]):
+        assert_refused(run("spark", "dedup", docs, *args, *spark), docs, before, str(docs), "INPUT")
+    clusters = tmp_path / "clusters.jsonl"
+    clusters.write_bytes(b"previous\n")
+    with clusters.open("rb") as previous:
+        result = run("spark", "dedup", docs, "--clusters", clusters, *spark)
+        assert result.exit_code == 0, result.stderr
+        assert previous.read() == b"previous\n"
+    assert [json.loads(line)["id"] for line in clusters.read_text().splitlines()] == [1, 2, 3]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["clusters.jsonl", "docs.jsonl"]
 
 
 # -- probe 5: strict CSV ------------------------------------------------------------------------

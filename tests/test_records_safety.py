@@ -18,6 +18,8 @@ from neardup.cli.main import main
 from neardup.sources import SqlSource, driver_url, read_only_connection
 from neardup.sql_guard import read_only_query
 
+from .test_records_sql import count_rows, fresh_database_url
+
 sa = pytest.importorskip("sqlalchemy")
 
 ROWS = 50
@@ -26,12 +28,7 @@ ROWS = 50
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database URL holding ``people`` (50 rows) and a view ``everyone`` over it."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'crm.db'}"
-    elif request.param == "postgresql":
-        url = request.getfixturevalue("fresh_postgres_url")
-    else:
-        url = request.getfixturevalue("fresh_mysql_url")
+    url = fresh_database_url(request, tmp_path / "crm.db")
     engine = sa.create_engine(driver_url(url))
     metadata = sa.MetaData()
     people = sa.Table(
@@ -46,17 +43,6 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         connection.exec_driver_sql("CREATE VIEW everyone AS SELECT id, name FROM people")
     engine.dispose()
     yield url
-
-
-def count(url: str, table: str = "people") -> int:
-    engine = sa.create_engine(driver_url(url))
-    try:
-        with engine.connect() as connection:
-            return int(
-                connection.execute(sa.select(sa.func.count()).select_from(sa.table(table))).scalar_one()
-            )
-    finally:
-        engine.dispose()
 
 
 def run(*args: str) -> Result:
@@ -122,7 +108,7 @@ def test_a_query_that_writes_is_refused_and_the_table_untouched(database: str, t
         out,
     )
     refused(into, "INTO")
-    assert count(database) == ROWS and not outfile.exists()
+    assert count_rows(database, "people") == ROWS and not outfile.exists()
     # a plain SELECT still runs, and the connection it read through can write the groups afterwards
     good = run(
         database, "--query", "SELECT * FROM people;", "--key", "id", "--clusters", out, "--write-table", "grp"
@@ -152,7 +138,7 @@ def test_the_read_only_transaction_refuses_writes_the_parser_would_miss(database
         source.close()
     finally:
         engine.dispose()
-    assert count(database) == ROWS
+    assert count_rows(database, "people") == ROWS
 
 
 def test_write_table_never_replaces_what_the_source_reads(database: str, tmp_path: Path) -> None:
@@ -162,12 +148,12 @@ def test_write_table_never_replaces_what_the_source_reads(database: str, tmp_pat
     refused(run(database, "--query", "select * from PEOPLE", *common, "--write-table", "People"), "--query")
     refused(run(database, "--table", "everyone", *common, "--write-table", "people"), "view 'everyone'")
     refused(run(database, "--query", "SELECT * FROM everyone", *common, "--write-table", "people"), "view")
-    assert count(database) == ROWS
+    assert count_rows(database, "people") == ROWS
     # a table the source does not read can be written and replaced
     for _ in range(2):
         written = run(database, "--query", "SELECT * FROM everyone", *common, "--write-table", "grp")
         assert written.exit_code == 0, written.output
-    assert count(database, "grp") == ROWS and count(database) == ROWS
+    assert count_rows(database, "grp") == ROWS and count_rows(database, "people") == ROWS
 
 
 def test_a_table_function_in_the_query_keeps_an_existing_target(tmp_path: Path) -> None:
@@ -182,7 +168,7 @@ def test_a_table_function_in_the_query_keeps_an_existing_target(tmp_path: Path) 
         run(url, "--query", query, "--key", "id", "--write-table", "people", "--replace-table"),
         "table function",
     )
-    assert count(url) == 2
+    assert count_rows(url, "people") == 2
     fresh = run(url, "--query", query, "--key", "id", "--write-table", "grp", "--replace-table")
     assert fresh.exit_code == 0, fresh.output
 

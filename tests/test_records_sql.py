@@ -101,15 +101,19 @@ def _table(metadata: Any, name: str = "complaints", name_column: str = "name") -
     )
 
 
+def fresh_database_url(request: pytest.FixtureRequest, sqlite_file: Path) -> str:
+    """An empty database of the kind a fixture is parametrised with ("sqlite", "postgresql",
+    "mariadb"): SQLite in ``sqlite_file``, else a real server from tests/servers.py."""
+    if request.param == "sqlite":
+        return f"sqlite:///{sqlite_file}"
+    server = {"postgresql": "fresh_postgres_url", "mariadb": "fresh_mysql_url"}[request.param]
+    return str(request.getfixturevalue(server))
+
+
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database URL (as a user writes it) holding the complaints table."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'complaints.db'}"
-    elif request.param == "postgresql":
-        url = request.getfixturevalue("fresh_postgres_url")
-    else:
-        url = request.getfixturevalue("fresh_mysql_url")
+    url = fresh_database_url(request, tmp_path / "complaints.db")
     engine = sa.create_engine(driver_url(url))
     metadata = sa.MetaData()
     table = _table(metadata)
@@ -120,7 +124,8 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     yield url
 
 
-def _count(url: str, table: str) -> int:
+def count_rows(url: str, table: str) -> int:
+    """The rows of ``table``, counted on a connection of its own."""
     engine = sa.create_engine(driver_url(url))
     try:
         with engine.connect() as connection:
@@ -201,7 +206,7 @@ def test_hostile_names_are_quoted_or_refused(database: str) -> None:
     with pytest.raises(ConfigError, match="must be one SELECT"):
         SqlSource(engine, query="DELETE FROM complaints")
     engine.dispose()
-    assert _count(database, "complaints") == len(_rows())
+    assert count_rows(database, "complaints") == len(_rows())
 
 
 def run(*args: str) -> Result:
@@ -230,7 +235,7 @@ def test_cli_writes_clusters_and_a_groups_table(database: str, tmp_path: Path) -
     assert by_key[101][1] == by_key[100][1] and by_key[101][2] == 100
     assert by_key[302][2] == 300 and by_key[1][2] == 1 and by_key[1][3] == 0
     assert len({row[1] for row in stored}) == len(_rows()) - 4
-    assert _count(database, "complaints") == len(_rows())
+    assert count_rows(database, "complaints") == len(_rows())
 
     again = CliRunner().invoke(main, ["records", *common, "--write-table", "neardup_groups"])
     assert again.exit_code == 1 and "already exists" in again.output and "--replace-table" in again.output
@@ -240,7 +245,7 @@ def test_cli_writes_clusters_and_a_groups_table(database: str, tmp_path: Path) -
     assert replaced.exit_code == 0, replaced.output
     source = CliRunner().invoke(main, ["records", *common, "--write-table", "complaints", "--replace-table"])
     assert source.exit_code == 1 and "is the source table" in source.output
-    assert _count(database, "complaints") == len(_rows())
+    assert count_rows(database, "complaints") == len(_rows())
 
 
 def test_cli_errors_name_the_problem(database: str, tmp_path: Path) -> None:

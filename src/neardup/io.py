@@ -1,5 +1,5 @@
 """Reading input records (JSONL, CSV, Parquet). CSV rows are parsed strictly by
-:mod:`neardup.csv_input`; outputs are written by :mod:`neardup.output` (re-exported here).
+:mod:`neardup.csv_strict`; outputs are written by :mod:`neardup.output` (re-exported here).
 
 Every reader yields :class:`Record` objects and checks each record the same way, so a bad
 record is reported with where it is (``file.jsonl:LINE`` or ``file.csv:row N``) and why,
@@ -131,7 +131,7 @@ def read_records(
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ConfigError(f"max_bytes must be a positive integer; got {max_bytes!r}")
     fields = RecordFields(id_field, text_field, title_field, max_bytes)
-    from .csv_input import csv_records  # imported here: it builds on this module
+    from .csv_strict import csv_records  # imported here: it builds on this module
 
     readers = {"jsonl": _jsonl_records, "csv": csv_records, "parquet": _parquet_records}
     items = readers[detect_format(source, format)](source, fields)
@@ -301,6 +301,18 @@ def _check_not_binary(text: str, name: str) -> None:
         )
 
 
+def require_columns(names: list[str], fields: RecordFields, what: str, location: str) -> None:
+    """A file without the id or text column has no record to read: raised even when
+    skipping bad records, which would only hide it. ``what`` names the header or schema."""
+    for column, option in ((fields.id, "--id-field"), (fields.text, "--text-field")):
+        if column not in names:
+            raise InputError(
+                f"{what} has no column {column!r} (columns: {', '.join(names)}); "
+                f"name the column with {option}",
+                location,
+            )
+
+
 def too_long_error(
     size: int,
     fields: RecordFields,
@@ -452,13 +464,7 @@ def _one_line(error: BaseException) -> str:
 
 
 def _parquet_columns(names: list[str], fields: RecordFields, name: str) -> list[str]:
-    for column, option in ((fields.id, "--id-field"), (fields.text, "--text-field")):
-        if column not in names:
-            raise InputError(
-                f"the Parquet schema has no column {column!r} (columns: {', '.join(names)}); "
-                f"name the column with {option}",
-                name,
-            )
+    require_columns(names, fields, "the Parquet schema", name)
     wanted = [fields.id, fields.text] + ([fields.title] if fields.title in names else [])
     return list(dict.fromkeys(wanted))
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .csv_strict import StrictCsvReader
+from .csv_strict import CsvRow, StrictCsvReader
 from .errors import ConfigError, InputError, MissingDependencyError, NeardupError, StorageUnavailableError
-from .io import ErrorReport, raise_csv_field_limit
+from .io import ErrorReport
 from .record_values import RecordKey
 from .records import RowChunk
 from .sql_guard import check_write_target, read_only_query
@@ -300,9 +300,9 @@ def read_only_connection(engine: Any) -> Any:
 
 
 class CsvSource(RowSource):
-    """A UTF-8 CSV file with a header line; empty fields are nulls. Quoting is strict: a
-    stray or unclosed quote is an error naming its line, or (``on_error="skip"``) that line
-    is counted in ``report`` and reading goes on with the next line."""
+    """A UTF-8 CSV file with a header line; empty fields are nulls. Quoting is strict (see
+    :mod:`neardup.csv_strict`): a bad row is an error naming its line, or (``on_error="skip"``)
+    is counted in ``report`` and reading goes on, with the lines a stray quote swallowed."""
 
     def __init__(
         self,
@@ -325,15 +325,12 @@ class CsvSource(RowSource):
     def open(self) -> None:
         if self._reader is not None:
             return
-        raise_csv_field_limit()
         try:
-            self._handle = open(self.path, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed in close()
+            self._handle = open(self.path, "rb")  # noqa: SIM115 - closed in close()
         except OSError as exc:
             raise InputError(f"cannot open input file {self.path}: {exc.strerror}") from exc
         self._reader = StrictCsvReader(self._handle, self.path)
-        header = self._reader.read(0)
-        if isinstance(header, InputError):
-            raise header
+        header = self._reader.header()
         if header is None:
             raise InputError(f"{self.path} is empty; a CSV source needs a header line naming the columns")
         self.columns = header
@@ -349,23 +346,22 @@ class CsvSource(RowSource):
         """The good rows; a bad one stops the run or is counted and skipped."""
         assert self._reader is not None
         number = 1
-        while (row := self._reader.read(number)) is not None:
-            if isinstance(row, list) and len(row) == self._width:
+        for row in self._reader:
+            if isinstance(row, CsvRow) and len(row.values) == self._width:
                 number += 1
-                yield row if self._wanted is None else [row[index] for index in self._wanted]
+                yield row.values if self._wanted is None else [row.values[index] for index in self._wanted]
                 continue
-            if isinstance(row, list):
-                if not any(row):
+            if isinstance(row, CsvRow):
+                if not any(row.values):
                     continue  # a blank line
                 row = InputError(
-                    f"data row {number} has {len(row)} fields but the header has {self._width}; "
+                    f"data row {number} has {len(row.values)} fields but the header has {self._width}; "
                     f"fix the quoting of that row",
-                    self.path,
+                    f"{self.path}:{row.line}",
                 )
             if self.on_error != "skip":
                 raise row
             self.report.add(row)
-            self._reader.skip_bad()
 
     def chunks(self) -> Iterator[RowChunk]:
         self.open()
@@ -479,17 +475,10 @@ def write_groups(
                     )
                 target.drop(connection)
             target.create(connection)
-            columns = (rows.keys, rows.groups, rows.representatives, rows.distances)
+            names = ("row_key", "group_id", "representative", "distance")
             batch: list[dict[str, Any]] = []
-            for key, group, representative, distance in zip(*columns, strict=True):
-                batch.append(
-                    {
-                        "row_key": key,
-                        "group_id": group,
-                        "representative": representative,
-                        "distance": distance,
-                    }
-                )
+            for values in zip(rows.keys, rows.groups, rows.representatives, rows.distances, strict=True):
+                batch.append(dict(zip(names, values, strict=True)))
                 if len(batch) == INSERT_BATCH:
                     connection.execute(target.insert(), batch)
                     batch = []

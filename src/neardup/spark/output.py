@@ -3,7 +3,8 @@
 Lines are built in SQL from ids kept as their JSON text, so they are the bytes
 ``write_jsonl`` writes for ``neardup dedup``: ``{"a":id,"b":id,"distance":d}`` and
 ``{"id":id,"cluster":id}``. A local path ending in .jsonl (or .json, .ndjson) or ``-`` gets
-one file, streamed in order through the driver one partition at a time; any other target
+one file, streamed in order through the driver one partition at a time into a temporary
+file renamed onto the target at the end (:func:`neardup.output.atomic_output`); any other target
 (``hdfs://…``, ``s3a://…``, a folder) gets Spark's folder of part files, written by the
 executors in parallel (part files in order, so concatenated they are the single file).
 Parquet (``--output-format parquet``) is always a folder, with typed id columns.
@@ -12,17 +13,13 @@ Parquet (``--output-format parquet``) is always a folder, with typed id columns.
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import NeardupError
+from ..output import atomic_output, write_bytes
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 OUTPUT_FORMATS = ("auto", "jsonl", "parquet")
@@ -123,37 +120,13 @@ def _write_lines(frame: DataFrame, target: str) -> None:
         except Exception as exc:  # Spark's AnalysisException for an existing folder, I/O errors
             raise NeardupError(f"cannot write {target}: {str(exc).splitlines()[0]}") from exc
         return
-    with _open(target) as stream:
+    local = target[len("file:") :] if target.startswith("file:") else target
+    with atomic_output(local) as stream:  # a failed run leaves the previous file whole
         buffer: list[bytes] = []
         for row in frame.toLocalIterator(prefetchPartitions=True):
             buffer.append(row[0].encode("utf-8"))
             if len(buffer) >= WRITE_LINES:
-                _flush(stream, buffer, target)
-        _flush(stream, buffer, target)
-        stream.flush()
-
-
-def _flush(stream: IO[bytes], buffer: list[bytes], target: str) -> None:
-    if not buffer:
-        return
-    try:
-        stream.write(b"\n".join(buffer) + b"\n")
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise NeardupError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    buffer.clear()
-
-
-@contextmanager
-def _open(target: str) -> Iterator[IO[bytes]]:
-    if target == "-":
-        yield sys.stdout.buffer
-        return
-    path = Path(target[len("file:") :] if target.startswith("file:") else target)
-    try:
-        stream = path.open("wb")
-    except OSError as exc:
-        raise NeardupError(f"cannot open output file {target}: {exc.strerror}") from exc
-    with stream:
-        yield stream
+                write_bytes(stream, b"\n".join(buffer) + b"\n", target)
+                buffer.clear()
+        if buffer:
+            write_bytes(stream, b"\n".join(buffer) + b"\n", target)
