@@ -28,6 +28,13 @@ def test_core_api_is_public() -> None:
         assert name in neardup.__all__
 
 
+def test_the_dedup_pipeline_is_public() -> None:
+    """The whole batch job is one library call, not only a command (issue 16)."""
+    for name in ("dedup_documents", "DedupSettings", "DedupResult"):
+        assert name in neardup.__all__
+    assert neardup.dedup_documents([]).summary.records == 0
+
+
 def test_errors_form_one_tree() -> None:
     errors = [getattr(neardup, name) for name in neardup.__all__ if name.endswith("Error")]
     assert all(issubclass(error, neardup.NeardupError) for error in errors)

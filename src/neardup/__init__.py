@@ -9,6 +9,7 @@ from .blocks import BlockScheme
 from .config import FingerprintConfig
 from .dedup.batch import BucketStats, Pairs, brute_force_pairs, find_all_pairs, single_pass
 from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
+from .dedup.pipeline import DedupResult, DedupSettings, dedup_documents
 from .dedup.verify import VERIFY_MODES, Verifier
 from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
 from .errors import (
@@ -45,6 +46,8 @@ __all__ = [
     "BucketStats",
     "Clusters",
     "ConfigError",
+    "DedupResult",
+    "DedupSettings",
     "EncodedBatch",
     "Feature",
     "FieldSpec",
@@ -69,6 +72,7 @@ __all__ = [
     "brute_force_pairs",
     "cluster_records",
     "combined_score",
+    "dedup_documents",
     "estimate_jaccard",
     "find_all_pairs",
     "find_duplicate_records",

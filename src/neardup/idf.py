@@ -21,7 +21,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, NeardupError
 from .output import write_text
 
 IDF_FORMAT = "neardup-idf"
@@ -67,8 +67,9 @@ class IdfModel:
         }
         try:
             write_text(path, json.dumps(payload, ensure_ascii=False))
-        except OSError as exc:
-            raise ConfigError(f"cannot write IDF file {path}: {exc.strerror or exc}") from exc
+        except NeardupError as exc:
+            reason = str(exc).rpartition(": ")[2]
+            raise ConfigError(f"cannot write IDF file {path}: {reason}") from exc
 
     @classmethod
     def load(cls, path: str | Path) -> IdfModel:

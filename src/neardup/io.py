@@ -20,7 +20,7 @@ import csv
 import json
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -476,3 +476,25 @@ def parquet_record(data: Mapping[str, Any], fields: RecordFields, location: str)
         if size > fields.max_bytes:
             return InputError(too_long_error(size, fields, "text").reason, location)
     return _make_record(data, fields, location)
+
+
+#: About how much text one batch holds: large enough to amortise the vectorised work, small
+#: enough to bound memory whatever the record sizes.
+BATCH_CHARACTERS = 8_000_000
+
+
+def batches(
+    records: Iterable[Record], size: int, characters: int = BATCH_CHARACTERS
+) -> Iterator[list[Record]]:
+    """Groups of at most ``size`` records or about ``characters`` of text, whichever comes
+    first: large enough to amortise the vectorised work, small enough to bound memory."""
+    batch: list[Record] = []
+    total = 0
+    for record in records:
+        batch.append(record)
+        total += len(record.text)
+        if len(batch) >= size or total >= characters:
+            yield batch
+            batch, total = [], 0
+    if batch:
+        yield batch

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -28,7 +28,6 @@ from ..weighting import FIELDS_ON_TEXT, WEIGHTINGS
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_BATCH_SIZE = 2048
-BATCH_CHARACTERS = 8_000_000
 _DEFAULTS = FingerprintConfig()
 _EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 # CLI parameter name → FingerprintConfig field, for the settings a flag can override.
@@ -256,23 +255,6 @@ def open_records(ctx: click.Context, source: str, report: ErrorReport) -> Iterat
         max_bytes=params["max_bytes"],
         report=report,
     )
-
-
-def batches(
-    records: Iterable[Record], size: int, characters: int = BATCH_CHARACTERS
-) -> Iterator[list[Record]]:
-    """Groups of at most ``size`` records or about ``characters`` of text, whichever comes
-    first: large enough to amortise the vectorised work, small enough to bound memory."""
-    batch: list[Record] = []
-    total = 0
-    for record in records:
-        batch.append(record)
-        total += len(record.text)
-        if len(batch) >= size or total >= characters:
-            yield batch
-            batch, total = [], 0
-    if batch:
-        yield batch
 
 
 def progress_bar(

@@ -1,39 +1,35 @@
 """``neardup dedup``: the near-duplicate pairs, clusters and deduplicated records of one input.
 
-Fingerprints are computed batch by batch as ``neardup fingerprint`` does, then every pair
-within the distance is found exactly by :func:`~neardup.dedup.batch.find_all_pairs` and the
-pairs are joined into clusters by :func:`~neardup.dedup.clusters.cluster_records`. Pairs and
-clusters name records by their ids, so ids must be unique. Only ids, text lengths and the
-fingerprints are held in memory, plus the records themselves when ``--emit`` writes them.
+A thin adapter over :func:`neardup.dedup.pipeline.dedup_documents`, which owns the job
+(fingerprints, candidate pairs, verification, clusters, keep policy): this module parses the
+options, refuses bad usage and unusable outputs before any input is read, and writes the rows
+and the summary. Pairs and clusters name records by their ids, so ids must be unique.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import click
-import numpy as np
-import numpy.typing as npt
 from click.core import ParameterSource
 
-from ..blocks import DEFAULT_MAX_TABLES, BlockScheme
-from ..dedup.auto import AUTO_TEXT_LIMIT, resolve_search
-from ..dedup.batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
-from ..dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
-from ..dedup.verify import DEFAULT_THRESHOLDS, META_FIELDS, VERIFY_MODES, Verifier, explain_pairs, metadata_of
-from ..errors import ConfigError, InputError, NeardupError
+from ..dedup.batch import DEFAULT_MU
+from ..dedup.clusters import KEEP_POLICIES
+from ..dedup.pipeline import MAX_TABLES as MAX_TABLES
+from ..dedup.pipeline import DedupSettings, dedup_documents
+from ..dedup.pipeline import block_scheme_of as block_scheme_of
+from ..dedup.summary import Summary as Summary
+from ..dedup.verify import DEFAULT_THRESHOLDS, META_FIELDS, VERIFY_MODES
+from ..errors import NeardupError
 from ..fingerprint import Fingerprinter
-from ..io import ErrorReport, Record, RecordId, record_row, write_jsonl
+from ..io import ErrorReport, record_row, write_jsonl
 from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
 from .common import (
     batch_size_option,
-    batches,
     check_max_distance,
     check_outputs_not_inputs,
     fingerprint_options,
@@ -49,9 +45,6 @@ from .common import (
 from .incremental import run_incremental
 from .index import create_in_existing_option
 
-#: More tables than this from --scheme is surely a typo: each table is one sort of the whole
-#: input (the auto-tuner has the same cap).
-MAX_TABLES = DEFAULT_MAX_TABLES
 _SCHEME = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*$")
 
 
@@ -277,91 +270,39 @@ def dedup(
     started = time.perf_counter()
     targets = check_outputs(ctx, pairs_path, clusters_path, emit, output)
     if index_url is not None:
-        if explain or scheme is not None:
-            raise click.UsageError("--explain and --scheme do not apply with --index", ctx)
-        run_incremental(
-            ctx,
-            url=index_url,
-            input_path=input_path,
-            pairs_path=pairs_path,
-            clusters_path=clusters_path,
-            emit=emit,
-            output=output,
-            keep=keep,
-            batch_size=batch_size,
-            progress=progress,
-        )
+        _dedup_against_index(ctx, index_url)
         return
-    if explain and pairs_path is None:
-        raise click.UsageError("--explain adds fields to the --pairs lines; add --pairs PATH", ctx)
-    if scheme is not None and max_distance is None:
-        raise click.UsageError("--scheme guarantees a distance: give it with -k/--max-distance", ctx)
-    Verifier(VERIFY_MODES[0] if verify == "auto" else verify, verify_threshold, content_weight, num_perm)
-    config = text_config(ctx)
-    check_max_distance(ctx, config.bits, max_distance)
-    if max_distance is not None:
-        block_scheme_of(config.bits, max_distance, scheme)  # refuse a bad scheme before reading
-    auto_texts = verify == "auto" and max_distance is None and not explain
-    for target in targets:
-        check_directory(target)
-    fingerprinter = Fingerprinter(config=config)
+    settings = DedupSettings(
+        max_distance=max_distance,
+        verify=verify,
+        threshold=verify_threshold,
+        content_weight=content_weight,
+        num_perm=num_perm,
+        keep=keep,
+        scheme=scheme,
+        mu=mu,
+        explain=explain,
+        keep_records=emit is not None,
+        meta_fields=meta_fields or META_FIELDS,
+        batch_size=batch_size,
+    )
+    fingerprinter = _checked_fingerprinter(ctx, settings, pairs_path, targets)
     ready = time.perf_counter()
     report = ErrorReport()
-    records = open_records(ctx, input_path, report)
-    with progress_bar(progress, "fingerprint") as bar:
-        collected = _collect(
-            fingerprinter,
-            batches(records, batch_size),
-            keep_records=emit is not None,
-            keep_texts=explain or verify not in ("none", "auto") or auto_texts,
-            text_limit=AUTO_TEXT_LIMIT if auto_texts else None,
-            meta_fields=meta_fields or META_FIELDS,
-            bar=bar,
-        )
-    fingerprinted = time.perf_counter()
-
-    n = len(collected.ids)
-    max_distance, verify = resolve_search(n, config.bits, max_distance, verify)
-    verifier = Verifier(verify, verify_threshold, content_weight, num_perm)
-    block_scheme = block_scheme_of(config.bits, max_distance, scheme)
-    block_scheme = block_scheme or BlockScheme.auto(n, config.bits, max_distance)
-    bucket_stats = BucketStats()
-    with progress_bar(progress, "pairs", unit=" tables", total=block_scheme.table_count) as bar:
-        pairs = find_all_pairs(
-            collected.fingerprints,
-            max_distance,
-            bits=config.bits,
-            scheme=block_scheme,
-            mu=mu,
-            stats=bucket_stats,
-            progress=bar.update,
-        )
-    candidates = len(pairs)
-    if verify != "none":
-        pairs = _verified(verifier, fingerprinter, collected, pairs)
-    paired = time.perf_counter()
-    lengths = collected.lengths if keep == "longest" else None
-    clusters = cluster_records(n, pairs.i, pairs.j, keep=keep, lengths=lengths)
-
+    with _Bars(progress) as bars:
+        records = open_records(ctx, input_path, report)
+        result = dedup_documents(records, fingerprinter=fingerprinter, settings=settings, progress=bars)
     if pairs_path is not None:
-        rows = _pair_rows(collected.ids, pairs)
-        if explain:
-            rows = _explained_rows(rows, verifier, fingerprinter, collected, pairs)
-        write_jsonl(pairs_path, rows)
+        write_jsonl(pairs_path, result.pair_rows())
     if clusters_path is not None:
-        write_jsonl(clusters_path, _cluster_rows(collected.ids, clusters))
+        write_jsonl(clusters_path, result.cluster_rows())
     if emit is not None:
-        params = ctx.params
-        fields = (params["id_field"], params["text_field"], params["title_field"])
-        write_jsonl(output, _record_rows(collected.records, clusters, emit == "kept", fields))
-
-    summary = Summary.of(collected, report, pairs, clusters, max_distance, keep)
-    summary = replace(summary, verify=verify, rejected=candidates - len(pairs))
+        fields = (ctx.params["id_field"], ctx.params["text_field"], ctx.params["title_field"])
+        write_jsonl(output, (record_row(r, fields) for r in result.selected_records(emit == "kept")))
+    summary = replace(result.summary, skipped=report.count)
     if stats:
-        click.echo(bucket_stats.format(), err=True)
-        finished = time.perf_counter()
-        timings = (ready - started, fingerprinted - ready, paired - fingerprinted, finished - paired)
-        click.echo(summary.details(timings), err=True)
+        click.echo(result.bucket_stats.format(), err=True)
+        click.echo(summary.details(_timings(result.seconds, started, ready)), err=True)
     else:
         click.echo(summary.line(), err=True)
     report_skipped(report)
@@ -403,201 +344,74 @@ def check_directory(target: str) -> None:
         raise NeardupError(f"cannot open output file {target}: no directory {parent}")
 
 
-def block_scheme_of(bits: int, max_distance: int, scheme: tuple[int, int] | None) -> BlockScheme | None:
-    """The --scheme block scheme, or None for the auto-tuned one; either way the distance is
-    checked against the width here, before any input is read."""
-    if scheme is None:
-        BlockScheme(bits, max_distance)  # raises for a distance the width cannot have
-        return None
-    num_blocks, key_blocks = scheme
-    try:
-        chosen = BlockScheme(bits, max_distance, num_blocks, key_blocks)
-    except ConfigError as exc:
-        raise ConfigError(f"--scheme {num_blocks},{key_blocks}: {exc}") from exc
-    if chosen.table_count > MAX_TABLES:
-        raise ConfigError(
-            f"--scheme {num_blocks},{key_blocks} means C({num_blocks},{key_blocks}) = {chosen.table_count:,} "
-            f"tables, each a sort of the whole input; choose a scheme with at most {MAX_TABLES} tables"
-        )
-    return chosen
-
-
-# -- fingerprinting ----------------------------------------------------------------------------
-
-
-@dataclass
-class _Collected:
-    """What later steps need of every record, in input order."""
-
-    bits: int
-    ids: list[RecordId] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
-    records: list[Record] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    metadata: list[list[str] | None] = field(default_factory=list)
-    parts: list[npt.NDArray[np.uint64]] = field(default_factory=list)
-    empty: int = 0
-
-    @property
-    def fingerprints(self) -> npt.NDArray[np.uint64]:
-        if not self.parts:
-            shape = (0, 2) if self.bits == 128 else (0,)
-            return np.empty(shape, dtype=np.uint64)
-        return np.concatenate(self.parts)
-
-
-def _collect(
-    fingerprinter: Fingerprinter,
-    groups: Iterable[list[Record]],
-    *,
-    keep_records: bool,
-    bar: Any,
-    keep_texts: bool = False,
-    text_limit: int | None = None,
-    meta_fields: tuple[str, ...] = META_FIELDS,
-) -> _Collected:
-    """Fingerprint every record; ids are checked for uniqueness as they arrive. Texts and
-    metadata are kept only when pairs are verified or explained, and only while there are no
-    more than ``text_limit`` records (beyond it the automatic search does not verify)."""
-    collected = _Collected(bits=fingerprinter.bits)
-    first_seen: dict[RecordId, str] = {}
-    for group in groups:
-        for record in group:
-            if record.id in first_seen:
-                raise InputError(
-                    f"duplicate id {record.id!r}, first seen at {first_seen[record.id]}; pairs and "
-                    f"clusters name records by id, so ids must be unique (choose another field with "
-                    f"--id-field)",
-                    record.location,
-                )
-            first_seen[record.id] = record.location
-        encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
-        collected.parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
-        collected.empty += int(np.count_nonzero(encoded.feature_counts == 0))
-        collected.ids.extend(record.id for record in group)
-        collected.lengths.extend(len(record.text) for record in group)
-        if keep_records:
-            collected.records.extend(group)
-        if keep_texts:
-            collected.texts.extend(record.text for record in group)
-            collected.metadata.extend(metadata_of(record.fields, meta_fields) for record in group)
-            if text_limit is not None and len(collected.texts) > text_limit:
-                keep_texts = False
-                collected.texts, collected.metadata = [], []
-        bar.update(len(group))
-    return collected
-
-
-# -- verification ------------------------------------------------------------------------------
-
-
-def _verified(verifier: Verifier, fingerprinter: Fingerprinter, collected: _Collected, pairs: Pairs) -> Pairs:
-    """The candidate pairs that pass --verify."""
-    if not len(pairs):
-        return pairs
-    result = verifier.verify_texts(
-        pairs.distance, pairs.i, pairs.j, collected.texts, collected.metadata, fingerprinter
+def _dedup_against_index(ctx: click.Context, url: str) -> None:
+    """--index URL: seed 002's incremental mode over a stored index (see the command help)."""
+    params = ctx.params
+    if params["explain"] or params["scheme"] is not None:
+        raise click.UsageError("--explain and --scheme do not apply with --index", ctx)
+    run_incremental(
+        ctx,
+        url=url,
+        input_path=params["input_path"],
+        pairs_path=params["pairs_path"],
+        clusters_path=params["clusters_path"],
+        emit=params["emit"],
+        output=params["output"],
+        keep=params["keep"],
+        batch_size=params["batch_size"],
+        progress=params["progress"],
     )
-    kept = result.kept
-    return Pairs(pairs.i[kept], pairs.j[kept], pairs.distance[kept])
 
 
-def _explained_rows(
-    rows: Iterator[dict[str, Any]],
-    verifier: Verifier,
-    fingerprinter: Fingerprinter,
-    collected: _Collected,
-    pairs: Pairs,
-) -> Iterator[dict[str, Any]]:
-    explanations = explain_pairs(
-        verifier, fingerprinter, collected.texts, collected.metadata, pairs.i, pairs.j, pairs.distance
-    )
-    for row, explanation in zip(rows, explanations, strict=True):
-        yield {**row, **explanation.as_dict()}
+def _checked_fingerprinter(
+    ctx: click.Context, settings: DedupSettings, pairs_path: str | None, targets: list[str]
+) -> Fingerprinter:
+    """The fingerprinter of the command's options, once every option and output is known to
+    be usable: bad usage exits 2 and bad settings 1, both before any input is read."""
+    if settings.explain and pairs_path is None:
+        raise click.UsageError("--explain adds fields to the --pairs lines; add --pairs PATH", ctx)
+    if settings.scheme is not None and settings.max_distance is None:
+        raise click.UsageError("--scheme guarantees a distance: give it with -k/--max-distance", ctx)
+    config = text_config(ctx)
+    check_max_distance(ctx, config.bits, settings.max_distance)
+    settings.check(config.bits)
+    for target in targets:
+        check_directory(target)
+    return Fingerprinter(config=config)
 
 
-# -- output ------------------------------------------------------------------------------------
+class _Bars:
+    """The pipeline's progress as tqdm bars on stderr, one per stage in turn."""
+
+    UNITS: ClassVar[dict[str, str]] = {"pairs": " tables"}
+
+    def __init__(self, show: bool | None) -> None:
+        self.show = show
+        self.stage: str | None = None
+        self.bar: Any = None
+
+    def __call__(self, stage: str, advance: int, total: int | None) -> None:
+        if stage != self.stage:
+            self.close()
+            self.stage = stage
+            self.bar = progress_bar(self.show, stage, unit=self.UNITS.get(stage, " records"), total=total)
+        self.bar.update(advance)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self) -> _Bars:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
-def _pair_rows(ids: list[RecordId], pairs: Pairs) -> Iterator[dict[str, Any]]:
-    for a, b, distance in zip(pairs.i.tolist(), pairs.j.tolist(), pairs.distance.tolist(), strict=True):
-        yield {"a": ids[a], "b": ids[b], "distance": distance}
-
-
-def _cluster_rows(ids: list[RecordId], clusters: Clusters) -> Iterator[dict[str, Any]]:
-    for record_id, representative in zip(ids, clusters.representative.tolist(), strict=True):
-        yield {"id": record_id, "cluster": ids[representative]}
-
-
-def _record_rows(
-    records: list[Record], clusters: Clusters, kept: bool, fields: tuple[str, str, str]
-) -> Iterator[dict[str, Any]]:
-    """The records on the chosen side of the keep policy, as they were read."""
-    for record, keep in zip(records, clusters.keep.tolist(), strict=True):
-        if keep == kept:
-            yield record_row(record, fields)
-
-
-@dataclass(frozen=True)
-class Summary:
-    records: int
-    empty: int
-    skipped: int
-    pairs: int
-    exact: int
-    max_distance: int
-    clusters: int
-    largest: int
-    dropped: int
-    keep: str
-    verify: str = "none"
-    rejected: int = 0
-
-    @classmethod
-    def of(
-        cls,
-        collected: _Collected,
-        report: ErrorReport,
-        pairs: Pairs,
-        clusters: Clusters,
-        max_distance: int,
-        keep: str,
-    ) -> Summary:
-        n = len(collected.ids)
-        leaders = clusters.cluster == np.arange(n)
-        return cls(
-            records=n,
-            empty=collected.empty,
-            skipped=report.count,
-            pairs=len(pairs),
-            exact=int(np.count_nonzero(pairs.distance == 0)),
-            max_distance=max_distance,
-            clusters=int(np.count_nonzero(leaders & (clusters.size >= 2))),
-            largest=int(clusters.size.max()) if n else 0,
-            dropped=n - int(np.count_nonzero(clusters.keep)),
-            keep=keep,
-        )
-
-    def line(self) -> str:
-        verified = f" ({self.rejected} rejected by --verify {self.verify})" if self.verify != "none" else ""
-        return (
-            f"neardup: {self.records} records, {self.pairs} pairs within distance {self.max_distance}"
-            f"{verified}, {self.clusters} clusters of 2+ records, {self.dropped} dropped "
-            f"(--keep {self.keep}); {self.empty} empty; {self.skipped} skipped"
-        )
-
-    def details(self, seconds: tuple[float, float, float, float]) -> str:
-        setup, fingerprints, pairs, rest = seconds
-        rate = self.records / fingerprints if fingerprints > 0 else math.inf
-        total = sum(seconds)
-        return "\n".join(
-            [
-                f"records: {self.records} ({self.empty} empty, {self.skipped} skipped)",
-                f"pairs: {self.pairs} within distance {self.max_distance} ({self.exact} at distance 0)"
-                + (f", {self.rejected} rejected by --verify {self.verify}" if self.verify != "none" else ""),
-                f"clusters of 2+ records: {self.clusters} (largest {self.largest})",
-                f"dropped: {self.dropped} (--keep {self.keep}), kept {self.records - self.dropped}",
-                f"seconds: {total:.2f} (set-up {setup:.2f}, fingerprints {fingerprints:.2f} at "
-                f"{rate:,.0f} records/s, pairs {pairs:.2f}, clusters and output {rest:.2f})",
-            ]
-        )
+def _timings(seconds: dict[str, float], started: float, ready: float) -> tuple[float, float, float, float]:
+    """--stats: set-up, fingerprints, pairs (search and verification), clusters and output."""
+    fingerprints = seconds["fingerprints"]
+    pairs = seconds["candidates"] + seconds["verification"]
+    rest = time.perf_counter() - ready - fingerprints - pairs
+    return ready - started, fingerprints, pairs, rest

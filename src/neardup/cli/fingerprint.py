@@ -9,10 +9,9 @@ import click
 
 from ..distance import hex_many
 from ..fingerprint import Fingerprinter
-from ..io import ErrorReport, Record, write_jsonl
+from ..io import ErrorReport, Record, batches, write_jsonl
 from .common import (
     batch_size_option,
-    batches,
     check_outputs_not_inputs,
     fingerprint_options,
     input_options,

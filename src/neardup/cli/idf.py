@@ -10,11 +10,10 @@ import click
 
 from ..fingerprint import Fingerprinter
 from ..idf import IdfModel
-from ..io import ErrorReport, Record
+from ..io import ErrorReport, Record, batches
 from .common import (
     TOKENIZER_SETTINGS,
     batch_size_option,
-    batches,
     build_config,
     check_outputs_not_inputs,
     input_options,

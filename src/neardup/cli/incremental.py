@@ -16,8 +16,8 @@ import click
 
 from ..documents import fingerprinter_of, signatures_of, stored_verifier
 from ..errors import ConfigError
-from ..io import ErrorReport, jsonl_writer, record_row
-from .common import batches, open_records, progress_bar, report_skipped
+from ..io import ErrorReport, batches, jsonl_writer, record_row
+from .common import open_records, progress_bar, report_skipped
 from .index import TYPED, open_index, requested_config, storable_ids
 
 

@@ -25,13 +25,12 @@ from ..documents import fingerprinter_of, resolve_keys, signatures_of, stored_ve
 from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
 from ..fingerprint import Fingerprinter
 from ..index import SimhashIndex
-from ..io import ErrorReport, Record, write_jsonl
+from ..io import ErrorReport, Record, batches, write_jsonl
 from ..storage.base import Key, key_problem, shown_key
 from ..storage.urls import redacted
 from .common import (
     FINGERPRINT_SETTINGS,
     batch_size_option,
-    batches,
     check_max_distance,
     check_outputs_not_inputs,
     fingerprint_options,

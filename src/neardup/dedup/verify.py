@@ -18,6 +18,10 @@ punctuation dropped): bigrams for text with Chinese characters, 5-grams otherwis
 whose normalized texts are identical is never rejected, whatever the mode and the metadata.
 Metadata are the record's ``tags``/``keywords``/``refs`` lists (or fields the caller names),
 or the text's top weighted words when a record has none.
+
+Texts and metadata are normalized by the fingerprinter's :class:`Normalizer` when one is given
+(``normalizer=``, else ``fingerprinter.normalizer``), so a setting such as ``to_simplified``
+means the same thing to the fingerprints and to their verification.
 """
 
 from __future__ import annotations
@@ -266,13 +270,16 @@ class Verifier:
     # -- signatures: what an index stores beside each fingerprint ------------------------------
 
     def signatures(
-        self, texts: Sequence[str], metadata: Sequence[Sequence[str]] | None = None
+        self,
+        texts: Sequence[str],
+        metadata: Sequence[Sequence[str]] | None = None,
+        normalizer: Normalizer | None = None,
     ) -> UInt64Array:
         """(n, num_perm) uint64 signatures to store beside the fingerprints: of the text
-        shingles for ``minhash``, of the metadata sets for ``combined`` (normalized sets from
-        :func:`metadata_sets`)."""
+        shingles for ``minhash`` (texts normalized by ``normalizer``), of the metadata sets for
+        ``combined`` (normalized sets from :func:`metadata_sets`)."""
         if self.mode == "minhash":
-            shingles = Shingles.of(texts)
+            shingles = Shingles.of(texts, normalizer)
             return self.minhasher.signatures_of_hashes(shingles.hashes, shingles.documents, shingles.count)
         if self.mode == "combined":
             if metadata is None or len(metadata) != len(texts):
@@ -337,24 +344,35 @@ class Verifier:
         texts: Sequence[str],
         metadata: Sequence[Sequence[str] | None] | None = None,
         fingerprinter: Fingerprinter | None = None,
+        normalizer: Normalizer | None = None,
     ) -> Verification:
         """Candidate pairs (i[t], j[t]) of a batch of texts at ``distances``: the batch path.
 
         ``metadata`` holds each record's raw metadata (None where it has none: the text's top
-        keywords under ``fingerprinter`` stand in). Only the texts of candidates are read."""
+        keywords under ``fingerprinter`` stand in). Texts are compared as ``normalizer``
+        (default: the fingerprinter's) sees them. Only the texts of candidates are read."""
+        normalizer = _normalizer_of(normalizer, fingerprinter)
         involved, left, right = _involved(i, j)
         chosen = [texts[k] for k in involved.tolist()]
-        digests = text_digests(chosen)
+        digests = text_digests(chosen, normalizer)
         identical = digests[left] == digests[right]
         if self.mode == "none":
             return self.decide(distances, np.ones(len(left)), identical)
         if self.mode == "jaccard":
-            return self.decide(distances, Shingles.of(chosen).jaccard(left, right), identical)
+            return self.decide(distances, Shingles.of(chosen, normalizer).jaccard(left, right), identical)
         sets = None
         if self.mode == "combined":
-            sets = _metadata_for(involved, chosen, metadata, fingerprinter)
-        signatures = self.signatures(chosen, sets)
+            sets = _metadata_for(involved, chosen, metadata, fingerprinter, normalizer)
+        signatures = self.signatures(chosen, sets, normalizer)
         return self.verify_signatures(distances, signatures[left], signatures[right], identical)
+
+
+def _normalizer_of(normalizer: Normalizer | None, fingerprinter: Fingerprinter | None) -> Normalizer | None:
+    """The normalizer to compare texts with: the one given, else the fingerprinter's (so a
+    verification never sees texts differently from the fingerprints it confirms)."""
+    if normalizer is not None:
+        return normalizer
+    return fingerprinter.normalizer if fingerprinter is not None else None
 
 
 def _involved(i: npt.ArrayLike, j: npt.ArrayLike) -> tuple[IntArray, IntArray, IntArray]:
@@ -369,9 +387,10 @@ def _metadata_for(
     texts: Sequence[str],
     metadata: Sequence[Sequence[str] | None] | None,
     fingerprinter: Fingerprinter | None,
+    normalizer: Normalizer | None = None,
 ) -> list[list[str]]:
     raw = [None if metadata is None else metadata[k] for k in involved.tolist()]
-    return metadata_sets(raw, texts, fingerprinter)
+    return metadata_sets(raw, texts, fingerprinter, normalizer)
 
 
 # -- explanations ------------------------------------------------------------------------------
@@ -428,17 +447,20 @@ def explain_pairs(
     j: npt.ArrayLike,
     distances: npt.ArrayLike,
     top: int = 5,
+    normalizer: Normalizer | None = None,
 ) -> list[Explanation]:
     """Explanations of pairs (i[t], j[t]) whatever the verification mode: exact shingle
     Jaccard, MinHash estimate of the metadata sets (top keywords where a record has none) and
-    seed 000's combined score."""
+    seed 000's combined score; texts normalized as in :meth:`Verifier.verify_texts`."""
     hamming = np.asarray(distances, dtype=np.int64)
     if not len(hamming):
         return []
+    normalizer = _normalizer_of(normalizer, fingerprinter)
     involved, left, right = _involved(i, j)
     chosen = [texts[k] for k in involved.tolist()]
-    jaccard = Shingles.of(chosen).jaccard(left, right)
-    signatures = verifier.minhasher.signatures(_metadata_for(involved, chosen, metadata, fingerprinter))
+    jaccard = Shingles.of(chosen, normalizer).jaccard(left, right)
+    sets = _metadata_for(involved, chosen, metadata, fingerprinter, normalizer)
+    signatures = verifier.minhasher.signatures(sets)
     estimate = estimate_jaccard(signatures[left], signatures[right])
     scores = combined_score(hamming, estimate, verifier.content_weight)
     shared = shared_features(fingerprinter, chosen, left.tolist(), right.tolist(), top)

@@ -1,0 +1,410 @@
+"""The batch dedup job as one library call, and the stages it is built from.
+
+:func:`dedup_documents` runs normalize → fingerprints → candidates → verification → clusters
+→ keep policy over an iterable of :class:`~neardup.io.Record` and returns a
+:class:`DedupResult`; ``neardup dedup`` is a thin adapter over it. Each stage is a public
+function, so another mode (the Spark job, an index, a benchmark) can run them one by one:
+
+    collected = collect(records, fingerprinter, settings)           # fingerprints, ids, texts
+    candidates = search_candidates(collected, settings)             # candidate pairs + search
+    pairs = verify_pairs(collected, candidates, fingerprinter, settings)
+    clusters = cluster(collected, pairs, settings)
+
+One :class:`~neardup.text.normalize.Normalizer`, the fingerprinter's, drives both the
+fingerprints and the verification of their candidates.
+
+The input is a flat iterable of records rather than of batches: that is what readers,
+database sources and Spark partitions yield, and batching is a speed knob of this module
+(``batch_size`` records or about 8 million characters, whichever comes first), not something
+that changes a result. Only ids, text lengths and fingerprints are held for every record,
+plus the texts while verification needs them and the records when ``keep_records`` asks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from ..blocks import DEFAULT_MAX_TABLES, BlockScheme
+from ..errors import ConfigError, InputError
+from ..fingerprint import Fingerprinter
+from ..io import Record, RecordId, batches
+from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
+from .auto import AUTO_TEXT_LIMIT, Search, resolve_search
+from .batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
+from .clusters import Clusters, check_keep, cluster_records
+from .summary import Summary
+from .verify import META_FIELDS, Explanation, Verifier, explain_pairs, metadata_of
+
+#: Records fingerprinted per batch, and the text size that also ends a batch: large enough to
+#: amortise the vectorised work, small enough to bound memory.
+DEFAULT_BATCH_SIZE = 2048
+#: More tables than this from a hand-given scheme is surely a typo: each table is one sort of
+#: the whole input (the auto-tuner has the same cap).
+MAX_TABLES = DEFAULT_MAX_TABLES
+
+#: ``progress(stage, advance, total)``: called with advance 0 (and the total when known) as a
+#: stage starts, then with the work done since the last call. Stages: ``fingerprint``
+#: (records) and ``pairs`` (block tables).
+Progress = Callable[[str, int, "int | None"], object]
+
+
+@dataclass(frozen=True)
+class DedupSettings:
+    """The options of ``neardup dedup`` (see its ``--help``): ``max_distance`` None and
+    ``verify`` "auto" choose both by input size (:mod:`neardup.dedup.auto`)."""
+
+    max_distance: int | None = None
+    verify: str = "auto"
+    threshold: float | None = None
+    content_weight: float = DEFAULT_CONTENT_WEIGHT
+    num_perm: int = DEFAULT_NUM_PERM
+    keep: str = "first"
+    scheme: tuple[int, int] | None = None
+    mu: float = DEFAULT_MU
+    explain: bool = False
+    keep_records: bool = False
+    meta_fields: tuple[str, ...] = META_FIELDS
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+    def check(self, bits: int) -> None:
+        """Refuse settings that cannot run with ``bits``-bit fingerprints, before any input."""
+        self.verifier("none" if self.verify == "auto" else self.verify)
+        check_keep(self.keep)
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size must be 1 or more; got {self.batch_size!r}")
+        if self.mu < 0:
+            raise ConfigError(f"mu must be 0 or more; got {self.mu!r}")
+        if self.scheme is not None and self.max_distance is None:
+            raise ConfigError("a block scheme guarantees a distance: give max_distance with scheme")
+        if self.max_distance is not None:
+            block_scheme_of(bits, self.max_distance, self.scheme)
+
+    def verifier(self, mode: str) -> Verifier:
+        """The verifier of ``mode`` (a resolved one, not "auto") under these settings."""
+        return Verifier(mode, self.threshold, self.content_weight, self.num_perm)
+
+    @property
+    def auto_texts(self) -> bool:
+        """Whether the automatic search may verify: texts are then kept only up to
+        :data:`~neardup.dedup.auto.AUTO_TEXT_LIMIT` records."""
+        return self.verify == "auto" and self.max_distance is None and not self.explain
+
+    @property
+    def keeps_texts(self) -> bool:
+        return self.explain or self.verify not in ("none", "auto") or self.auto_texts
+
+
+DEFAULT_SETTINGS = DedupSettings()
+
+
+def block_scheme_of(bits: int, max_distance: int, scheme: tuple[int, int] | None) -> BlockScheme | None:
+    """The hand-given block scheme, or None for the auto-tuned one; either way the distance
+    is checked against the width here, before any input is read."""
+    if scheme is None:
+        BlockScheme(bits, max_distance)  # raises for a distance the width cannot have
+        return None
+    num_blocks, key_blocks = scheme
+    try:
+        chosen = BlockScheme(bits, max_distance, num_blocks, key_blocks)
+    except ConfigError as exc:
+        raise ConfigError(f"--scheme {num_blocks},{key_blocks}: {exc}") from exc
+    if chosen.table_count > MAX_TABLES:
+        raise ConfigError(
+            f"--scheme {num_blocks},{key_blocks} means C({num_blocks},{key_blocks}) = {chosen.table_count:,} "
+            f"tables, each a sort of the whole input; choose a scheme with at most {MAX_TABLES} tables"
+        )
+    return chosen
+
+
+# -- stage 1: normalize and fingerprint --------------------------------------------------------
+
+
+@dataclass
+class Collected:
+    """What later stages need of every record, in input order. ``texts`` and ``metadata``
+    are empty when no verification or explanation needs them."""
+
+    bits: int
+    fingerprints: npt.NDArray[np.uint64]
+    ids: list[RecordId] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    metadata: list[list[str] | None] = field(default_factory=list)
+    empty: int = 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def collect(
+    records: Iterable[Record],
+    fingerprinter: Fingerprinter,
+    settings: DedupSettings = DEFAULT_SETTINGS,
+    *,
+    progress: Progress | None = None,
+) -> Collected:
+    """Fingerprint every record (normalized by the fingerprinter's normalizer); ids are
+    checked for uniqueness as they arrive. Texts and metadata are kept only when pairs are
+    verified or explained, and under the automatic search only while there are no more than
+    :data:`~neardup.dedup.auto.AUTO_TEXT_LIMIT` records (beyond it, it does not verify)."""
+    keep_texts = settings.keeps_texts
+    limit = AUTO_TEXT_LIMIT if settings.auto_texts else None
+    collected = Collected(bits=fingerprinter.bits, fingerprints=_no_fingerprints(fingerprinter.bits))
+    parts: list[npt.NDArray[np.uint64]] = []
+    first_seen: dict[RecordId, str] = {}
+    if progress is not None:
+        progress("fingerprint", 0, None)
+    for group in batches(records, settings.batch_size):
+        _check_unique(group, first_seen)
+        encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
+        parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
+        collected.empty += int(np.count_nonzero(encoded.feature_counts == 0))
+        collected.ids.extend(record.id for record in group)
+        collected.lengths.extend(len(record.text) for record in group)
+        if settings.keep_records:
+            collected.records.extend(group)
+        if keep_texts:
+            collected.texts.extend(record.text for record in group)
+            collected.metadata.extend(metadata_of(r.fields, settings.meta_fields) for r in group)
+            if limit is not None and len(collected.texts) > limit:
+                keep_texts = False
+                collected.texts, collected.metadata = [], []
+        if progress is not None:
+            progress("fingerprint", len(group), None)
+    if parts:
+        collected.fingerprints = np.concatenate(parts)
+    return collected
+
+
+def _no_fingerprints(bits: int) -> npt.NDArray[np.uint64]:
+    return np.empty((0, 2) if bits == 128 else (0,), dtype=np.uint64)
+
+
+def _check_unique(group: list[Record], first_seen: dict[RecordId, str]) -> None:
+    for record in group:
+        if record.id in first_seen:
+            raise InputError(
+                f"duplicate id {record.id!r}, first seen at {first_seen[record.id]}; pairs and "
+                f"clusters name records by id, so ids must be unique (choose another field with "
+                f"--id-field)",
+                record.location,
+            )
+        first_seen[record.id] = record.location
+
+
+# -- stage 2: candidates -----------------------------------------------------------------------
+
+
+class Candidates(NamedTuple):
+    """The candidate pairs, the search that found them (distance and the verification it
+    asks for), its block scheme and bucket statistics."""
+
+    pairs: Pairs
+    search: Search
+    scheme: BlockScheme
+    stats: BucketStats
+
+
+def search_candidates(
+    collected: Collected, settings: DedupSettings = DEFAULT_SETTINGS, *, progress: Progress | None = None
+) -> Candidates:
+    """The candidate stage: every pair within the resolved distance, found exactly by the
+    Simhash block index (:func:`~neardup.dedup.batch.find_all_pairs`); ``max_distance`` None
+    and ``verify`` "auto" follow the input size (:func:`~neardup.dedup.auto.resolve_search`).
+
+    This is the one seam for another candidate search: it takes the collected records and the
+    settings and returns the candidates with the search that was resolved."""
+    n, bits = len(collected), collected.bits
+    search = resolve_search(n, bits, settings.max_distance, settings.verify)
+    scheme = block_scheme_of(bits, search.max_distance, settings.scheme)
+    scheme = scheme or BlockScheme.auto(n, bits, search.max_distance)
+    stats = BucketStats()
+    if progress is not None:
+        progress("pairs", 0, scheme.table_count)
+    pairs = find_all_pairs(
+        collected.fingerprints,
+        search.max_distance,
+        bits=bits,
+        scheme=scheme,
+        mu=settings.mu,
+        stats=stats,
+        progress=None if progress is None else lambda done: progress("pairs", done, scheme.table_count),
+    )
+    return Candidates(pairs, search, scheme, stats)
+
+
+# -- stage 3: verification ---------------------------------------------------------------------
+
+
+def verify_pairs(
+    collected: Collected,
+    candidates: Candidates,
+    fingerprinter: Fingerprinter,
+    settings: DedupSettings = DEFAULT_SETTINGS,
+) -> Pairs:
+    """The candidates that the resolved verification confirms, texts compared as the
+    fingerprinter's normalizer sees them (the same text to the fingerprint and its check)."""
+    pairs, mode = candidates.pairs, candidates.search.verify
+    if mode == "none" or not len(pairs):
+        return pairs
+    _require_texts(collected, f"verify {mode}")
+    result = settings.verifier(mode).verify_texts(
+        pairs.distance,
+        pairs.i,
+        pairs.j,
+        collected.texts,
+        collected.metadata,
+        fingerprinter,
+        normalizer=fingerprinter.normalizer,
+    )
+    kept = result.kept
+    return Pairs(pairs.i[kept], pairs.j[kept], pairs.distance[kept])
+
+
+def _require_texts(collected: Collected, what: str) -> None:
+    if len(collected.texts) != len(collected):
+        raise ConfigError(
+            f"{what} needs the texts, which collect() kept only for "
+            f"{len(collected.texts)} of {len(collected)} records; collect with settings that verify"
+        )
+
+
+def explain(
+    collected: Collected,
+    pairs: Pairs,
+    search: Search,
+    fingerprinter: Fingerprinter,
+    settings: DedupSettings = DEFAULT_SETTINGS,
+) -> list[Explanation]:
+    """Why each pair was kept: shingle Jaccard, metadata estimate, combined score, shared features."""
+    if not len(pairs):
+        return []
+    _require_texts(collected, "explain")
+    return explain_pairs(
+        settings.verifier(search.verify),
+        fingerprinter,
+        collected.texts,
+        collected.metadata,
+        pairs.i,
+        pairs.j,
+        pairs.distance,
+        normalizer=fingerprinter.normalizer,
+    )
+
+
+# -- stage 4: clusters and the keep policy -----------------------------------------------------
+
+
+def cluster(collected: Collected, pairs: Pairs, settings: DedupSettings = DEFAULT_SETTINGS) -> Clusters:
+    """Connected components of the pairs, each with the representative the keep policy picks."""
+    lengths = collected.lengths if settings.keep == "longest" else None
+    return cluster_records(len(collected), pairs.i, pairs.j, keep=settings.keep, lengths=lengths)
+
+
+# -- the whole job -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DedupResult:
+    """One run: record ids in input order; pairs and clusters by position in ``ids``; the
+    summary ``neardup dedup`` prints; bucket statistics; seconds per stage; the records when
+    ``keep_records`` asked; one explanation per pair when ``explain`` asked."""
+
+    ids: list[RecordId]
+    pairs: Pairs
+    clusters: Clusters
+    summary: Summary
+    search: Search
+    candidates: int
+    bucket_stats: BucketStats
+    seconds: dict[str, float]
+    records: list[Record] | None = None
+    explanations: list[Explanation] | None = None
+
+    def pair_rows(self) -> Iterator[dict[str, Any]]:
+        """``{"a": id, "b": id, "distance": d}`` per pair (plus the explanation when asked)."""
+        ids = self.ids
+        rows = zip(self.pairs.i.tolist(), self.pairs.j.tolist(), self.pairs.distance.tolist(), strict=True)
+        explanations: list[Explanation | None] = [None] * len(self.pairs)
+        if self.explanations is not None:
+            explanations = list(self.explanations)
+        for (a, b, distance), explanation in zip(rows, explanations, strict=True):
+            row: dict[str, Any] = {"a": ids[a], "b": ids[b], "distance": distance}
+            yield row if explanation is None else {**row, **explanation.as_dict()}
+
+    def cluster_rows(self) -> Iterator[dict[str, Any]]:
+        """``{"id": id, "cluster": representative id}`` for every record, in input order."""
+        ids = self.ids
+        for record_id, representative in zip(ids, self.clusters.representative.tolist(), strict=True):
+            yield {"id": record_id, "cluster": ids[representative]}
+
+    def selected_records(self, kept: bool = True) -> Iterator[Record]:
+        """The records the keep policy keeps (or, ``kept=False``, drops), in input order."""
+        if self.records is None:
+            raise ConfigError("the records were not kept: run with DedupSettings(keep_records=True)")
+        for record, keep in zip(self.records, self.clusters.keep.tolist(), strict=True):
+            if keep == kept:
+                yield record
+
+
+def dedup_documents(
+    records: Iterable[Record],
+    *,
+    fingerprinter: Fingerprinter | None = None,
+    settings: DedupSettings = DEFAULT_SETTINGS,
+    progress: Progress | None = None,
+) -> DedupResult:
+    """Find the near-duplicates of ``records`` (ids unique): fingerprints, candidate pairs,
+    verification, clusters and the keep policy, as ``neardup dedup`` does with the same
+    settings. ``fingerprinter`` defaults to ``Fingerprinter()``."""
+    fingerprinter = fingerprinter or Fingerprinter()
+    settings.check(fingerprinter.bits)
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[stage], clock = now - clock, now
+
+    collected = collect(records, fingerprinter, settings, progress=progress)
+    lap("fingerprints")
+    candidates = search_candidates(collected, settings, progress=progress)
+    lap("candidates")
+    pairs = verify_pairs(collected, candidates, fingerprinter, settings)
+    lap("verification")
+    clusters = cluster(collected, pairs, settings)
+    lap("clusters")
+    explanations = None
+    if settings.explain:
+        explanations = explain(collected, pairs, candidates.search, fingerprinter, settings)
+        lap("explanations")
+    search = candidates.search
+    summary = Summary.of(
+        pairs,
+        clusters,
+        empty=collected.empty,
+        max_distance=search.max_distance,
+        keep=settings.keep,
+        verify=search.verify,
+        rejected=len(candidates.pairs) - len(pairs),
+    )
+    return DedupResult(
+        ids=collected.ids,
+        pairs=pairs,
+        clusters=clusters,
+        summary=summary,
+        search=search,
+        candidates=len(candidates.pairs),
+        bucket_stats=candidates.stats,
+        seconds=seconds,
+        records=collected.records if settings.keep_records else None,
+        explanations=explanations,
+    )
