@@ -40,6 +40,9 @@ def test_the_command_reports_the_search_it_chose(tmp_path: Path) -> None:
     docs = write_lines(tmp_path / "docs.jsonl", {"id": 1, "text": text}, {"id": 2, "text": text + " Indeed."})
     code, err = run("dedup", docs, "--pairs", tmp_path / "pairs.jsonl")
     assert code == 0, err
+    assert "1 pairs of shingle Jaccard >= 0.5 by LSH" in err and "--verify jaccard" in err
+    code, err = run("dedup", docs, "--pairs", tmp_path / "pairs.jsonl", "--search", "simhash")
+    assert code == 0, err
     assert "within distance 16" in err and "--verify jaccard" in err
     code, err = run("dedup", docs, "--pairs", tmp_path / "pairs.jsonl", "-k", "auto", "--scheme", "4,1")
     assert code == 2 and "give it with -k" in err

@@ -76,8 +76,8 @@ def test_library_call_matches_the_cli_on_the_dev_set(tmp_path: Path) -> None:
     cli, pairs, clusters = run_cli(source, tmp_path)
     result = dedup_documents(read_records(source))
     check_same_as_cli(result, cli, pairs, clusters)
-    # The automatic search of a dev-sized input: wide, every candidate confirmed.
-    assert (result.search.max_distance, result.search.verify) == (16, "jaccard")
+    # The automatic search: shingle LSH, every candidate confirmed by the texts' Jaccard.
+    assert (result.search.method, result.search.verify) == ("lsh", "jaccard")
     assert result.candidates - len(result.pairs) == result.summary.rejected > 0
 
 

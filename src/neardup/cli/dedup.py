@@ -19,8 +19,8 @@ from click.core import ParameterSource
 
 from ..dedup.batch import DEFAULT_MU
 from ..dedup.clusters import KEEP_POLICIES
+from ..dedup.pipeline import CANDIDATE_SEARCHES, DedupSettings, dedup_documents
 from ..dedup.pipeline import MAX_TABLES as MAX_TABLES
-from ..dedup.pipeline import DedupSettings, dedup_documents
 from ..dedup.pipeline import block_scheme_of as block_scheme_of
 from ..dedup.summary import Summary as Summary
 from ..dedup.verify import DEFAULT_THRESHOLDS, META_FIELDS, VERIFY_MODES
@@ -101,6 +101,15 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
     callback=parse_distance,
     help="Largest Hamming distance (differing bits) of a near-duplicate pair; auto: by input "
     "size, 16 up to 20 k records, 12 up to 100 k, 6 up to 1 M, then 3 (see below).",
+)
+@click.option(
+    "--search",
+    "candidate_search",
+    type=click.Choice(CANDIDATE_SEARCHES),
+    default="lsh",
+    show_default=True,
+    help="How -k auto finds candidates: lsh (shingle LSH, every pair of shingle Jaccard >= 0.5 "
+    "at any size) or simhash (the exact Simhash search, 16 bits up to 20,000 records, fewer above).",
 )
 @click.option(
     "--keep",
@@ -191,6 +200,7 @@ def dedup(
     output: str,
     max_distance: int | None,
     keep: str,
+    candidate_search: str,
     scheme: tuple[int, int] | None,
     mu: float,
     stats: bool,
@@ -285,6 +295,7 @@ def dedup(
         keep_records=emit is not None,
         meta_fields=meta_fields or META_FIELDS,
         batch_size=batch_size,
+        candidates=candidate_search,
     )
     fingerprinter = _checked_fingerprinter(ctx, settings, pairs_path, targets)
     ready = time.perf_counter()

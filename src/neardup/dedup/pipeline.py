@@ -31,12 +31,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ..blocks import DEFAULT_MAX_TABLES, BlockScheme
+from ..distance import hamming_many
 from ..errors import ConfigError, InputError
 from ..fingerprint import Fingerprinter
 from ..io import Record, RecordId, batches
 from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
-from .auto import AUTO_TEXT_LIMIT, Search, resolve_search
+from .auto import AUTO_TEXT_LIMIT, LSH_TEXT_LIMIT, Search, resolve_search
 from .batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
+from .candidates import CandidateSearch, CandidateSettings, shingles_of
 from .clusters import Clusters, check_keep, cluster_records
 from .summary import Summary
 from .verify import META_FIELDS, Explanation, Verifier, explain_pairs, metadata_of
@@ -47,6 +49,17 @@ DEFAULT_BATCH_SIZE = 2048
 #: More tables than this from a hand-given scheme is surely a typo: each table is one sort of
 #: the whole input (the auto-tuner has the same cap).
 MAX_TABLES = DEFAULT_MAX_TABLES
+
+#: ``candidates`` of the automatic search: "lsh" (shingle LSH, the default) or "simhash" (the
+#: exact block search, its distance narrowing with the input size as in earlier versions).
+CANDIDATE_SEARCHES = ("lsh", "simhash")
+#: The shingle Jaccard the LSH search keeps (that of ``--verify jaccard``).
+LSH_THRESHOLD = 0.5
+#: Sketch bins kept per document to check LSH candidates without the texts.
+LSH_CHECK_BINS = 512
+#: How far below the threshold a sketch estimate still goes on to the exact check (~7 standard
+#: errors of 512 bins at Jaccard 0.5).
+LSH_CHECK_MARGIN = 0.15
 
 #: ``progress(stage, advance, total)``: called with advance 0 (and the total when known) as a
 #: stage starts, then with the work done since the last call. Stages: ``fingerprint``
@@ -71,11 +84,16 @@ class DedupSettings:
     keep_records: bool = False
     meta_fields: tuple[str, ...] = META_FIELDS
     batch_size: int = DEFAULT_BATCH_SIZE
+    candidates: str = "lsh"
 
     def check(self, bits: int) -> None:
         """Refuse settings that cannot run with ``bits``-bit fingerprints, before any input."""
         self.verifier("none" if self.verify == "auto" else self.verify)
         check_keep(self.keep)
+        if self.candidates not in CANDIDATE_SEARCHES:
+            raise ConfigError(
+                f"unknown candidate search {self.candidates!r}; choose one of {', '.join(CANDIDATE_SEARCHES)}"
+            )
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be 1 or more; got {self.batch_size!r}")
         if self.mu < 0:
@@ -98,6 +116,16 @@ class DedupSettings:
     @property
     def keeps_texts(self) -> bool:
         return self.explain or self.verify not in ("none", "auto") or self.auto_texts
+
+    @property
+    def may_use_lsh(self) -> bool:
+        """Whether collect() builds the shingle LSH sketches (the search is decided by size)."""
+        return self.auto_texts and self.candidates == "lsh"
+
+    def lsh_settings(self) -> CandidateSettings:
+        """The shingle LSH of the automatic search: pairs of Jaccard >= the threshold found
+        with probability >= 0.99, each checked on 512 sketch bins kept at 8 bits."""
+        return CandidateSettings(threshold=self.threshold or LSH_THRESHOLD, check_bins=LSH_CHECK_BINS)
 
 
 DEFAULT_SETTINGS = DedupSettings()
@@ -138,6 +166,7 @@ class Collected:
     texts: list[str] = field(default_factory=list)
     metadata: list[list[str] | None] = field(default_factory=list)
     empty: int = 0
+    lsh: CandidateSearch | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -157,6 +186,10 @@ def collect(
     keep_texts = settings.keeps_texts
     limit = AUTO_TEXT_LIMIT if settings.auto_texts else None
     collected = Collected(bits=fingerprinter.bits, fingerprints=_no_fingerprints(fingerprinter.bits))
+    if settings.may_use_lsh:
+        # Above LSH_TEXT_LIMIT records the texts are let go: the sketches check the candidates.
+        limit = LSH_TEXT_LIMIT
+        collected.lsh = CandidateSearch(settings.lsh_settings())
     parts: list[npt.NDArray[np.uint64]] = []
     first_seen: dict[RecordId, str] = {}
     if progress is not None:
@@ -170,6 +203,9 @@ def collect(
         collected.lengths.extend(len(record.text) for record in group)
         if settings.keep_records:
             collected.records.extend(group)
+        if collected.lsh is not None:
+            texts = [record.text for record in group]
+            collected.lsh.add(shingles_of(texts, fingerprinter.normalizer))
         if keep_texts:
             collected.texts.extend(record.text for record in group)
             collected.metadata.extend(metadata_of(r.fields, settings.meta_fields) for r in group)
@@ -208,7 +244,7 @@ class Candidates(NamedTuple):
 
     pairs: Pairs
     search: Search
-    scheme: BlockScheme
+    scheme: BlockScheme | None
     stats: BucketStats
 
 
@@ -222,6 +258,8 @@ def search_candidates(
     This is the one seam for another candidate search: it takes the collected records and the
     settings and returns the candidates with the search that was resolved."""
     n, bits = len(collected), collected.bits
+    if collected.lsh is not None:
+        return _lsh_candidates(collected, collected.lsh, progress)
     search = resolve_search(n, bits, settings.max_distance, settings.verify)
     scheme = block_scheme_of(bits, search.max_distance, settings.scheme)
     scheme = scheme or BlockScheme.auto(n, bits, search.max_distance)
@@ -240,6 +278,17 @@ def search_candidates(
     return Candidates(pairs, search, scheme, stats)
 
 
+def _lsh_candidates(collected: Collected, lsh: CandidateSearch, progress: Progress | None) -> Candidates:
+    """The pairs of the shingle LSH, with the Hamming distance of their fingerprints."""
+    if progress is not None:
+        progress("pairs", 0, None)
+    found = lsh.pairs()
+    i, j = found[:, 0], found[:, 1]
+    distance = hamming_many(collected.fingerprints[i], collected.fingerprints[j], collected.bits)
+    search = Search(collected.bits, "jaccard", "lsh")
+    return Candidates(Pairs(i, j, distance), search, None, BucketStats())
+
+
 # -- stage 3: verification ---------------------------------------------------------------------
 
 
@@ -254,6 +303,10 @@ def verify_pairs(
     pairs, mode = candidates.pairs, candidates.search.verify
     if mode == "none" or not len(pairs):
         return pairs
+    if candidates.search.method == "lsh" and collected.lsh is not None:
+        pairs = _lsh_checked(collected, collected.lsh, pairs)
+        if len(collected.texts) != len(collected) or not len(pairs):
+            return pairs
     _require_texts(collected, f"verify {mode}")
     result = settings.verifier(mode).verify_texts(
         pairs.distance,
@@ -266,6 +319,18 @@ def verify_pairs(
     )
     kept = result.kept
     return Pairs(pairs.i[kept], pairs.j[kept], pairs.distance[kept])
+
+
+def _lsh_checked(collected: Collected, lsh: CandidateSearch, pairs: Pairs) -> Pairs:
+    """The LSH candidates whose sketch estimate passes: at the threshold itself when the texts
+    are gone (they decide), else with a margin of ~7 standard errors so that the exact
+    Jaccard of the texts decides every pair near it and the background costs nothing."""
+    similarity = lsh.similarities(np.stack([pairs.i, pairs.j], axis=1))
+    threshold = lsh.settings.threshold
+    if len(collected.texts) == len(collected):
+        threshold -= LSH_CHECK_MARGIN
+    passed = similarity >= threshold
+    return Pairs(pairs.i[passed], pairs.j[passed], pairs.distance[passed])
 
 
 def _require_texts(collected: Collected, what: str) -> None:
@@ -395,6 +460,7 @@ def dedup_documents(
         keep=settings.keep,
         verify=search.verify,
         rejected=len(candidates.pairs) - len(pairs),
+        method=search.method,
     )
     return DedupResult(
         ids=collected.ids,

@@ -32,6 +32,7 @@ class Summary:
     keep: str
     verify: str = "none"
     rejected: int = 0
+    method: str = "simhash"
 
     @classmethod
     def of(
@@ -45,6 +46,7 @@ class Summary:
         verify: str = "none",
         rejected: int = 0,
         skipped: int = 0,
+        method: str = "simhash",
     ) -> Summary:
         """The summary of the final ``pairs`` and ``clusters`` of ``len(clusters.cluster)`` records."""
         n = len(clusters.cluster)
@@ -62,13 +64,21 @@ class Summary:
             keep=keep,
             verify=verify,
             rejected=rejected,
+            method=method,
         )
+
+    @property
+    def kind(self) -> str:
+        """What the pairs are: within a distance (Simhash), or of a shingle Jaccard (LSH)."""
+        if self.method == "lsh":
+            return "of shingle Jaccard >= 0.5 by LSH"
+        return f"within distance {self.max_distance}"
 
     def line(self) -> str:
         verified = f" ({self.rejected} rejected by --verify {self.verify})" if self.verify != "none" else ""
         return (
-            f"neardup: {self.records} records, {self.pairs} pairs within distance {self.max_distance}"
-            f"{verified}, {self.clusters} clusters of 2+ records, {self.dropped} dropped "
+            f"neardup: {self.records} records, {self.pairs} pairs {self.kind}{verified}, {self.clusters} clusters of 2+ "
+            f"records, {self.dropped} dropped "
             f"(--keep {self.keep}); {self.empty} empty; {self.skipped} skipped"
         )
 
@@ -80,7 +90,7 @@ class Summary:
         return "\n".join(
             [
                 f"records: {self.records} ({self.empty} empty, {self.skipped} skipped)",
-                f"pairs: {self.pairs} within distance {self.max_distance} ({self.exact} at distance 0)"
+                f"pairs: {self.pairs} {self.kind} ({self.exact} at distance 0)"
                 + (f", {self.rejected} rejected by --verify {self.verify}" if self.verify != "none" else ""),
                 f"clusters of 2+ records: {self.clusters} (largest {self.largest})",
                 f"dropped: {self.dropped} (--keep {self.keep}), kept {self.records - self.dropped}",

@@ -1,0 +1,179 @@
+"""The candidate search of neardup.dedup.candidates against brute force: the exact shingle
+Jaccard of every pair of small corpora (built here, and samples of the dev sets)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from neardup.dedup.candidates import (
+    CandidateSearch,
+    CandidateSettings,
+    bands_for,
+    candidate_pairs,
+    collision_probability,
+    shingles_of,
+)
+from neardup.dedup.clusters import components
+from neardup.dedup.verify import Shingles
+from neardup.errors import ConfigError, InputError
+
+from .conftest import read_jsonl, shared_file
+
+
+def brute_force(shingles: Shingles) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(i, j, jaccard) of every pair i < j of non-empty sets, exactly."""
+    matrix, sizes = shingles.matrix(), shingles.sizes
+    common = (matrix @ matrix.T).toarray()  # exact shared-shingle counts of all pairs
+    i, j = np.triu_indices(shingles.count, 1)
+    both = (sizes[i] > 0) & (sizes[j] > 0)
+    i, j = i[both], j[both]
+    shared = common[i, j]
+    return i, j, shared / (sizes[i] + sizes[j] - shared)
+
+
+def found_set(pairs: np.ndarray) -> set[tuple[int, int]]:
+    return set(map(tuple, pairs.tolist()))
+
+
+def edited_corpus(seed: int, originals: int = 60, words: int = 120) -> list[str]:
+    """Random-word documents and copies with 2-60 % of their words replaced: many pairs spread
+    over Jaccard 0.2-1, plus unrelated documents."""
+    rng = random.Random(seed)
+    vocabulary = [f"w{k}x" for k in range(3000)]
+    texts: list[str] = []
+    for _ in range(originals):
+        original = [rng.choice(vocabulary) for _ in range(rng.randint(words // 2, 2 * words))]
+        texts.append(" ".join(original))
+        for _ in range(rng.randint(1, 4)):
+            rate = rng.uniform(0.02, 0.6)
+            copy = [rng.choice(vocabulary) if rng.random() < rate else word for word in original]
+            texts.append(" ".join(copy))
+    rng.shuffle(texts)
+    return texts
+
+
+def check_promise(texts: list[str], settings: CandidateSettings) -> tuple[int, float, int]:
+    """Assert the structural guarantees; return (missed pairs >= threshold, their expected
+    number under 1 − (1 − s^r)^b, pairs >= threshold)."""
+    shingles = Shingles.of(texts)
+    pairs = candidate_pairs(shingles, settings)
+    assert pairs.dtype == np.int64 and pairs.ndim == 2 and pairs.shape[1] == 2
+    assert np.all(pairs[:, 0] < pairs[:, 1])
+    assert len(found_set(pairs)) == len(pairs), "a candidate pair was emitted twice"
+    i, j, jaccard = brute_force(shingles)
+    promised = jaccard >= settings.threshold - 1e-12
+    found = found_set(pairs)
+    hit = np.array([(a, b) in found for a, b in zip(i.tolist(), j.tolist(), strict=True)], dtype=bool)
+    missed = promised & ~hit
+    expected = sum(
+        1 - collision_probability(s, settings.rows, settings.band_count) for s in jaccard[promised].tolist()
+    )
+    return int(missed.sum()), expected, int(promised.sum())
+
+
+def test_bands_meet_the_promised_recall_and_no_fewer_would() -> None:
+    for threshold, rows in ((0.5, 5), (0.5, 4), (0.8, 6), (0.3, 3)):
+        bands = bands_for(threshold, rows, 0.99)
+        assert collision_probability(threshold, rows, bands) >= 0.99
+        assert bands == 1 or collision_probability(threshold, rows, bands - 1) < 0.99
+    assert CandidateSettings().band_count == 146 and CandidateSettings().bins == 730
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_oph_finds_every_pair_above_the_sure_margin_and_misses_no_more_than_expected(seed: int) -> None:
+    settings = CandidateSettings(seed=seed)
+    texts = edited_corpus(seed)
+    shingles = Shingles.of(texts)
+    pairs = found_set(candidate_pairs(shingles, settings))
+    i, j, jaccard = brute_force(shingles)
+    # At Jaccard 0.7 a pair is missed with probability (1 - 0.7^5)^146 < 1e-11.
+    assert 1 - collision_probability(0.7, settings.rows, settings.band_count) < 1e-9
+    sure = [(a, b) for a, b, s in zip(i.tolist(), j.tolist(), jaccard.tolist(), strict=True) if s >= 0.7]
+    assert len(sure) > 25
+    assert [pair for pair in sure if pair not in pairs] == []
+    missed, expected, promised = check_promise(texts, settings)
+    assert promised > 50
+    # Fixed seeds: the misses stay within the computed expectation plus four standard deviations.
+    assert missed <= expected + 4 * np.sqrt(expected) + 1
+
+
+def test_short_texts_are_searched_exactly() -> None:
+    rng = random.Random(5)
+    alphabet = "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家"
+    texts: list[str] = []
+    for _ in range(150):
+        base = "".join(rng.choice(alphabet) for _ in range(rng.randint(8, 60)))
+        texts.append(base)
+        for _ in range(rng.randint(0, 2)):
+            chars = list(base)
+            for _ in range(rng.randint(1, 4)):
+                chars[rng.randrange(len(chars))] = rng.choice(alphabet)
+            texts.append("".join(chars))
+    missed, _, promised = check_promise(texts, CandidateSettings())
+    assert promised > 50 and missed == 0
+
+
+def test_dev_samples_against_brute_force() -> None:
+    texts: list[str] = []
+    for name in ("dev/zh_news.jsonl", "dev/en_news.jsonl", "dev/zh_short.jsonl"):
+        records = read_jsonl(shared_file(name))
+        sizes: dict[str, int] = {}
+        for record in records:
+            sizes[record["cluster"]] = sizes.get(record["cluster"], 0) + 1
+        grouped = [cluster for cluster, size in sizes.items() if size >= 2][:40]
+        chosen = set(grouped)
+        texts += [r["text"] for r in records if r["cluster"] in chosen]
+        texts += [r["text"] for r in records if sizes[r["cluster"]] == 1][:150]
+    for seed in (1, 9):
+        missed, expected, promised = check_promise(texts, CandidateSettings(seed=seed))
+        assert promised > 150
+        assert missed <= expected + 4 * np.sqrt(expected) + 1
+
+
+def test_chunks_give_the_pairs_of_one_batch() -> None:
+    texts = edited_corpus(4, originals=40)
+    whole = candidate_pairs(Shingles.of(texts))
+    search = CandidateSearch()
+    for low in range(0, len(texts), 37):
+        search.add(Shingles.of(texts[low : low + 37]))
+    assert np.array_equal(search.pairs(), whole)
+
+
+def test_a_boilerplate_bucket_is_linked_not_expanded() -> None:
+    text = " ".join(f"word{k}" for k in range(300))
+    texts = [text] * 500
+    pairs = candidate_pairs(Shingles.of(texts), CandidateSettings(max_bucket=200, hub=2))
+    assert len(pairs) < 2 * 500  # hub pairs, not 500 * 499 / 2
+    assert len(set(components(500, pairs[:, 0], pairs[:, 1]).tolist())) == 1
+
+
+def test_classic_minhash_and_segments_run_on_the_same_interface() -> None:
+    texts = edited_corpus(6, originals=20)
+    shingles = Shingles.of(texts)
+    i, j, jaccard = brute_force(shingles)
+    sure = {(a, b) for a, b, s in zip(i.tolist(), j.tolist(), jaccard.tolist(), strict=True) if s >= 0.7}
+    assert sure <= found_set(candidate_pairs(shingles, CandidateSettings(method="minhash")))
+    exact = {(a, b) for a, b, s in zip(i.tolist(), j.tolist(), jaccard.tolist(), strict=True) if s == 1.0}
+    segments = found_set(candidate_pairs(shingles, CandidateSettings(method="segments"), texts))
+    assert exact <= segments
+    with pytest.raises(InputError, match="needs the"):
+        candidate_pairs(shingles, CandidateSettings(method="segments"))
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ConfigError, match="unknown candidate method"):
+        CandidateSettings(method="magic")
+    with pytest.raises(ConfigError, match="threshold"):
+        CandidateSettings(threshold=0.0)
+
+
+def test_shingles_of_gives_the_sets_of_the_verifier() -> None:
+    texts = [*edited_corpus(8, originals=10), "", "短", "ab", "全角ＡＢＣ１２３和中文 mixed text", "x" * 50]
+    for name in ("dev/zh_news.jsonl", "dev/en_news.jsonl", "dev/zh_short.jsonl"):
+        texts += [record["text"] for record in read_jsonl(shared_file(name))[:100]]
+    fast, reference = shingles_of(texts), Shingles.of(texts)
+    assert fast.count == reference.count
+    assert fast.sets() == reference.sets()
