@@ -77,8 +77,8 @@ class Summary:
     def line(self) -> str:
         verified = f" ({self.rejected} rejected by --verify {self.verify})" if self.verify != "none" else ""
         return (
-            f"neardup: {self.records} records, {self.pairs} pairs {self.kind}{verified}, {self.clusters} clusters of 2+ "
-            f"records, {self.dropped} dropped "
+            f"neardup: {self.records} records, {self.pairs} pairs {self.kind}{verified}, "
+            f"{self.clusters} clusters of 2+ records, {self.dropped} dropped "
             f"(--keep {self.keep}); {self.empty} empty; {self.skipped} skipped"
         )
 
