@@ -1,7 +1,7 @@
 """The default search of ``dedup_documents`` / ``neardup dedup`` (shingle LSH) against brute
 force: every pair of exact shingle Jaccard >= 0.5 among dev documents is found and kept, and
-nothing below it is, whether the texts decide (small inputs) or the kept sketch bins do
-(inputs above LSH_TEXT_LIMIT, forced here by lowering the limit)."""
+nothing below it is, with the texts kept as they are or compressed (past PLAIN_TEXTS records;
+forced here by lowering it)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import neardup.dedup.pipeline as pipeline
+import neardup.dedup.lsh as lsh
 from neardup import Fingerprinter
+from neardup.dedup.lsh import TextStore
 from neardup.dedup.pipeline import DedupSettings, dedup_documents
 from neardup.dedup.verify import Shingles
 from neardup.io import read_records
@@ -36,27 +37,25 @@ def dev_sample() -> list[Any]:
     return records[:700]
 
 
-@pytest.mark.parametrize("text_limit", [200_000, 0], ids=["texts decide", "sketch decides"])
+@pytest.mark.parametrize("plain", [200_000, 100], ids=["plain texts", "compressed texts"])
 def test_the_default_finds_what_brute_force_finds(
-    dev_sample: list[Any], text_limit: int, monkeypatch: pytest.MonkeyPatch
+    dev_sample: list[Any], plain: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pipeline, "LSH_TEXT_LIMIT", text_limit)
+    monkeypatch.setattr(lsh, "PLAIN_TEXTS", plain)
     fingerprinter = Fingerprinter()
     result = dedup_documents(dev_sample, fingerprinter=fingerprinter)
     assert result.search.method == "lsh"
+    if plain < len(dev_sample):
+        texts = TextStore(plain)
+        texts.extend([r.text for r in dev_sample])
+        assert list(texts) == [r.text for r in dev_sample] and len(texts._packed) > 0
     truth = exact_pairs([r.text for r in dev_sample], fingerprinter.normalizer)
     wanted = {pair for pair, similarity in truth.items() if similarity >= 0.5}
     found = set(zip(result.pairs.i.tolist(), result.pairs.j.tolist(), strict=True))
     assert len(wanted) > 50
-    if text_limit:
-        # The texts decide: exactly the brute-force pairs, barring an LSH miss (p < 0.01 each
-        # at J = 0.5, far less above; none expected in a few hundred pairs of higher J).
-        assert found <= wanted and len(wanted - found) <= 2
-    else:
-        # The 512 kept bins decide: only pairs near the threshold may be judged wrongly.
-        wrong = (wanted ^ found) - {pair for pair in wanted | found if abs(truth.get(pair, 0) - 0.5) < 0.1}
-        assert not wrong
-        assert len(wanted ^ found) <= 0.05 * len(wanted)
+    # The texts decide: exactly the brute-force pairs, barring an LSH miss (p < 0.01 each at
+    # J = 0.5, far less above; a couple at most in a few hundred pairs).
+    assert found <= wanted and len(wanted - found) <= 2
     # Every pair carries the Hamming distance of its fingerprints.
     fingerprints = result_fingerprints(fingerprinter, dev_sample)
     for a, b, distance in zip(result.pairs.i, result.pairs.j, result.pairs.distance, strict=True):

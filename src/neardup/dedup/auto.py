@@ -28,13 +28,6 @@ AUTO_VERIFY = "jaccard"
 AUTO_TEXT_LIMIT = AUTO_STEPS[-1][0]
 
 
-#: The automatic search (``-k auto``) is the shingle LSH of :mod:`neardup.dedup.candidates`,
-#: whose recall does not fall with the input size. Its candidates are checked on the exact
-#: shingle Jaccard of the texts while there are no more than this many records (the texts
-#: are kept in memory), and on the kept sketch bins above (no texts held).
-LSH_TEXT_LIMIT = 200_000
-
-
 class Search(NamedTuple):
     """A resolved search: the distance, the verification of its candidates, and the method
     that found them (``simhash``: the exact block search within ``max_distance`` bits;

@@ -59,10 +59,9 @@ from ..errors import ConfigError, InputError
 from ..fingerprint import Fingerprinter
 from ..minhash import MinHasher
 from ..text.normalize import Normalizer
-from ..text.tokenize import CharNgramTokenizer, contains_han
-from ..token_cache import fmix64, token_keys
+from ..token_cache import fmix64
 from .batch import _runs_by_key, find_all_pairs, pairs_in_runs
-from .verify import HAN_SHINGLE, LATIN_SHINGLE, Shingles
+from .verify import Shingles
 
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
@@ -141,28 +140,9 @@ def bands_for(threshold: float, rows: int, recall: float = 0.99) -> int:
 
 
 def shingles_of(texts: Sequence[str], normalizer: Normalizer | None = None) -> Shingles:
-    """The shingle sets :meth:`Shingles.of` gives (same normalizer, same n-grams, same keys),
-    made distinct by one sort of packed (document, top 40 bits of the key) words instead of a
-    two-key lexsort: 4 M shingles sort in 0.6 s against 16 s. Sets are equal; within a
-    document, keys sharing their top 40 bits (~n²/2^41 of n shingles) are ordered arbitrarily."""
-    normalized = (normalizer or Normalizer()).normalize_many(list(texts))
-    han = np.array([contains_han(text) for text in normalized], dtype=bool)
-    hashes: list[UInt64Array] = []
-    documents: list[IntArray] = []
-    for members, size in ((np.flatnonzero(han), HAN_SHINGLE), (np.flatnonzero(~han), LATIN_SHINGLE)):
-        if members.size:
-            batch = CharNgramTokenizer(size).tokenize_batch([normalized[k] for k in members.tolist()])
-            hashes.append(token_keys(batch))
-            documents.append(members.astype(np.int64)[batch.documents])
-    if not hashes or len(texts) >= 1 << 24:
-        return Shingles.of(texts, normalizer)
-    flat_hashes, flat_documents = np.concatenate(hashes), np.concatenate(documents)
-    packed = (flat_documents.astype(np.uint64) << np.uint64(40)) | (flat_hashes >> np.uint64(24))
-    order = np.argsort(packed)
-    hashes_sorted, documents_sorted = flat_hashes[order], flat_documents[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = (documents_sorted[1:] != documents_sorted[:-1]) | (hashes_sorted[1:] != hashes_sorted[:-1])
-    return Shingles(hashes_sorted[first], documents_sorted[first], len(texts))
+    """The shingle sets the candidates are searched on: those of :meth:`Shingles.of`, which
+    ``--verify jaccard`` compares (same normalizer, same n-grams, same keys)."""
+    return Shingles.of(texts, normalizer)
 
 
 # -- sketches and band keys --------------------------------------------------------------------
@@ -174,31 +154,48 @@ def oph_sketches(shingles: Shingles, bins: int, seed: int = 1) -> UInt32Array:
     mixed = fmix64(shingles.hashes ^ fmix64(np.full(1, seed, dtype=np.uint64)))
     with np.errstate(over="ignore"):
         slot = ((mixed >> _S32) * np.uint64(bins)) >> _S32  # uniform in [0, bins)
-    cell = shingles.documents.astype(np.uint64) * np.uint64(bins) + slot
-    packed = np.sort((cell << _S32) | (mixed & _LOW32))
-    cells = packed >> _S32
-    first = np.ones(len(packed), dtype=bool)
-    first[1:] = cells[1:] != cells[:-1]
+    cell = shingles.documents.astype(np.int64) * bins + slot.astype(np.int64)
     flat = np.full(shingles.count * bins, EMPTY32, dtype=np.uint32)
-    flat[cells[first].astype(np.int64)] = (packed[first] & _LOW32).astype(np.uint32)
+    # The minimum per (document, bin): an unbuffered ufunc.at, 20x faster than sorting the
+    # packed (cell, value) words (numpy >= 1.25).
+    np.minimum.at(flat, cell, (mixed & _LOW32).astype(np.uint32))
     sketch: UInt32Array = flat.reshape(shingles.count, bins)
     _densify(sketch, shingles.sizes > 0, seed)
     return sketch
 
 
+#: Probe targets precomputed per bin (attempts beyond are hashed as they come).
+_PROBES = 64
+
+
+def _probe_table(bins: int, seed: int, attempts: range) -> npt.NDArray[np.int64]:
+    """(bins, len(attempts)) bins probed by empty bin j at each attempt: p(j, a)."""
+    salt = np.uint64((seed * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF)
+    columns = np.arange(bins, dtype=np.uint64)[:, None]
+    tries = np.asarray(list(attempts), dtype=np.uint64)[None, :]
+    with np.errstate(over="ignore"):
+        keys = columns * np.uint64(1 << 20) + tries + salt
+    return (fmix64(keys) % np.uint64(bins)).astype(np.int64)
+
+
 def _densify(sketch: UInt32Array, nonempty: npt.NDArray[np.bool_], seed: int) -> None:
     """Optimal densification in place: empty bin j of a document copies the first non-empty
-    bin of the probe sequence p(j, 1), p(j, 2), ... — the same sequence in every document."""
+    bin of the probe sequence p(j, 1), p(j, 2), ... — the same sequence in every document.
+    One vectorised round per attempt over the bins still empty (about half go each round)."""
     bins = sketch.shape[1]
     filled = sketch != EMPTY32
-    rows, columns = np.nonzero(~filled & nonempty[:, None])
-    salt = np.uint64((seed * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF)
+    # Only documents with an empty bin take part (long texts rarely have one).
+    holed = np.flatnonzero(nonempty & ~filled.all(axis=1))
+    rows, columns = np.nonzero(~filled[holed])
+    rows = holed[rows]
+    table = _probe_table(bins, seed, range(1, _PROBES + 1)) if rows.size else None
     attempt = 0
     while rows.size:
         attempt += 1
-        with np.errstate(over="ignore"):
-            probe_key = columns.astype(np.uint64) * np.uint64(1 << 20) + np.uint64(attempt) + salt
-        probe = (fmix64(probe_key) % np.uint64(bins)).astype(np.int64)
+        if table is not None and attempt <= _PROBES:
+            probe = table[columns, attempt - 1]
+        else:
+            probe = _probe_table(bins, seed, range(attempt, attempt + 1))[columns, 0]
         hit = filled[rows, probe]
         sketch[rows[hit], columns[hit]] = sketch[rows[hit], probe[hit]]
         rows, columns = rows[~hit], columns[~hit]

@@ -31,15 +31,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ..blocks import DEFAULT_MAX_TABLES, BlockScheme
-from ..distance import hamming_many
 from ..errors import ConfigError, InputError
 from ..fingerprint import Fingerprinter
 from ..io import Record, RecordId, batches
 from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
-from .auto import AUTO_TEXT_LIMIT, LSH_TEXT_LIMIT, Search, resolve_search
+from .auto import AUTO_TEXT_LIMIT, Search, resolve_search
 from .batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
-from .candidates import CandidateSearch, CandidateSettings, shingles_of
+from .candidates import CandidateSettings
 from .clusters import Clusters, check_keep, cluster_records
+from .lsh import LshStage
 from .summary import Summary
 from .verify import META_FIELDS, Explanation, Verifier, explain_pairs, metadata_of
 
@@ -55,11 +55,8 @@ MAX_TABLES = DEFAULT_MAX_TABLES
 CANDIDATE_SEARCHES = ("lsh", "simhash")
 #: The shingle Jaccard the LSH search keeps (that of ``--verify jaccard``).
 LSH_THRESHOLD = 0.5
-#: Sketch bins kept per document to check LSH candidates without the texts.
+#: Sketch bins kept per document (8 bits each) to pre-filter the LSH candidates.
 LSH_CHECK_BINS = 512
-#: How far below the threshold a sketch estimate still goes on to the exact check (~7 standard
-#: errors of 512 bins at Jaccard 0.5).
-LSH_CHECK_MARGIN = 0.15
 
 #: ``progress(stage, advance, total)``: called with advance 0 (and the total when known) as a
 #: stage starts, then with the work done since the last call. Stages: ``fingerprint``
@@ -124,7 +121,7 @@ class DedupSettings:
 
     def lsh_settings(self) -> CandidateSettings:
         """The shingle LSH of the automatic search: pairs of Jaccard >= the threshold found
-        with probability >= 0.99, each checked on 512 sketch bins kept at 8 bits."""
+        with probability >= 0.99, pre-filtered on 512 sketch bins kept at 8 bits."""
         return CandidateSettings(threshold=self.threshold or LSH_THRESHOLD, check_bins=LSH_CHECK_BINS)
 
 
@@ -166,7 +163,7 @@ class Collected:
     texts: list[str] = field(default_factory=list)
     metadata: list[list[str] | None] = field(default_factory=list)
     empty: int = 0
-    lsh: CandidateSearch | None = None
+    lsh: LshStage | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -187,25 +184,25 @@ def collect(
     limit = AUTO_TEXT_LIMIT if settings.auto_texts else None
     collected = Collected(bits=fingerprinter.bits, fingerprints=_no_fingerprints(fingerprinter.bits))
     if settings.may_use_lsh:
-        # Above LSH_TEXT_LIMIT records the texts are let go: the sketches check the candidates.
-        limit = LSH_TEXT_LIMIT
-        collected.lsh = CandidateSearch(settings.lsh_settings())
+        # The LSH stage keeps the texts itself and fingerprints only the records in pairs.
+        keep_texts = False
+        collected.lsh = LshStage(settings.lsh_settings(), fingerprinter)
     parts: list[npt.NDArray[np.uint64]] = []
     first_seen: dict[RecordId, str] = {}
     if progress is not None:
         progress("fingerprint", 0, None)
     for group in batches(records, settings.batch_size):
         _check_unique(group, first_seen)
-        encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
-        parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
-        collected.empty += int(np.count_nonzero(encoded.feature_counts == 0))
+        if collected.lsh is not None:
+            collected.lsh.add(group)
+        else:
+            encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
+            parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
+            collected.empty += int(np.count_nonzero(encoded.feature_counts == 0))
         collected.ids.extend(record.id for record in group)
         collected.lengths.extend(len(record.text) for record in group)
         if settings.keep_records:
             collected.records.extend(group)
-        if collected.lsh is not None:
-            texts = [record.text for record in group]
-            collected.lsh.add(shingles_of(texts, fingerprinter.normalizer))
         if keep_texts:
             collected.texts.extend(record.text for record in group)
             collected.metadata.extend(metadata_of(r.fields, settings.meta_fields) for r in group)
@@ -216,6 +213,8 @@ def collect(
             progress("fingerprint", len(group), None)
     if parts:
         collected.fingerprints = np.concatenate(parts)
+    if collected.lsh is not None:
+        collected.empty = collected.lsh.empty
     return collected
 
 
@@ -278,15 +277,14 @@ def search_candidates(
     return Candidates(pairs, search, scheme, stats)
 
 
-def _lsh_candidates(collected: Collected, lsh: CandidateSearch, progress: Progress | None) -> Candidates:
-    """The pairs of the shingle LSH, with the Hamming distance of their fingerprints."""
+def _lsh_candidates(collected: Collected, lsh: LshStage, progress: Progress | None) -> Candidates:
+    """The pairs of the shingle LSH (distances are filled in once they are confirmed)."""
     if progress is not None:
         progress("pairs", 0, None)
-    found = lsh.pairs()
+    found = lsh.candidates()
     i, j = found[:, 0], found[:, 1]
-    distance = hamming_many(collected.fingerprints[i], collected.fingerprints[j], collected.bits)
     search = Search(collected.bits, "jaccard", "lsh")
-    return Candidates(Pairs(i, j, distance), search, None, BucketStats())
+    return Candidates(Pairs(i, j, np.zeros(len(i), dtype=np.uint8)), search, None, BucketStats())
 
 
 # -- stage 3: verification ---------------------------------------------------------------------
@@ -304,9 +302,8 @@ def verify_pairs(
     if mode == "none" or not len(pairs):
         return pairs
     if candidates.search.method == "lsh" and collected.lsh is not None:
-        pairs = _lsh_checked(collected, collected.lsh, pairs)
-        if len(collected.texts) != len(collected) or not len(pairs):
-            return pairs
+        confirmed, _ = collected.lsh.confirmed(np.stack([pairs.i, pairs.j], axis=1))
+        return confirmed
     _require_texts(collected, f"verify {mode}")
     result = settings.verifier(mode).verify_texts(
         pairs.distance,
@@ -319,18 +316,6 @@ def verify_pairs(
     )
     kept = result.kept
     return Pairs(pairs.i[kept], pairs.j[kept], pairs.distance[kept])
-
-
-def _lsh_checked(collected: Collected, lsh: CandidateSearch, pairs: Pairs) -> Pairs:
-    """The LSH candidates whose sketch estimate passes: at the threshold itself when the texts
-    are gone (they decide), else with a margin of ~7 standard errors so that the exact
-    Jaccard of the texts decides every pair near it and the background costs nothing."""
-    similarity = lsh.similarities(np.stack([pairs.i, pairs.j], axis=1))
-    threshold = lsh.settings.threshold
-    if len(collected.texts) == len(collected):
-        threshold -= LSH_CHECK_MARGIN
-    passed = similarity >= threshold
-    return Pairs(pairs.i[passed], pairs.j[passed], pairs.distance[passed])
 
 
 def _require_texts(collected: Collected, what: str) -> None:
