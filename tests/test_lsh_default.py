@@ -72,3 +72,14 @@ def test_simhash_search_stays_available_and_exact() -> None:
     assert result.search.method == "simhash" and result.search.max_distance == 16
     by_hand = dedup_documents(records, settings=DedupSettings(max_distance=3))
     assert by_hand.search == (3, "none", "simhash")
+
+
+def test_thousands_of_copies_of_a_short_text_give_linear_pairs() -> None:
+    """A stock reply repeated 3,000 times is one cluster through a hub, not 4.5 M pairs."""
+    from neardup.io import Record
+
+    texts = ("谢谢您的耐心等待，我们会尽快处理", "thanks for your patience, we will handle it soon")
+    records = [Record(id=i, text=texts[i % 2], title=None, location=f"r{i}") for i in range(6000)]
+    result = dedup_documents(records)
+    assert len(result.pairs) <= 2 * 6000
+    assert result.summary.clusters == 2 and result.summary.dropped == 5998

@@ -108,6 +108,61 @@ def test_same_pairs_and_clusters_as_local_dedup(
         assert (tmp_path / f"spark.{output}.jsonl").read_bytes() == local, output
 
 
+def _default_fixture(path: Path) -> Path:
+    """Short texts (the prefix search), long ones with edits (the banded search), an empty
+    one, texts in both scripts, and 205 copies of one text (a bucket over max_bucket)."""
+    base = (
+        "近日，国家统计局发布了最新的经济数据，显示第三季度国内生产总值同比增长百分之四点九，"
+        + "消费和投资保持稳定。"
+    )
+    english = "Near-duplicate detection finds pages that differ only in small edits " + "such as timestamps. "
+    lines: list[dict[str, Any]] = [
+        {"id": "z0", "text": base * 3},
+        {"id": "z1", "text": base * 3 + "记者张三报道。"},
+        {"id": "e0", "text": english * 2},
+        {"id": "e1", "text": english * 2 + "Updated at noon."},
+        {"id": "s0", "text": "短文本重复测试一下"},
+        {"id": "s1", "text": "短文本重复测试一下吧"},
+        {"id": "s2", "text": "completely different short note"},
+        {"id": "empty", "text": "。。。"},
+        {"id": "far", "text": "天气晴朗，适合出游。" * 20},
+    ]
+    lines += [{"id": f"copy{k}", "text": "同一条模板新闻正文，" * 10 + english} for k in range(205)]
+    return write_lines(path, *lines)
+
+
+@pytest.mark.parametrize("sample", ["fixture", "zh_news"])
+def test_default_search_same_as_local_default(spark: SparkSession, tmp_path: Path, sample: str) -> None:
+    """Without -k both run the verified shingle LSH: byte-identical pairs, clusters, summary."""
+    if sample == "fixture":
+        source = _default_fixture(tmp_path / "docs.jsonl")
+    else:
+        lines = shared_file("dev/zh_news.jsonl").read_bytes().splitlines(keepends=True)[:800]
+        source = tmp_path / "zh_sample.jsonl"
+        source.write_bytes(b"".join(lines))
+    results = {}
+    for kind in ("local", "spark"):
+        outputs = [f"--pairs={tmp_path / f'{kind}.p.jsonl'}", f"--clusters={tmp_path / f'{kind}.c.jsonl'}"]
+        args = ["dedup", str(source), *outputs, "--keep", "longest"]
+        result = _run(_spark_args(*args[1:]) if kind == "spark" else args)
+        assert result.exit_code == 0, result.output
+        results[kind] = result.stderr.strip().splitlines()[-1]
+    assert results["spark"] == results["local"]
+    assert "by LSH" in results["local"] and ", 0 pairs" not in results["local"]
+    for output in ("p", "c"):
+        assert (tmp_path / f"spark.{output}.jsonl").read_bytes() == (
+            tmp_path / f"local.{output}.jsonl"
+        ).read_bytes()
+
+
+def test_spark_search_simhash_needs_k(tmp_path: Path) -> None:
+    source = write_lines(tmp_path / "d.jsonl", {"id": 1, "text": "x"})
+    result = CliRunner().invoke(
+        main, ["spark", "dedup", str(source), "--pairs", str(tmp_path / "p.jsonl"), "--search", "simhash"]
+    )
+    assert result.exit_code == 2 and "give -k K" in result.stderr
+
+
 # -- connected components -----------------------------------------------------------------------
 
 
@@ -287,9 +342,7 @@ def test_bad_records_and_repeated_ids_give_the_local_messages(spark: SparkSessio
         {"id": "a", "text": "a repeated id"},
     )
     for extra in ([], ["--on-error", "skip"]):
-        local = CliRunner().invoke(
-            main, ["dedup", str(source), "-k", "3", "--pairs", str(tmp_path / "p.jsonl"), *extra]
-        )
+        local = CliRunner().invoke(main, ["dedup", str(source), "--pairs", str(tmp_path / "p.jsonl"), *extra])
         remote = CliRunner().invoke(
             main, _spark_args(str(source), "--pairs", str(tmp_path / "s.jsonl"), *extra)
         )
@@ -298,9 +351,7 @@ def test_bad_records_and_repeated_ids_give_the_local_messages(spark: SparkSessio
     skipping = write_lines(
         tmp_path / "skip.jsonl", {"id": 1, "text": "one"}, b"[1, 2]", {"id": 2, "text": "one"}
     )
-    local = _run(
-        ["dedup", str(skipping), "-k", "3", "--clusters", str(tmp_path / "l.jsonl"), "--on-error", "skip"]
-    )
+    local = _run(["dedup", str(skipping), "--clusters", str(tmp_path / "l.jsonl"), "--on-error", "skip"])
     remote = _run(_spark_args(str(skipping), "--clusters", str(tmp_path / "r.jsonl"), "--on-error", "skip"))
     assert remote.stderr.strip().splitlines()[-2:] == local.stderr.strip().splitlines()[-2:]
     assert (tmp_path / "r.jsonl").read_bytes() == (tmp_path / "l.jsonl").read_bytes()
@@ -314,7 +365,7 @@ def test_parquet_input_and_output(spark: SparkSession, tmp_path: Path) -> None:
     table = pa.table({"id": [10, 11, 12], "text": [text, text.upper(), "an unrelated sentence entirely"]})
     source = tmp_path / "docs.parquet"
     pq.write_table(table, source)
-    local = _run(["dedup", str(source), "-k", "3", "--pairs", str(tmp_path / "pairs.jsonl")])
+    local = _run(["dedup", str(source), "--pairs", str(tmp_path / "pairs.jsonl")])
     remote = _run(_spark_args(str(source), "--pairs", str(tmp_path / "pairs.parquet")))
     assert remote.exit_code == 0, remote.output
     written = pq.read_table(tmp_path / "pairs.parquet").to_pylist()

@@ -14,12 +14,11 @@ from typing import Any
 
 import click
 
-from ..dedup.auto import CLASSIC_DISTANCE
 from ..errors import ConfigError, NeardupError
 from ..io import ErrorReport, detect_format
 from ..spark import require_pyspark
 from .common import report_skipped, text_config
-from .dedup import Summary, block_scheme_of, check_directory, check_outputs
+from .dedup import Summary, block_scheme_of, check_directory, check_outputs, parse_distance
 from .dedup import dedup as local_dedup
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -101,7 +100,7 @@ def _spark_dedup(**params: Any) -> None:
         ctx, params["pairs_path"], params["clusters_path"], params["emit"], params["output"]
     )
     config = text_config(ctx)
-    block_scheme = block_scheme_of(config.bits, params["max_distance"], params["scheme"])
+    block_scheme = _block_scheme(ctx, config.bits, params)
     for target in targets:
         if _is_local(target):
             check_directory(target)
@@ -156,11 +155,14 @@ def _spark_dedup(**params: Any) -> None:
         skipped=result.skipped,
         pairs=result.pairs,
         exact=result.exact,
-        max_distance=params["max_distance"],
+        max_distance=config.bits if params["max_distance"] is None else params["max_distance"],
         clusters=result.clusters,
         largest=result.largest,
         dropped=result.dropped,
         keep=params["keep"],
+        verify=result.verify,
+        rejected=result.rejected,
+        method=result.method,
     )
     if params["stats"]:
         click.echo(result.stats.format(), err=True)
@@ -177,6 +179,20 @@ def _spark_dedup(**params: Any) -> None:
     else:
         click.echo(summary.line(), err=True)
     report_skipped(ErrorReport(count=result.skipped, messages=result.messages))
+
+
+def _block_scheme(ctx: click.Context, bits: int, params: dict[str, Any]) -> Any:
+    """The hand-given block scheme of ``-k K`` (None: tuned), after the usage checks of the
+    default search: without -k the job runs ``neardup dedup``'s default, the shingle LSH."""
+    if params["max_distance"] is None:
+        if params["scheme"] is not None:
+            raise click.UsageError("--scheme guarantees a distance: give it with -k/--max-distance", ctx)
+        if params["candidate_search"] != "lsh":
+            raise click.UsageError(
+                "the Spark job's automatic search is the shingle LSH; for a Simhash search give -k K", ctx
+            )
+        return None
+    return block_scheme_of(bits, params["max_distance"], params["scheme"])
 
 
 #: ``neardup dedup`` parameters the job does not implement: left out, so that click refuses
@@ -196,14 +212,16 @@ NOT_SHARED = frozenset(
 )
 
 
-#: The job has no verification, so it cannot widen its search automatically as `neardup dedup
-#: -k auto` does: it searches the classic exact distance unless told otherwise.
+#: Without -k the job runs `neardup dedup`'s default search (shingle LSH, verified); a -k given
+#: by hand is the exact Simhash search within that distance, unverified, as locally.
 SPARK_DISTANCE = click.Option(
     ["-k", "--max-distance"],
-    type=click.IntRange(min=0),
-    default=CLASSIC_DISTANCE,
+    default="auto",
     show_default=True,
-    help="Largest Hamming distance (differing bits) of a near-duplicate pair.",
+    callback=parse_distance,
+    help="Largest Hamming distance (differing bits) of a near-duplicate pair, searched exactly "
+    "with Simhash; auto: neardup dedup's default, every pair of shingle Jaccard >= 0.5 (LSH, "
+    "confirmed on the texts).",
 )
 
 

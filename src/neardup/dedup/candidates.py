@@ -264,9 +264,18 @@ def as_pairs(keys: IntArray) -> IntArray:
     return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1).astype(np.int64)
 
 
-def prefix_pairs(hashes: UInt64Array, documents: IntArray, threshold: float) -> IntArray:
+def prefix_pairs(
+    hashes: UInt64Array,
+    documents: IntArray,
+    threshold: float,
+    max_bucket: int = 1 << 62,
+    hub: int = 1,
+) -> IntArray:
     """Pair keys of every two documents whose shingle Jaccard may reach ``threshold``
-    (exact prefix filtering: none is missed; documents are global numbers)."""
+    (exact prefix filtering; documents are global numbers). A prefix token held by more than
+    ``max_bucket`` documents pairs each with the first ``hub`` of them only, as band keys do:
+    thousands of copies of one short text (a stock reply, a template) would otherwise give
+    millions of pairs; the copies still join one cluster through the hub."""
     if hashes.size == 0:
         return np.empty(0, dtype=np.int64)
     _, token, frequency = np.unique(hashes, return_inverse=True, return_counts=True)
@@ -278,7 +287,7 @@ def prefix_pairs(hashes: UInt64Array, documents: IntArray, threshold: float) -> 
     rank = np.arange(owner.size) - np.repeat(heads, sizes)
     prefix = sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1
     keep = rank < np.repeat(prefix, sizes)
-    keys = keyed_pairs(token[keep].astype(np.uint64), owner[keep], max_bucket=1 << 62, hub=1)
+    keys = keyed_pairs(token[keep].astype(np.uint64), owner[keep], max_bucket=max_bucket, hub=hub)
     size_array = np.zeros(int(owner.max()) + 1, dtype=np.int64)
     size_array[owner[heads]] = sizes
     low, high = size_array[keys >> 32], size_array[keys & 0xFFFFFFFF]
@@ -411,7 +420,7 @@ class CandidateSearch:
             raise InputError(f"{self.count} documents exceed the 2^31 a candidate search numbers")
         hashes = np.concatenate(self._short_hashes) if self._short_hashes else np.zeros(0, np.uint64)
         documents = np.concatenate(self._short_documents) if self._short_documents else np.zeros(0, np.int64)
-        parts = [prefix_pairs(hashes, documents, settings.threshold)]
+        parts = [prefix_pairs(hashes, documents, settings.threshold, settings.max_bucket, settings.hub)]
         if self._segments:
             fingerprints = np.concatenate([part[0] for part in self._segments])
             owners = np.concatenate([part[1] for part in self._segments])

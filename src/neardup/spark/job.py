@@ -41,6 +41,7 @@ from ..fingerprint import Fingerprinter
 from ..idf import IdfModel
 from ..io import Record
 from .components import connected_components
+from .lsh import lsh_search
 from .output import Outputs, write_outputs
 from .pairs import PairSearch, pair_stats
 from .tasks import (
@@ -64,6 +65,10 @@ FINGERPRINT_SCHEMA = T.StructType(
         T.StructField("w1", T.LongType(), False),
         T.StructField("row", T.StringType(), True),
         T.StructField("error", T.StringType(), True),
+        T.StructField("text", T.StringType(), True),
+        T.StructField("bands", T.BinaryType(), True),
+        T.StructField("check", T.BinaryType(), True),
+        T.StructField("short", T.BinaryType(), True),
     ]
 )
 #: Messages kept for skipped records, as :class:`neardup.io.ErrorReport` keeps.
@@ -72,12 +77,13 @@ SKIPPED_MESSAGES = 5
 
 @dataclass(frozen=True)
 class DedupJob:
-    """What to compute: the settings of ``neardup dedup`` plus the Spark partition count."""
+    """What to compute: the settings of ``neardup dedup`` plus the Spark partition count;
+    ``max_distance`` None is ``neardup dedup``'s default search (the verified shingle LSH)."""
 
     input: str
     read: ReadSettings
     config: FingerprintConfig
-    max_distance: int = 3
+    max_distance: int | None = 3
     scheme: BlockScheme | None = None
     mu: float = 2.0
     keep: str = "first"
@@ -102,6 +108,9 @@ class DedupResult:
     dropped: int = 0
     rounds: int = 0
     scheme: BlockScheme | None = None
+    verify: str = "none"
+    rejected: int = 0
+    method: str = "simhash"
     stats: BucketStats = field(default_factory=BucketStats)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -127,22 +136,16 @@ def run_dedup(spark: SparkSession, job: DedupJob, outputs: Outputs, *, stats: bo
         source, read = _source(spark, job)
     except AnalysisException as exc:  # a missing path or an unreadable file, as Spark words it
         raise InputError(f"cannot read {job.input}: {str(exc).splitlines()[0]}") from exc
-    fingerprints = _fingerprints(spark, source, job, read).persist()
+    workers = _Workers.of(spark.sparkContext, job.config)
+    fingerprints = _fingerprints(spark, source, job, read, workers).persist()
     _check_records(spark, fingerprints, job, read, result)
     timer.mark("fingerprints")
 
     records = fingerprints.where(F.col("error").isNull()).drop("error")
-    scheme = job.scheme or BlockScheme.auto(result.records, job.config.bits, job.max_distance)
-    result.scheme = scheme
-    search = PairSearch(VerifyPlan(scheme, job.max_distance), result.records, job.mu, partitions)
-    pairs = search.run(
-        spark, records, result.stats if stats else None, lambda: timer.mark("buckets")
-    ).persist()
-    totals = _first(pairs.agg(F.count(F.lit(1)), F.sum((F.col("distance") == 0).cast("long"))))
-    result.pairs, result.exact = int(totals[0]), int(totals[1] or 0)
-    if stats:
-        pair_stats(result.stats, pairs, search.candidates)
-    search.release()
+    if job.max_distance is None:
+        pairs = _lsh_pairs(spark, records, workers, result, partitions)
+    else:
+        pairs = _simhash_pairs(spark, records, job, result, partitions, stats, timer)
     timer.mark("pairs")
 
     rounds: list[int] = []
@@ -157,6 +160,68 @@ def run_dedup(spark: SparkSession, job: DedupJob, outputs: Outputs, *, stats: bo
     for frame in (fingerprints, pairs, clusters):
         frame.unpersist()
     return result
+
+
+def _simhash_pairs(
+    spark: SparkSession,
+    records: DataFrame,
+    job: DedupJob,
+    result: DedupResult,
+    partitions: int,
+    stats: bool,
+    timer: _Timer,
+) -> DataFrame:
+    """The pairs within ``-k`` bits, by block keys (persisted), as ``neardup dedup -k K``."""
+    assert job.max_distance is not None
+    scheme = job.scheme or BlockScheme.auto(result.records, job.config.bits, job.max_distance)
+    result.scheme = scheme
+    search = PairSearch(VerifyPlan(scheme, job.max_distance), result.records, job.mu, partitions)
+    pairs = search.run(
+        spark, records, result.stats if stats else None, lambda: timer.mark("buckets")
+    ).persist()
+    _pair_totals(pairs, result)
+    if stats:
+        pair_stats(result.stats, pairs, search.candidates)
+    search.release()
+    return pairs
+
+
+def _lsh_pairs(
+    spark: SparkSession, records: DataFrame, workers: _Workers, result: DedupResult, partitions: int
+) -> DataFrame:
+    """The pairs of ``neardup dedup``'s default search (persisted): shingle LSH candidates
+    pre-filtered on their sketches and confirmed on their texts. As locally, "empty" counts
+    the records without shingles."""
+    pairs, candidates = lsh_search(spark, records, True, workers.fingerprinter, partitions)
+    result.empty = records.where(F.col("bands").isNull() & F.col("short").isNull()).count()
+    _pair_totals(pairs, result)
+    result.verify, result.method = "jaccard", "lsh"
+    result.rejected = candidates - result.pairs
+    return pairs
+
+
+def _pair_totals(pairs: DataFrame, result: DedupResult) -> None:
+    totals = _first(pairs.agg(F.count(F.lit(1)), F.sum((F.col("distance") == 0).cast("long"))))
+    result.pairs, result.exact = int(totals[0]), int(totals[1] or 0)
+
+
+@dataclass(frozen=True)
+class _Workers:
+    """What the executors need to build the job's Fingerprinter: the settings, the shipped
+    files, the broadcast IDF model and a token naming this job in the workers' cache."""
+
+    config: FingerprintConfig
+    shipped: dict[str, str]
+    idf: Any
+    token: str
+
+    @classmethod
+    def of(cls, context: SparkContext, config: FingerprintConfig) -> _Workers:
+        idf = None if config.idf in IDF_CHOICES else context.broadcast(IdfModel.load(config.idf))
+        return cls(config, _ship_files(context, config), idf, uuid.uuid4().hex)
+
+    def fingerprinter(self) -> Fingerprinter:
+        return _worker_fingerprinter(self.config, self.shipped, self.idf, self.token)
 
 
 # -- input and fingerprints ---------------------------------------------------------------------
@@ -195,21 +260,17 @@ def _source(spark: SparkSession, job: DedupJob) -> tuple[DataFrame, ReadSettings
     return rows, dataclasses.replace(settings, files=files)
 
 
-def _fingerprints(spark: SparkSession, rows: DataFrame, job: DedupJob, read: ReadSettings) -> DataFrame:
+def _fingerprints(
+    spark: SparkSession, rows: DataFrame, job: DedupJob, read: ReadSettings, workers: _Workers
+) -> DataFrame:
     """One row per input record (FINGERPRINT_SCHEMA), computed in ``mapPartitions``."""
-    context = spark.sparkContext
-    config, shipped = job.config, _ship_files(context, job.config)
-    idf_model = None
-    token = uuid.uuid4().hex  # names this job's broadcast in the workers' cache
-    if config.idf not in IDF_CHOICES:
-        idf_model = context.broadcast(IdfModel.load(config.idf))
-    batch_size, characters = job.batch_size, job.batch_characters
+    batch_size, characters, lsh = job.batch_size, job.batch_characters, job.max_distance is None
     parse = jsonl_records if read.format == "jsonl" else parquet_records
 
     def task(partition: Iterable[Any]) -> Iterator[Any]:
-        fingerprinter = _worker_fingerprinter(config, shipped, idf_model, token)
+        fingerprinter = workers.fingerprinter()
         records: Iterator[tuple[int, Record | InputError]] = parse((tuple(row) for row in partition), read)
-        return fingerprint_records(records, fingerprinter, read, batch_size, characters)
+        return fingerprint_records(records, fingerprinter, read, batch_size, characters, lsh)
 
     return spark.createDataFrame(rows.rdd.mapPartitions(task), FINGERPRINT_SCHEMA, verifySchema=False)
 

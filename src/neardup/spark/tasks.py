@@ -38,8 +38,9 @@ VERIFY_CHUNK = 1 << 18
 
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
-#: (order, id as JSON, text length, empty, low word, high word, record as JSON, error reason)
-FingerprintRow = tuple[int, str | None, int, bool, int, int, str | None, str | None]
+#: (order, id as JSON, text length, empty, low word, high word, record as JSON, error reason,
+#: then with the shingle LSH: text, band keys, check bins, short shingles)
+FingerprintRow = tuple[Any, ...]
 #: (order of a, order of b, distance, table) with a before b in the input
 PairRow = tuple[int, int, int, int]
 
@@ -151,28 +152,37 @@ def fingerprint_records(
     settings: ReadSettings,
     batch_size: int,
     characters: int,
+    lsh: bool = False,
 ) -> Iterator[FingerprintRow]:
     """One row per record (or per bad record, with its reason) in batches through
-    :meth:`Fingerprinter.encode_many`, the same call and batching ``neardup dedup`` makes."""
+    :meth:`Fingerprinter.encode_many`, the same call and batching ``neardup dedup`` makes;
+    with ``lsh``, also the text and its shingle LSH features (:func:`~neardup.spark.lsh.lsh_features`)."""
     batch: list[tuple[int, Record]] = []
     total = 0
     for order, item in records:
         if isinstance(item, InputError):
-            yield order, None, 0, False, 0, 0, None, item.reason
+            yield order, None, 0, False, 0, 0, None, item.reason, None, None, None, None
             continue
         batch.append((order, item))
         total += len(item.text)
         if len(batch) >= batch_size or total >= characters:
-            yield from _fingerprint_batch(batch, fingerprinter, settings)
+            yield from _fingerprint_batch(batch, fingerprinter, settings, lsh)
             batch, total = [], 0
     if batch:
-        yield from _fingerprint_batch(batch, fingerprinter, settings)
+        yield from _fingerprint_batch(batch, fingerprinter, settings, lsh)
 
 
 def _fingerprint_batch(
-    batch: Sequence[tuple[int, Record]], fingerprinter: Fingerprinter, settings: ReadSettings
+    batch: Sequence[tuple[int, Record]], fingerprinter: Fingerprinter, settings: ReadSettings, lsh: bool
 ) -> Iterator[FingerprintRow]:
     records = [record for _, record in batch]
+    features: list[tuple[Any, ...]] = [(None, None, None, None)] * len(records)
+    if lsh:
+        from .lsh import lsh_features  # imports pyspark, which only the job's workers need
+
+        texts = [r.text for r in records]
+        found = lsh_features(texts, fingerprinter.normalizer)
+        features = [(text, *row) for text, row in zip(texts, found, strict=True)]
     encoded = fingerprinter.encode_many([r.text for r in records], [r.title for r in records])
     words = np.asarray(encoded.fingerprints, dtype=np.uint64).reshape(len(records), -1).view(np.int64)
     low = words[:, 0].tolist()
@@ -181,7 +191,17 @@ def _fingerprint_batch(
     fields = (settings.id_field, settings.text_field, settings.title_field)
     for index, (order, record) in enumerate(batch):
         row = record_json(record, fields) if settings.keep_rows else None
-        yield order, id_json(record.id), len(record.text), empty[index], low[index], high[index], row, None
+        values = (
+            order,
+            id_json(record.id),
+            len(record.text),
+            empty[index],
+            low[index],
+            high[index],
+            row,
+            None,
+        )
+        yield (*values, *features[index])
 
 
 def record_json(record: Record, fields: tuple[str, str, str]) -> str:

@@ -1,0 +1,234 @@
+"""The default search of the Spark job: ``neardup dedup``'s shingle LSH, distributed.
+
+The same candidates and the same decisions as :func:`neardup.dedup.pipeline.dedup_documents`
+with default settings, because every number comes from the same functions:
+
+1. per document, in the fingerprint task (:func:`lsh_features`): ``shingles_of`` → the
+   one-permutation sketch (``oph_sketches``) → ``band_keys`` and the 512 check bins, and the
+   shingles of short documents; each depends on the document alone (and the seed);
+2. (band, key) → order key, grouped: each bucket's members ordered by order key (the input
+   order, as the local document numbers) and paired by the ``max_bucket``/``hub`` rule of
+   ``keyed_pairs`` (:func:`bucket_pairs`);
+3. the short documents' shingles are collected to the driver (each has fewer than
+   ``short_shingles / threshold`` shingles) and searched by ``prefix_pairs`` there, as
+   locally: its document frequencies are those of all short documents;
+4. candidates deduplicated; each is pre-filtered on the sketch (exact for two short
+   documents, the b-bit estimate otherwise: :func:`sketch_similarity`) with
+   ``LshStage``'s margin, then confirmed by ``Verifier("jaccard").verify_texts`` on the
+   texts joined to the pair, as ``LshStage.confirmed`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..dedup.candidates import (
+    CandidateSettings,
+    as_pairs,
+    band_keys,
+    oph_sketches,
+    prefix_pairs,
+    shingles_of,
+)
+from ..dedup.lsh import CHECK_MARGIN
+from ..dedup.pipeline import DedupSettings
+from ..dedup.verify import Shingles, Verifier
+from ..fingerprint import Fingerprinter
+from ..text.normalize import Normalizer
+from .pairs import PAIR_SCHEMA
+
+#: The LSH of ``neardup dedup``'s default settings.
+LSH_SETTINGS = DedupSettings().lsh_settings()
+#: (bands, check bins, short shingles) per document, each raw bytes or None.
+Features = tuple[bytes | None, bytes | None, bytes | None]
+#: Candidate pairs joined to both documents: (a, b, w0a, w1a, w0b, w1b, check a, check b,
+#: short a, short b, text a, text b); texts None when the sketch decides.
+JoinedPair = tuple[Any, ...]
+#: Pairs verified per call of ``verify_texts`` in a task.
+VERIFY_CHUNK = 4096
+_WORD = (1 << 64) - 1
+
+
+def lsh_features(
+    texts: Sequence[str], normalizer: Normalizer, settings: CandidateSettings = LSH_SETTINGS
+) -> list[Features]:
+    """What ``CandidateSearch.add`` keeps of each text: the band keys (uint32) and the first
+    ``check_bins`` sketch bins at 8 bits of documents with >= ``short_shingles`` shingles,
+    and the shingle hashes (uint64) of documents with fewer than ``short_shingles /
+    threshold`` (some have both)."""
+    shingles = shingles_of(texts, normalizer)
+    sizes = shingles.sizes
+    count = len(texts)
+    starts = np.searchsorted(shingles.documents, np.arange(count + 1))
+    short = (sizes > 0) & (sizes < settings.short_shingles / settings.threshold)
+    shorts: list[bytes | None] = [
+        shingles.hashes[starts[k] : starts[k + 1]].tobytes() if short[k] else None for k in range(count)
+    ]
+    bands: list[bytes | None] = [None] * count
+    checks: list[bytes | None] = [None] * count
+    long = np.flatnonzero(sizes >= settings.short_shingles)
+    if long.size:
+        renumber = np.full(count, -1, dtype=np.int64)
+        renumber[long] = np.arange(long.size)
+        chosen = renumber[shingles.documents] >= 0
+        subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
+        sketch = oph_sketches(subset, settings.bins, settings.seed)
+        keys = np.ascontiguousarray(band_keys(sketch, settings.rows, settings.band_count).T)
+        check = (sketch[:, : settings.check_bins] & np.uint32(0xFF)).astype(np.uint8)
+        for row, document in enumerate(long.tolist()):
+            bands[document] = keys[row].tobytes()
+            checks[document] = check[row].tobytes()
+    return list(zip(bands, checks, shorts, strict=True))
+
+
+def band_rows(rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[tuple[int, int], int]]:
+    """((band, key), order) for each band key of (order, band keys) rows."""
+    for order, keys in rows:
+        for band, key in enumerate(np.frombuffer(keys, dtype=np.uint32).tolist()):
+            yield (band, key), order
+
+
+def bucket_pairs(
+    members: Iterable[int], settings: CandidateSettings = LSH_SETTINGS
+) -> Iterator[tuple[int, int]]:
+    """The pairs ``keyed_pairs`` makes of one bucket: all of them, or, above ``max_bucket``
+    members, each member with the first ``hub`` members (in input order)."""
+    ordered = sorted(members)
+    if len(ordered) <= settings.max_bucket:
+        yield from combinations(ordered, 2)
+        return
+    for head in ordered[: settings.hub]:
+        for member in ordered:
+            if member != head:
+                yield (min(head, member), max(head, member))
+
+
+def short_pairs(rows: Sequence[tuple[int, bytes]], settings: CandidateSettings) -> list[tuple[int, int]]:
+    """``prefix_pairs`` over every short document's shingles, as (order a, order b): the
+    documents are numbered densely in input order, as the local search numbers them."""
+    ordered = sorted(rows)
+    if len(ordered) < 2:
+        return []
+    arrays = [np.frombuffer(hashes, dtype=np.uint64) for _, hashes in ordered]
+    documents = np.repeat(np.arange(len(arrays), dtype=np.int64), [a.size for a in arrays])
+    flat = np.concatenate(arrays)
+    found = as_pairs(prefix_pairs(flat, documents, settings.threshold, settings.max_bucket, settings.hub))
+    orders = [order for order, _ in ordered]
+    return [(orders[a], orders[b]) for a, b in found.tolist()]
+
+
+def sketch_similarity(
+    check_a: bytes | None,
+    check_b: bytes | None,
+    short_a: bytes | None,
+    short_b: bytes | None,
+    settings: CandidateSettings = LSH_SETTINGS,
+) -> float:
+    """``CandidateSearch.similarities`` of one pair: the exact Jaccard of two short
+    documents, else the b-bit estimate of two sketched ones, else 0."""
+    if short_a is not None and short_b is not None:
+        a, b = np.frombuffer(short_a, dtype=np.uint64), np.frombuffer(short_b, dtype=np.uint64)
+        common = int(np.intersect1d(a, b, assume_unique=True).size)
+        union = a.size + b.size - common
+        return float(np.float64(common) / np.float64(union)) if union > 0 else 1.0
+    if check_a is None or check_b is None:
+        return 0.0
+    agree = np.count_nonzero(np.frombuffer(check_a, np.uint8) == np.frombuffer(check_b, np.uint8))
+    chance = 1.0 / 256.0
+    estimate = (np.int64(agree) / settings.check_bins - chance) / (1.0 - chance)
+    return float(np.clip(estimate, 0.0, 1.0))
+
+
+def check_threshold(exact: bool, settings: CandidateSettings = LSH_SETTINGS) -> float:
+    """The sketch threshold of ``_lsh_checked``: with a margin when the texts decide."""
+    return settings.threshold - CHECK_MARGIN if exact else settings.threshold
+
+
+def checked_pairs(
+    rows: Iterable[JoinedPair],
+    exact: bool,
+    fingerprinter: Callable[[], Fingerprinter],
+    settings: CandidateSettings = LSH_SETTINGS,
+) -> Iterator[tuple[int, int, int, int]]:
+    """(a, b, distance, 0) of the joined candidates that pass the sketch check and, when
+    ``exact``, the exact shingle Jaccard of their texts (as ``verify_pairs``)."""
+    threshold = check_threshold(exact, settings)
+    pending: list[tuple[int, int, int, str, str]] = []
+    for a, b, w0a, w1a, w0b, w1b, check_a, check_b, short_a, short_b, text_a, text_b in rows:
+        if sketch_similarity(check_a, check_b, short_a, short_b, settings) < threshold:
+            continue
+        distance = int(((w0a ^ w0b) & _WORD).bit_count() + ((w1a ^ w1b) & _WORD).bit_count())
+        if not exact:
+            yield a, b, distance, 0
+            continue
+        pending.append((a, b, distance, text_a, text_b))
+        if len(pending) >= VERIFY_CHUNK:
+            yield from _verified(pending, fingerprinter())
+            pending = []
+    if pending:
+        yield from _verified(pending, fingerprinter())
+
+
+def _verified(
+    pending: list[tuple[int, int, int, str, str]], fingerprinter: Fingerprinter
+) -> Iterator[tuple[int, int, int, int]]:
+    """The pairs ``Verifier("jaccard").verify_texts`` keeps, texts seen by the fingerprinter's
+    normalizer (the local verification, pair by pair the same numbers)."""
+    texts = [text for *_, text_a, text_b in pending for text in (text_a, text_b)]
+    left = np.arange(0, len(texts), 2)
+    distances = np.array([row[2] for row in pending], dtype=np.int64)
+    verifier = Verifier("jaccard", LSH_SETTINGS.threshold)
+    normalizer = fingerprinter.normalizer
+    result = verifier.verify_texts(
+        distances, left, left + 1, texts, None, fingerprinter, normalizer=normalizer
+    )
+    for row, kept in zip(pending, result.kept.tolist(), strict=True):
+        if kept:
+            yield row[0], row[1], row[2], 0
+
+
+# -- the Spark plumbing -------------------------------------------------------------------------
+
+
+def lsh_search(
+    spark: SparkSession,
+    records: DataFrame,
+    exact: bool,
+    fingerprinter: Callable[[], Fingerprinter],
+    partitions: int,
+) -> tuple[DataFrame, int]:
+    """The verified pairs (PAIR_SCHEMA, table 0) of ``records`` (FINGERPRINT_SCHEMA rows with
+    their LSH features) and the number of distinct candidates, persisted until the caller's
+    ``unpersist`` of the returned frame's inputs ends (the candidates are released here)."""
+    long = records.where(F.col("bands").isNotNull()).select("order", "bands").rdd
+    buckets = long.mapPartitions(lambda rows: band_rows((int(r[0]), bytes(r[1])) for r in rows))
+    banded = buckets.groupByKey(partitions).flatMap(lambda item: bucket_pairs(item[1]))
+    shorts = records.where(F.col("short").isNotNull()).select("order", "short").collect()
+    found = short_pairs([(int(r[0]), bytes(r[1])) for r in shorts], LSH_SETTINGS)
+    context = spark.sparkContext
+    every = banded.union(context.parallelize(found, max(1, min(partitions, len(found) or 1))))
+    candidates = spark.createDataFrame(every, "a long, b long").distinct().persist()
+    count = candidates.count()
+    columns = ["order", "w0", "w1", "check", "short", *(["text"] if exact else [])]
+    side = records.select(*columns)
+    left = side.select(*[F.col(c).alias(f"{c}_a") for c in columns])
+    right = side.select(*[F.col(c).alias(f"{c}_b") for c in columns])
+    joined = candidates.join(left, F.col("a") == F.col("order_a")).join(right, F.col("b") == F.col("order_b"))
+    texts = [F.col("text_a"), F.col("text_b")] if exact else [F.lit(None), F.lit(None)]
+    selected = joined.select(
+        "a", "b", "w0_a", "w1_a", "w0_b", "w1_b", "check_a", "check_b", "short_a", "short_b", *texts
+    )
+
+    def task(rows: Iterable[Any]) -> Iterator[tuple[int, int, int, int]]:
+        return checked_pairs((tuple(row) for row in rows), exact, fingerprinter)
+
+    pairs = spark.createDataFrame(selected.rdd.mapPartitions(task), PAIR_SCHEMA, verifySchema=False).persist()
+    pairs.count()
+    candidates.unpersist()
+    return pairs, count
