@@ -83,3 +83,17 @@ def test_thousands_of_copies_of_a_short_text_give_linear_pairs() -> None:
     result = dedup_documents(records)
     assert len(result.pairs) <= 2 * 6000
     assert result.summary.clusters == 2 and result.summary.dropped == 5998
+
+
+def test_sketching_in_worker_processes_changes_nothing(
+    dev_sample: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches sketched by forked workers (taken back in input order) give the same result
+    as one process: the pool starts at the second batch, so small batches force it here."""
+    settings = DedupSettings(batch_size=64)
+    monkeypatch.setattr(lsh, "default_workers", lambda: 1)
+    alone = dedup_documents(dev_sample, settings=settings)
+    monkeypatch.setattr(lsh, "default_workers", lambda: 2)
+    shared = dedup_documents(dev_sample, settings=settings)
+    assert list(shared.pair_rows()) == list(alone.pair_rows()) and len(alone.pairs) > 50
+    assert list(shared.cluster_rows()) == list(alone.cluster_rows())

@@ -388,30 +388,31 @@ class CandidateSearch:
         settings = self.settings
         if settings.method == "segments" and (texts is None or len(texts) != shingles.count):
             raise InputError(f"the segments method needs the {shingles.count} texts of the chunk")
-        sizes = shingles.sizes
         offset = self.count
-        short = (sizes > 0) & (sizes < settings.short_shingles / settings.threshold)
-        chosen = short[shingles.documents]
-        self._short_hashes.append(shingles.hashes[chosen])
-        self._short_documents.append(shingles.documents[chosen] + offset)
-        long = np.flatnonzero(sizes >= settings.short_shingles)
-        self.count += shingles.count
+        short_hashes, short_documents, long = split_short(shingles, settings)
+        self.add_short(short_hashes, short_documents + offset, shingles.count)
         if long.size == 0:
             return
         if settings.method == "segments":
             assert texts is not None
             self._segments.append(segment_pairs([texts[k] for k in long.tolist()], long + offset, settings))
             return
-        renumber = np.full(shingles.count, -1, dtype=np.int64)
-        renumber[long] = np.arange(long.size)
-        chosen = renumber[shingles.documents] >= 0
-        subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
-        sketch_of = oph_sketches if settings.method == "oph" else minhash_sketches
-        sketch = sketch_of(subset, settings.bins, settings.seed)
-        self._keys.append(band_keys(sketch, settings.rows, settings.band_count))
-        self._owners.append(long + offset)
-        if settings.check_bins:
-            self._checks.append((sketch[:, : settings.check_bins] & np.uint32(0xFF)).astype(np.uint8))
+        keys, checks = sketch_long(shingles, long, settings)
+        self.add_sketches(long + offset, keys, checks)
+
+    def add_sketches(self, owners: IntArray, keys: UInt32Array, checks: npt.NDArray[np.uint8] | None) -> None:
+        """Band keys (bands, len(owners)) and check bins of long documents sketched elsewhere
+        (:func:`sketch_long`, e.g. in a worker process); ``owners`` are global numbers."""
+        self._keys.append(keys)
+        self._owners.append(owners)
+        if checks is not None:
+            self._checks.append(checks)
+
+    def add_short(self, hashes: UInt64Array, documents: IntArray, count: int) -> None:
+        """The shingles of short documents (global numbers) of a chunk of ``count`` documents."""
+        self._short_hashes.append(hashes)
+        self._short_documents.append(documents)
+        self.count += count
 
     def pairs(self) -> IntArray:
         """Every candidate pair, (m, 2) int64, i < j, sorted and unique."""
@@ -470,6 +471,33 @@ class CandidateSearch:
                 estimate = (agree / settings.check_bins - chance) / (1.0 - chance)
                 result[chosen] = np.clip(estimate, 0.0, 1.0)
         return result
+
+
+def split_short(shingles: Shingles, settings: CandidateSettings) -> tuple[UInt64Array, IntArray, IntArray]:
+    """The shingles (hashes, chunk-local documents) of the documents the prefix search takes,
+    and the chunk-local numbers of those the sketches take (both for sizes in between)."""
+    sizes = shingles.sizes
+    short = (sizes > 0) & (sizes < settings.short_shingles / settings.threshold)
+    chosen = short[shingles.documents]
+    long = np.flatnonzero(sizes >= settings.short_shingles)
+    return shingles.hashes[chosen], shingles.documents[chosen], long
+
+
+def sketch_long(
+    shingles: Shingles, long: IntArray, settings: CandidateSettings
+) -> tuple[UInt32Array, npt.NDArray[np.uint8] | None]:
+    """Band keys (bands, len(long)) and, with ``check_bins``, the check bins (len(long),
+    check_bins) at 8 bits of the chunk's documents ``long``: pure, so any process may run it."""
+    renumber = np.full(shingles.count, -1, dtype=np.int64)
+    renumber[long] = np.arange(long.size)
+    chosen = renumber[shingles.documents] >= 0
+    subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
+    sketch_of = oph_sketches if settings.method == "oph" else minhash_sketches
+    sketch = sketch_of(subset, settings.bins, settings.seed)
+    checks = None
+    if settings.check_bins:
+        checks = (sketch[:, : settings.check_bins] & np.uint32(0xFF)).astype(np.uint8)
+    return band_keys(sketch, settings.rows, settings.band_count), checks
 
 
 def candidate_pairs(

@@ -13,9 +13,13 @@ kept zlib-compressed (news compresses 2-3x), so 10^6 news texts fit in about 1 G
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import zlib
+from collections import deque
 from collections.abc import Sequence
-from typing import overload
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -23,8 +27,9 @@ import numpy.typing as npt
 from ..distance import hamming_many
 from ..fingerprint import Fingerprinter
 from ..io import Record
+from ..text.normalize import Normalizer
 from .batch import Pairs
-from .candidates import CandidateSearch, CandidateSettings, shingles_of
+from .candidates import CandidateSearch, CandidateSettings, shingles_of, sketch_long, split_short
 from .verify import Verifier
 
 IntArray = npt.NDArray[np.int64]
@@ -35,6 +40,14 @@ PLAIN_TEXTS = 200_000
 #: standard errors of 512 b-bit bins at Jaccard 0.5, so the texts decide every pair near it
 #: and the background (unrelated documents sharing a band by chance) costs no text reads.
 CHECK_MARGIN = 0.15
+
+
+def default_workers() -> int:
+    """Processes that sketch batches: the cores this process may use, at most 4 (the reader
+    feeds about that many), 1 where fork is not available."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
 
 
 class TextStore(Sequence[str]):
@@ -65,27 +78,105 @@ class TextStore(Sequence[str]):
         return zlib.decompress(self._packed[index - len(self._plain)]).decode("utf-8", "surrogatepass")
 
 
-class LshStage:
-    """Candidates, their exact check and their distances for records that arrive in batches."""
+class Sketched(NamedTuple):
+    """What one batch of texts contributes to the search (chunk-local document numbers)."""
 
-    def __init__(self, settings: CandidateSettings, fingerprinter: Fingerprinter) -> None:
+    documents: int
+    empty: int
+    short_hashes: npt.NDArray[np.uint64]
+    short_documents: IntArray
+    long: IntArray
+    keys: npt.NDArray[np.uint32]
+    checks: npt.NDArray[np.uint8] | None
+
+
+def sketch_texts(texts: Sequence[str], normalizer: Normalizer, settings: CandidateSettings) -> Sketched:
+    """Shingles, band keys and check bins of one batch: pure, so a worker process may run it."""
+    shingles = shingles_of(texts, normalizer)
+    short_hashes, short_documents, long = split_short(shingles, settings)
+    keys, checks = sketch_long(shingles, long, settings)
+    empty = int(np.count_nonzero(shingles.sizes == 0))
+    return Sketched(len(texts), empty, short_hashes, short_documents, long, keys, checks)
+
+
+#: The worker processes' normalizer and settings, inherited through fork (never pickled).
+_WORKER: tuple[Normalizer, CandidateSettings] | None = None
+
+
+def _start_worker(normalizer: Normalizer, settings: CandidateSettings) -> None:
+    global _WORKER
+    _WORKER = (normalizer, settings)
+
+
+def _sketch_in_worker(texts: list[str]) -> Sketched:
+    assert _WORKER is not None
+    return sketch_texts(texts, *_WORKER)
+
+
+class LshStage:
+    """Candidates, their exact check and their distances for records that arrive in batches.
+
+    From the second batch on, batches are sketched by ``workers`` processes (forked, so the
+    normalizer is shared, not pickled) while this one reads the input; results are taken in
+    input order, so the outcome is the same as one process's."""
+
+    def __init__(
+        self, settings: CandidateSettings, fingerprinter: Fingerprinter, workers: int | None = None
+    ) -> None:
         self.search = CandidateSearch(settings)
         self.fingerprinter = fingerprinter
         self.texts = TextStore()
         self.titles: list[str | None] = []
         self.empty = 0
+        self.workers = default_workers() if workers is None else workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._pending: deque[Future[Sketched]] = deque()
+        self._batches = 0
 
     def add(self, group: Sequence[Record]) -> None:
         """Shingle and sketch one batch; keep its texts and titles for the checks."""
         texts = [record.text for record in group]
-        shingles = shingles_of(texts, self.fingerprinter.normalizer)
-        self.empty += int(np.count_nonzero(shingles.sizes == 0))
-        self.search.add(shingles)
         self.texts.extend(texts)
         self.titles.extend(record.title for record in group)
+        self._batches += 1
+        if self._batches >= 2 and self.workers > 1 and self._pool is None:
+            context = multiprocessing.get_context("fork")
+            initargs = (self.fingerprinter.normalizer, self.search.settings)
+            self._pool = ProcessPoolExecutor(self.workers, context, _start_worker, initargs)
+        if self._pool is None:
+            self._take(sketch_texts(texts, self.fingerprinter.normalizer, self.search.settings))
+            return
+        self._pending.append(self._pool.submit(_sketch_in_worker, texts))
+        while len(self._pending) > 2 * self.workers:
+            self._take(self._pending.popleft().result())
+
+    def _take(self, sketched: Sketched) -> None:
+        offset = self.search.count
+        self.empty += sketched.empty
+        self.search.add_short(sketched.short_hashes, sketched.short_documents + offset, sketched.documents)
+        if sketched.long.size:
+            self.search.add_sketches(sketched.long + offset, sketched.keys, sketched.checks)
+
+    def finish(self) -> None:
+        """Take every batch still being sketched, and stop the workers."""
+        try:
+            while self._pending:
+                self._take(self._pending.popleft().result())
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(cancel_futures=True)
+                self._pool = None
+
+    def close(self) -> None:
+        """Stop the workers without waiting for their batches (after an error)."""
+        self._pending.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def candidates(self) -> IntArray:
         """(m, 2) candidate pairs, i < j."""
+        self.finish()
         return self.search.pairs()
 
     def confirmed(self, found: IntArray) -> tuple[Pairs, int]:

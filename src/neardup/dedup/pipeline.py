@@ -191,29 +191,35 @@ def collect(
     first_seen: dict[RecordId, str] = {}
     if progress is not None:
         progress("fingerprint", 0, None)
-    for group in batches(records, settings.batch_size):
-        _check_unique(group, first_seen)
+    try:
+        for group in batches(records, settings.batch_size):
+            _check_unique(group, first_seen)
+            if collected.lsh is not None:
+                collected.lsh.add(group)
+            else:
+                encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
+                parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
+                collected.empty += int(np.count_nonzero(encoded.feature_counts == 0))
+            collected.ids.extend(record.id for record in group)
+            collected.lengths.extend(len(record.text) for record in group)
+            if settings.keep_records:
+                collected.records.extend(group)
+            if keep_texts:
+                collected.texts.extend(record.text for record in group)
+                collected.metadata.extend(metadata_of(r.fields, settings.meta_fields) for r in group)
+                if limit is not None and len(collected.texts) > limit:
+                    keep_texts = False
+                    collected.texts, collected.metadata = [], []
+            if progress is not None:
+                progress("fingerprint", len(group), None)
+    except BaseException:
         if collected.lsh is not None:
-            collected.lsh.add(group)
-        else:
-            encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
-            parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
-            collected.empty += int(np.count_nonzero(encoded.feature_counts == 0))
-        collected.ids.extend(record.id for record in group)
-        collected.lengths.extend(len(record.text) for record in group)
-        if settings.keep_records:
-            collected.records.extend(group)
-        if keep_texts:
-            collected.texts.extend(record.text for record in group)
-            collected.metadata.extend(metadata_of(r.fields, settings.meta_fields) for r in group)
-            if limit is not None and len(collected.texts) > limit:
-                keep_texts = False
-                collected.texts, collected.metadata = [], []
-        if progress is not None:
-            progress("fingerprint", len(group), None)
+            collected.lsh.close()  # stop the sketching workers; the error goes on
+        raise
     if parts:
         collected.fingerprints = np.concatenate(parts)
     if collected.lsh is not None:
+        collected.lsh.finish()
         collected.empty = collected.lsh.empty
     return collected
 
