@@ -383,6 +383,9 @@ class CandidateSearch:
         self._short_documents: list[IntArray] = []
         self._segments: list[tuple[UInt64Array, IntArray]] = []
         self._checks: list[npt.NDArray[np.uint8]] = []
+        self._cached: (
+            tuple[Shingles, npt.NDArray[np.bool_], IntArray, npt.NDArray[np.uint8] | None] | None
+        ) = None
 
     def add(self, shingles: Shingles, texts: Sequence[str] | None = None) -> None:
         settings = self.settings
@@ -447,21 +450,11 @@ class CandidateSearch:
         result = np.zeros(len(pairs), dtype=np.float64)
         if not len(pairs):
             return result
-        short_hashes = np.concatenate(self._short_hashes) if self._short_hashes else np.zeros(0, np.uint64)
-        short_documents = (
-            np.concatenate(self._short_documents) if self._short_documents else np.zeros(0, np.int64)
-        )
-        is_short = np.zeros(self.count, dtype=bool)
-        is_short[short_documents] = True
+        short_sets, is_short, row_of, checks = self._lookups()
         exact = is_short[pairs[:, 0]] & is_short[pairs[:, 1]]
         if exact.any():
-            kept = Shingles(short_hashes, short_documents, self.count)
-            result[exact] = kept.jaccard(pairs[exact, 0], pairs[exact, 1])
-        if self._checks and (~exact).any():
-            row_of = np.full(self.count, -1, dtype=np.int64)
-            owners = np.concatenate(self._owners)
-            row_of[owners] = np.arange(owners.size)
-            checks = np.concatenate(self._checks)
+            result[exact] = short_sets.jaccard(pairs[exact, 0], pairs[exact, 1])
+        if checks is not None and (~exact).any():
             rows_a, rows_b = row_of[pairs[:, 0]], row_of[pairs[:, 1]]
             sketched = np.flatnonzero(~exact & (rows_a >= 0) & (rows_b >= 0))
             chance = 1.0 / 256.0
@@ -471,6 +464,32 @@ class CandidateSearch:
                 estimate = (agree / settings.check_bins - chance) / (1.0 - chance)
                 result[chosen] = np.clip(estimate, 0.0, 1.0)
         return result
+
+    def _lookups(self) -> tuple[Shingles, npt.NDArray[np.bool_], IntArray, npt.NDArray[np.uint8] | None]:
+        """The short documents' sets, which documents are short, each document's row among the
+        check bins (-1: none) and the check bins: built once, for calls in chunks."""
+        if self._cached is None or self._cached[1].size != self.count:
+            hashes = np.concatenate(self._short_hashes) if self._short_hashes else np.zeros(0, np.uint64)
+            documents = (
+                np.concatenate(self._short_documents) if self._short_documents else np.zeros(0, np.int64)
+            )
+            self._short_hashes, self._short_documents = [hashes], [documents]
+            is_short = np.zeros(self.count, dtype=bool)
+            is_short[documents] = True
+            row_of = np.full(self.count, -1, dtype=np.int64)
+            checks = None
+            if self._checks:
+                owners = np.concatenate(self._owners)
+                self._owners = [owners]
+                row_of[owners] = np.arange(owners.size)
+                checks = np.concatenate(self._checks)
+                self._checks = [checks]
+            self._cached = (Shingles(hashes, documents, self.count), is_short, row_of, checks)
+        return self._cached
+
+    def drop_band_keys(self) -> None:
+        """Free the band keys once the pairs are taken (:meth:`pairs` cannot run again)."""
+        self._keys = []
 
 
 def split_short(shingles: Shingles, settings: CandidateSettings) -> tuple[UInt64Array, IntArray, IntArray]:

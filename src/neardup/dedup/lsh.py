@@ -36,6 +36,9 @@ IntArray = npt.NDArray[np.int64]
 
 #: Texts kept as they are before the store starts compressing (fast access for small inputs).
 PLAIN_TEXTS = 200_000
+#: Candidates checked on the sketch at a time, and confirmed on their texts at a time.
+SKETCH_CHUNK = 1 << 20
+TEXT_CHUNK = 1 << 16
 #: How far below the threshold a sketch estimate still goes on to the exact check: ~7
 #: standard errors of 512 b-bit bins at Jaccard 0.5, so the texts decide every pair near it
 #: and the background (unrelated documents sharing a band by chance) costs no text reads.
@@ -76,6 +79,10 @@ class TextStore(Sequence[str]):
         if index < len(self._plain):
             return self._plain[index]
         return zlib.decompress(self._packed[index - len(self._plain)]).decode("utf-8", "surrogatepass")
+
+
+def _chunks(pairs: IntArray, size: int) -> list[IntArray]:
+    return [pairs[low : low + size] for low in range(0, len(pairs), size)]
 
 
 class Sketched(NamedTuple):
@@ -175,33 +182,52 @@ class LshStage:
             self._pool = None
 
     def candidates(self) -> IntArray:
-        """(m, 2) candidate pairs, i < j."""
+        """(m, 2) candidate pairs, i < j (once: the band keys are freed after)."""
         self.finish()
-        return self.search.pairs()
+        found = self.search.pairs()
+        self.search.drop_band_keys()
+        return found
 
     def confirmed(self, found: IntArray) -> tuple[Pairs, int]:
         """The candidates whose exact shingle Jaccard reaches the threshold (texts compared as
         the fingerprinter's normalizer sees them), with their Simhash distances; and how many
-        candidates were rejected."""
+        candidates were rejected. Candidates go through in chunks, so memory stays bounded
+        however many there are."""
         threshold = self.search.settings.threshold
-        passed = found[self.search.similarities(found) >= threshold - CHECK_MARGIN]
-        i, j = passed[:, 0], passed[:, 1]
-        if len(i):
-            verifier = Verifier("jaccard", threshold)
-            zeros = np.zeros(len(i), dtype=np.uint8)
-            kept = verifier.verify_texts(
-                zeros, i, j, self.texts, normalizer=self.fingerprinter.normalizer
-            ).kept
-            i, j = i[kept], j[kept]
+        passed = [
+            chunk[self.search.similarities(chunk) >= threshold - CHECK_MARGIN]
+            for chunk in _chunks(found, SKETCH_CHUNK)
+        ]
+        verifier = Verifier("jaccard", threshold)
+        kept: list[IntArray] = []
+        for chunk in _chunks(np.concatenate(passed) if passed else found[:0], TEXT_CHUNK):
+            zeros = np.zeros(len(chunk), dtype=np.uint8)
+            verdict = verifier.verify_texts(
+                zeros, chunk[:, 0], chunk[:, 1], self.texts, normalizer=self.fingerprinter.normalizer
+            )
+            kept.append(chunk[verdict.kept])
+        pairs = np.concatenate(kept) if kept else found[:0]
+        i, j = pairs[:, 0], pairs[:, 1]
         return Pairs(i, j, self.distances(i, j)), len(found) - len(i)
 
     def distances(self, i: IntArray, j: IntArray) -> npt.NDArray[np.uint8]:
         """Hamming distances of the pairs' fingerprints, fingerprinting only their records."""
         involved, inverse = np.unique(np.concatenate([i, j]), return_inverse=True)
-        members = involved.tolist()
-        fingerprints = self.fingerprinter.fingerprint_many(
-            [self.texts[k] for k in members], [self.titles[k] for k in members]
+        parts = [
+            np.asarray(
+                self.fingerprinter.fingerprint_many(
+                    [self.texts[k] for k in members], [self.titles[k] for k in members]
+                ),
+                dtype=np.uint64,
+            )
+            for members in (
+                involved[low : low + TEXT_CHUNK].tolist() for low in range(0, len(involved), TEXT_CHUNK)
+            )
+        ]
+        words = (
+            np.concatenate(parts)
+            if parts
+            else np.zeros((0, 2) if self.fingerprinter.bits == 128 else 0, np.uint64)
         )
-        words = np.asarray(fingerprints, dtype=np.uint64)
         left, right = inverse[: len(i)], inverse[len(i) :]
         return hamming_many(words[left], words[right], self.fingerprinter.bits)
