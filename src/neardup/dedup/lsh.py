@@ -39,9 +39,9 @@ PLAIN_TEXTS = 200_000
 #: Candidates checked on the sketch at a time, and confirmed on their texts at a time.
 SKETCH_CHUNK = 1 << 20
 TEXT_CHUNK = 1 << 16
-#: How far below the threshold a sketch estimate still goes on to the exact check: ~7
-#: standard errors of 512 b-bit bins at Jaccard 0.5, so the texts decide every pair near it
-#: and the background (unrelated documents sharing a band by chance) costs no text reads.
+#: The band around the threshold where the texts decide: ~7 standard errors of 512 b-bit
+#: bins at Jaccard 0.5. A sketch estimate below it rejects (the background: unrelated
+#: documents sharing a band by chance), above it accepts (copies), without reading a text.
 CHECK_MARGIN = 0.15
 
 
@@ -194,19 +194,24 @@ class LshStage:
         candidates were rejected. Candidates go through in chunks, so memory stays bounded
         however many there are."""
         threshold = self.search.settings.threshold
-        passed = [
-            chunk[self.search.similarities(chunk) >= threshold - CHECK_MARGIN]
-            for chunk in _chunks(found, SKETCH_CHUNK)
-        ]
+        sure: list[IntArray] = []
+        unsure: list[IntArray] = []
+        for chunk in _chunks(found, SKETCH_CHUNK):
+            similarity = self.search.similarities(chunk)
+            sure.append(chunk[similarity >= threshold + CHECK_MARGIN])
+            unsure.append(
+                chunk[(similarity >= threshold - CHECK_MARGIN) & (similarity < threshold + CHECK_MARGIN)]
+            )
         verifier = Verifier("jaccard", threshold)
-        kept: list[IntArray] = []
-        for chunk in _chunks(np.concatenate(passed) if passed else found[:0], TEXT_CHUNK):
+        kept: list[IntArray] = sure
+        for chunk in _chunks(np.concatenate(unsure) if unsure else found[:0], TEXT_CHUNK):
             zeros = np.zeros(len(chunk), dtype=np.uint8)
             verdict = verifier.verify_texts(
                 zeros, chunk[:, 0], chunk[:, 1], self.texts, normalizer=self.fingerprinter.normalizer
             )
             kept.append(chunk[verdict.kept])
         pairs = np.concatenate(kept) if kept else found[:0]
+        pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
         i, j = pairs[:, 0], pairs[:, 1]
         return Pairs(i, j, self.distances(i, j)), len(found) - len(i)
 

@@ -157,14 +157,16 @@ def checked_pairs(
     settings: CandidateSettings = LSH_SETTINGS,
 ) -> Iterator[tuple[int, int, int, int]]:
     """(a, b, distance, 0) of the joined candidates that pass the sketch check and, when
-    ``exact``, the exact shingle Jaccard of their texts (as ``verify_pairs``)."""
+    ``exact``, the exact shingle Jaccard of their texts where the sketch is unsure (as
+    ``LshStage.confirmed``)."""
     threshold = check_threshold(exact, settings)
     pending: list[tuple[int, int, int, str, str]] = []
     for a, b, w0a, w1a, w0b, w1b, check_a, check_b, short_a, short_b, text_a, text_b in rows:
-        if sketch_similarity(check_a, check_b, short_a, short_b, settings) < threshold:
+        similarity = sketch_similarity(check_a, check_b, short_a, short_b, settings)
+        if similarity < threshold:
             continue
         distance = int(((w0a ^ w0b) & _WORD).bit_count() + ((w1a ^ w1b) & _WORD).bit_count())
-        if not exact:
+        if not exact or similarity >= settings.threshold + CHECK_MARGIN:  # the sketch is sure
             yield a, b, distance, 0
             continue
         pending.append((a, b, distance, text_a, text_b))
