@@ -29,4 +29,3 @@ def test_passwords_are_masked_and_the_rest_kept(url: str, shown: str) -> None:
 def test_a_password_with_an_at_sign_is_masked_whole() -> None:
     shown = redacted("postgresql://admin:p@ss@host/db")
     assert "p@ss" not in shown and "ss@host" not in shown and shown.endswith("@host/db")
-
