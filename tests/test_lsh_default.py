@@ -97,3 +97,15 @@ def test_sketching_in_worker_processes_changes_nothing(
     shared = dedup_documents(dev_sample, settings=settings)
     assert list(shared.pair_rows()) == list(alone.pair_rows()) and len(alone.pairs) > 50
     assert list(shared.cluster_rows()) == list(alone.cluster_rows())
+
+
+def test_a_higher_threshold_keeps_fewer_pairs_and_says_so(dev_sample: list[Any]) -> None:
+    """--threshold 0.7 under the default search: fewer bands (never fewer than the checked
+    bins), only pairs of Jaccard >= 0.7, and the summary names the threshold."""
+    fingerprinter = Fingerprinter()
+    result = dedup_documents(dev_sample, fingerprinter=fingerprinter, settings=DedupSettings(threshold=0.7))
+    truth = exact_pairs([r.text for r in dev_sample], fingerprinter.normalizer)
+    found = set(zip(result.pairs.i.tolist(), result.pairs.j.tolist(), strict=True))
+    wanted = {pair for pair, similarity in truth.items() if similarity >= 0.7}
+    assert found <= wanted and len(wanted - found) <= 2 and len(found) > 30
+    assert "pairs of shingle Jaccard >= 0.7 by LSH" in result.summary.line()

@@ -37,7 +37,7 @@ from ..io import Record, RecordId, batches
 from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
 from .auto import AUTO_TEXT_LIMIT, Search, resolve_search
 from .batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
-from .candidates import CandidateSettings
+from .candidates import CandidateSettings, bands_for
 from .clusters import Clusters, check_keep, cluster_records
 from .lsh import LshStage
 from .summary import Summary
@@ -121,8 +121,12 @@ class DedupSettings:
 
     def lsh_settings(self) -> CandidateSettings:
         """The shingle LSH of the automatic search: pairs of Jaccard >= the threshold found
-        with probability >= 0.99, pre-filtered on 512 sketch bins kept at 8 bits."""
-        return CandidateSettings(threshold=self.threshold or LSH_THRESHOLD, check_bins=LSH_CHECK_BINS)
+        with probability >= 0.99, pre-filtered on 512 sketch bins kept at 8 bits. A higher
+        threshold needs fewer bands; they never drop below the bins the check reads."""
+        threshold = self.threshold or LSH_THRESHOLD
+        rows = CandidateSettings.rows
+        bands = max(bands_for(threshold, rows), -(-LSH_CHECK_BINS // rows))
+        return CandidateSettings(threshold=threshold, bands=bands, check_bins=LSH_CHECK_BINS)
 
 
 DEFAULT_SETTINGS = DedupSettings()
@@ -452,6 +456,7 @@ def dedup_documents(
         verify=search.verify,
         rejected=len(candidates.pairs) - len(pairs),
         method=search.method,
+        threshold=collected.lsh.search.settings.threshold if collected.lsh is not None else 0.5,
     )
     return DedupResult(
         ids=collected.ids,

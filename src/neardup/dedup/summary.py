@@ -33,6 +33,7 @@ class Summary:
     verify: str = "none"
     rejected: int = 0
     method: str = "simhash"
+    threshold: float = 0.5
 
     @classmethod
     def of(
@@ -47,6 +48,7 @@ class Summary:
         rejected: int = 0,
         skipped: int = 0,
         method: str = "simhash",
+        threshold: float = 0.5,
     ) -> Summary:
         """The summary of the final ``pairs`` and ``clusters`` of ``len(clusters.cluster)`` records."""
         n = len(clusters.cluster)
@@ -65,13 +67,14 @@ class Summary:
             verify=verify,
             rejected=rejected,
             method=method,
+            threshold=threshold,
         )
 
     @property
     def kind(self) -> str:
         """What the pairs are: within a distance (Simhash), or of a shingle Jaccard (LSH)."""
         if self.method == "lsh":
-            return "of shingle Jaccard >= 0.5 by LSH"
+            return f"of shingle Jaccard >= {self.threshold:g} by LSH"
         return f"within distance {self.max_distance}"
 
     def line(self) -> str:
