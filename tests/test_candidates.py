@@ -16,7 +16,9 @@ from neardup.dedup.candidates import (
     collision_probability,
     shingles_of,
 )
+from neardup.dedup import shingle_sets
 from neardup.dedup.clusters import components
+from neardup.dedup.shingle_sets import ShingleSets
 from neardup.dedup.verify import Shingles
 from neardup.errors import ConfigError, InputError
 
@@ -170,10 +172,39 @@ def test_bad_settings_are_refused() -> None:
         CandidateSettings(threshold=0.0)
 
 
-def test_shingles_of_gives_the_sets_of_the_verifier() -> None:
-    texts = [*edited_corpus(8, originals=10), "", "短", "ab", "全角ＡＢＣ１２３和中文 mixed text", "x" * 50]
+def verifier_test_texts() -> list[str]:
+    texts = [*edited_corpus(8, originals=10), "", "短", "ab", "中ab", "全角ＡＢＣ１２３和中文 mixed text", "x" * 50]
     for name in ("dev/zh_news.jsonl", "dev/en_news.jsonl", "dev/zh_short.jsonl"):
         texts += [record["text"] for record in read_jsonl(shared_file(name))[:100]]
+    return texts
+
+
+def test_shingles_of_gives_the_sets_of_the_verifier() -> None:
+    """The same sets under other keys: equal sizes, one key for one key over the whole batch
+    (as many distinct keys), so every Jaccard equals the verifier's — including a Latin text
+    shorter than 5 letters against a bigram of a Chinese text ("ab" in "中ab")."""
+    texts = verifier_test_texts()
     fast, reference = shingles_of(texts), Shingles.of(texts)
     assert fast.count == reference.count
-    assert fast.sets() == reference.sets()
+    assert fast.sizes.tolist() == reference.sizes.tolist()
+    assert len(np.unique(fast.hashes)) == len(np.unique(reference.hashes))
+    i, j = np.triu_indices(len(texts), 1)
+    assert np.array_equal(fast.jaccard(i, j), reference.jaccard(i, j))
+    assert fast.jaccard([texts.index("ab")], [texts.index("中ab")])[0] == 0.5
+
+
+@pytest.mark.parametrize("query_chunk", [1, 64, 1 << 22])
+def test_shingle_sets_give_the_exact_jaccard_of_the_verifier(
+    query_chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pair (chunked down to one lookup at a time), against the verifier's sets."""
+    monkeypatch.setattr(shingle_sets, "QUERY_CHUNK", query_chunk)
+    monkeypatch.setattr(shingle_sets, "DOCUMENT_CHUNK", 7)
+    texts = verifier_test_texts()[:80] + ["", ""]
+    i, j = np.triu_indices(len(texts), 1)
+    order = np.random.default_rng(1).permutation(len(i))
+    i, j = i[order], j[order]
+    sets = ShingleSets.of(len(texts), texts.__getitem__)
+    assert sets.sizes.tolist() == Shingles.of(texts).sizes.tolist()
+    assert np.array_equal(sets.jaccard(i, j), Shingles.of(texts).jaccard(i, j))
+    assert sets.jaccard(np.array([80]), np.array([81])).tolist() == [1.0]  # two empty texts

@@ -236,43 +236,49 @@ def record_from_mapping(
     return made
 
 
-def _make_record(data: Mapping[str, Any], fields: RecordFields, location: str) -> Record | InputError:
-    """Check one record's fields; the error, if any, is returned for the caller's policy."""
+def _make_record(
+    data: Mapping[str, Any], fields: RecordFields, location: str, scan: bool = True
+) -> Record | InputError:
+    """Check one record's fields; the error, if any, is returned for the caller's policy.
+    ``scan=False`` skips the scans for surrogates and control characters, for values that
+    cannot hold them (JSON read from a line without ``\\u``, ``\\b`` or ``\\f`` escapes)."""
     try:
-        record_id = _check_id(data.get(fields.id), fields.id)
-        text = _check_text(data.get(fields.text), fields.text)
-        title = _check_title(data.get(fields.title), fields.title)
+        record_id = _check_id(data.get(fields.id), fields.id, scan)
+        text = _check_text(data.get(fields.text), fields.text, scan)
+        title = _check_title(data.get(fields.title), fields.title, scan)
     except InputError as exc:
         return InputError(exc.reason, location)
     return Record(record_id, text, title, location, data)
 
 
-def _check_id(value: Any, name: str) -> RecordId:
+def _check_id(value: Any, name: str, scan: bool = True) -> RecordId:
     if value is None or value == "":
         raise InputError(f"missing id field {name!r}; name the id field with --id-field")
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise InputError(f"id field {name!r} must be a string or an integer, not {_json_type(value)}")
-    if isinstance(value, str):
+    if scan and isinstance(value, str):
         _check_surrogates(value, name)
     return value
 
 
-def _check_text(value: Any, name: str) -> str:
+def _check_text(value: Any, name: str, scan: bool = True) -> str:
     if value is None:
         raise InputError(f"missing text field {name!r}; name the text field with --text-field")
     if not isinstance(value, str):
         raise InputError(f"text field {name!r} must be a string, not {_json_type(value)}")
-    _check_surrogates(value, name)
-    _check_not_binary(value, name)
+    if scan:
+        _check_surrogates(value, name)
+        _check_not_binary(value, name)
     return value
 
 
-def _check_title(value: Any, name: str) -> str | None:
+def _check_title(value: Any, name: str, scan: bool = True) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
         raise InputError(f"title field {name!r} must be a string or null, not {_json_type(value)}")
-    _check_surrogates(value, name)
+    if scan:
+        _check_surrogates(value, name)
     return value
 
 
@@ -405,7 +411,10 @@ def jsonl_record(line: InputLine, data: bytes, fields: RecordFields, location: s
     if not isinstance(value, dict):
         hint = _ARRAY_HINT if isinstance(value, list) else ""
         return InputError(f"expected one JSON object per line, got {_json_type(value)}{hint}", location)
-    return _make_record(value, fields, location)
+    # Strict JSON strings hold no raw control characters, and valid UTF-8 no surrogates:
+    # both can only come from escapes, so a line without them needs no scan.
+    scan = "\\u" in text or "\\b" in text or "\\f" in text
+    return _make_record(value, fields, location, scan)
 
 
 # -- CSV --------------------------------------------------------------------------------------

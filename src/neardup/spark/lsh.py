@@ -14,7 +14,7 @@ with default settings, because every number comes from the same functions:
    locally: its document frequencies are those of all short documents;
 4. candidates deduplicated; each is pre-filtered on the sketch (exact for two short
    documents, the b-bit estimate otherwise: :func:`sketch_similarity`) with
-   ``LshStage``'s margin, then confirmed by ``Verifier("jaccard").verify_texts`` on the
+   ``LshStage``'s margin, then confirmed by the exact Jaccard of :class:`ShingleSets` on the
    texts joined to the pair, as ``LshStage.confirmed`` does.
 """
 
@@ -38,7 +38,8 @@ from ..dedup.candidates import (
 )
 from ..dedup.lsh import CHECK_MARGIN
 from ..dedup.pipeline import DedupSettings
-from ..dedup.verify import Shingles, Verifier
+from ..dedup.shingle_sets import ShingleSets
+from ..dedup.verify import Shingles
 from ..fingerprint import Fingerprinter
 from ..text.normalize import Normalizer
 from .pairs import PAIR_SCHEMA
@@ -180,18 +181,14 @@ def checked_pairs(
 def _verified(
     pending: list[tuple[int, int, int, str, str]], fingerprinter: Fingerprinter
 ) -> Iterator[tuple[int, int, int, int]]:
-    """The pairs ``Verifier("jaccard").verify_texts`` keeps, texts seen by the fingerprinter's
-    normalizer (the local verification, pair by pair the same numbers)."""
+    """The pairs whose exact shingle Jaccard reaches the threshold, texts seen by the
+    fingerprinter's normalizer (:class:`ShingleSets`, as ``LshStage.confirmed``)."""
     texts = [text for *_, text_a, text_b in pending for text in (text_a, text_b)]
     left = np.arange(0, len(texts), 2)
-    distances = np.array([row[2] for row in pending], dtype=np.int64)
-    verifier = Verifier("jaccard", LSH_SETTINGS.threshold)
-    normalizer = fingerprinter.normalizer
-    result = verifier.verify_texts(
-        distances, left, left + 1, texts, None, fingerprinter, normalizer=normalizer
-    )
-    for row, kept in zip(pending, result.kept.tolist(), strict=True):
-        if kept:
+    sets = ShingleSets.of(len(texts), texts.__getitem__, fingerprinter.normalizer)
+    similarity = sets.jaccard(left, left + 1)
+    for row, value in zip(pending, similarity.tolist(), strict=True):
+        if value >= LSH_SETTINGS.threshold:
             yield row[0], row[1], row[2], 0
 
 
