@@ -1,7 +1,7 @@
 """The default search of ``dedup_documents`` / ``neardup dedup`` (shingle LSH) against brute
 force: every pair of exact shingle Jaccard >= 0.5 among dev documents is found and kept, and
 nothing below it is, with the texts kept as they are or compressed (past PLAIN_TEXTS records;
-forced here by lowering it)."""
+forced here by lowering it to 0)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import neardup.dedup.lsh as lsh
+import neardup.dedup.text_store as text_store
 from neardup import Fingerprinter
-from neardup.dedup.lsh import TextStore
+from neardup.dedup.text_store import TextStore
 from neardup.dedup.pipeline import DedupSettings, dedup_documents
 from neardup.dedup.verify import Shingles
 from neardup.io import read_records
@@ -37,18 +38,29 @@ def dev_sample() -> list[Any]:
     return records[:700]
 
 
-@pytest.mark.parametrize("plain", [200_000, 100], ids=["plain texts", "compressed texts"])
+def test_the_text_store_gives_back_every_text_plain_or_packed(dev_sample: list[Any]) -> None:
+    texts = [r.text for r in dev_sample] + ["", "\ud800 lone surrogate", "表情 😀"]
+    store = TextStore(100)
+    for low in range(0, len(texts), 64):  # two plain batches, then packed blocks
+        store.extend(texts[low : low + 64])
+    assert len(store) == len(texts) and store.packs_next()
+    assert [store[k] for k in reversed(range(len(texts)))] == texts[::-1]  # any order
+    assert store[-1] == texts[-1] and store[5:8] == texts[5:8]
+    with pytest.raises(IndexError):
+        store[len(texts)]
+    with pytest.raises(ValueError, match="cannot follow"):
+        store._plain_limit = 10**9
+        store.extend(["late"])
+
+
+@pytest.mark.parametrize("plain", [200_000, 0], ids=["plain texts", "compressed texts"])
 def test_the_default_finds_what_brute_force_finds(
     dev_sample: list[Any], plain: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lsh, "PLAIN_TEXTS", plain)
+    monkeypatch.setattr(text_store, "PLAIN_TEXTS", plain)
     fingerprinter = Fingerprinter()
     result = dedup_documents(dev_sample, fingerprinter=fingerprinter)
     assert result.search.method == "lsh"
-    if plain < len(dev_sample):
-        texts = TextStore(plain)
-        texts.extend([r.text for r in dev_sample])
-        assert list(texts) == [r.text for r in dev_sample] and len(texts._packed) > 0
     truth = exact_pairs([r.text for r in dev_sample], fingerprinter.normalizer)
     wanted = {pair for pair, similarity in truth.items() if similarity >= 0.5}
     found = set(zip(result.pairs.i.tolist(), result.pairs.j.tolist(), strict=True))
@@ -89,8 +101,10 @@ def test_sketching_in_worker_processes_changes_nothing(
     dev_sample: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Batches sketched by forked workers (taken back in input order) give the same result
-    as one process: the pool starts at the second batch, so small batches force it here."""
+    as one process: the pool starts at the second batch, so small batches force it here, and
+    past the first 200 texts the workers pack the texts for the checks."""
     settings = DedupSettings(batch_size=64)
+    monkeypatch.setattr(text_store, "PLAIN_TEXTS", 200)
     monkeypatch.setattr(lsh, "default_workers", lambda: 1)
     alone = dedup_documents(dev_sample, settings=settings)
     monkeypatch.setattr(lsh, "default_workers", lambda: 2)

@@ -256,7 +256,9 @@ def _check_id(value: Any, name: str, scan: bool = True) -> RecordId:
         raise InputError(f"missing id field {name!r}; name the id field with --id-field")
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise InputError(f"id field {name!r} must be a string or an integer, not {_json_type(value)}")
-    if scan and isinstance(value, str):
+    if not isinstance(value, str):
+        return int(value)
+    if scan:
         _check_surrogates(value, name)
     return value
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .arrays import sorted_unique
 from .config import FingerprintConfig
 from .distance import FingerprintArray
 from .errors import ConfigError
@@ -347,7 +348,7 @@ class RowFeaturizer:
             features.extend(names)
             fields.append(np.full(len(names), number, dtype=np.int16))
             weights.append(np.full(len(names), column.weight, dtype=np.float64))
-            filled[np.unique(rows)] += 1
+            filled[sorted_unique(rows)] += 1
         return ChunkFeatures(
             documents=np.concatenate(documents),
             features=features,

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ..arrays import sorted_unique, unique_inverse
 from ..errors import ConfigError, InputError
 from ..fingerprint import Fingerprinter
 from ..minhash import MinHasher
@@ -304,7 +305,7 @@ def _pair_keys(a: IntArray, b: IntArray) -> IntArray:
 def _unique(parts: Sequence[IntArray]) -> IntArray:
     if not parts:
         return np.empty(0, dtype=np.int64)
-    keys: IntArray = np.asarray(np.unique(np.concatenate(parts)), dtype=np.int64)
+    keys: IntArray = np.asarray(sorted_unique(np.concatenate(parts)), dtype=np.int64)
     return keys
 
 
@@ -327,8 +328,8 @@ def prefix_pairs(
     millions of pairs; the copies still join one cluster through the hub."""
     if hashes.size == 0:
         return np.empty(0, dtype=np.int64)
-    _, token, frequency = np.unique(hashes, return_inverse=True, return_counts=True)
-    token = token.reshape(-1)
+    _, token = unique_inverse(hashes)
+    frequency = np.bincount(token)
     order = np.lexsort((token, frequency[token], documents))
     token, owner = token[order], documents[order]
     heads = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))

@@ -6,24 +6,23 @@ records that end up in a pair.
 Why lazy fingerprints: the LSH finds candidates from shingles, so the Simhash of a record is
 needed only for the ``distance`` of the pairs it is in; on news hidden among 10^5-10^6 other
 documents that is a few percent of the records, and fingerprinting (word segmentation,
-weighting) was half the run. Why compressed texts: the exact check needs the texts of the
-candidates, which are known only at the end; past :data:`PLAIN_TEXTS` records the rest are
-kept zlib-compressed (news compresses 2-3x), so 10^6 news texts fit in about 1 GB.
+weighting) was half the run. The texts are kept for the exact check, compressed past a size
+(:mod:`~neardup.dedup.text_store`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import zlib
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import NamedTuple, overload
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from ..arrays import unique_inverse
 from ..distance import hamming_many
 from ..fingerprint import Fingerprinter
 from ..io import Record
@@ -31,11 +30,10 @@ from ..text.normalize import Normalizer
 from .batch import Pairs
 from .candidates import CandidateSearch, CandidateSettings, shingles_of, sketch_long, split_short
 from .shingle_sets import ShingleSets
+from .text_store import PackedTexts, TextStore, pack_texts
 
 IntArray = npt.NDArray[np.int64]
 
-#: Texts kept as they are before the store starts compressing (fast access for small inputs).
-PLAIN_TEXTS = 200_000
 #: Candidates checked on the sketch at a time, and confirmed on their texts at a time.
 SKETCH_CHUNK = 1 << 20
 TEXT_CHUNK = 1 << 16
@@ -54,34 +52,6 @@ def default_workers() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
 
 
-class TextStore(Sequence[str]):
-    """Texts by record number: the first :data:`PLAIN_TEXTS` as str, the rest zlib-compressed."""
-
-    def __init__(self, plain: int | None = None) -> None:
-        self._plain_limit = PLAIN_TEXTS if plain is None else plain
-        self._plain: list[str] = []
-        self._packed: list[bytes] = []
-
-    def extend(self, texts: Sequence[str]) -> None:
-        room = max(0, self._plain_limit - len(self._plain))
-        self._plain.extend(texts[:room])
-        self._packed.extend(zlib.compress(text.encode("utf-8", "surrogatepass"), 1) for text in texts[room:])
-
-    def __len__(self) -> int:
-        return len(self._plain) + len(self._packed)
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self[k] for k in range(*index.indices(len(self)))]
-        if index < len(self._plain):
-            return self._plain[index]
-        return zlib.decompress(self._packed[index - len(self._plain)]).decode("utf-8", "surrogatepass")
-
-
 def _chunks(pairs: IntArray, size: int) -> list[IntArray]:
     return [pairs[low : low + size] for low in range(0, len(pairs), size)]
 
@@ -96,15 +66,20 @@ class Sketched(NamedTuple):
     long: IntArray
     keys: npt.NDArray[np.uint32]
     checks: npt.NDArray[np.uint8] | None
+    packed: PackedTexts | None
 
 
-def sketch_texts(texts: Sequence[str], normalizer: Normalizer, settings: CandidateSettings) -> Sketched:
-    """Shingles, band keys and check bins of one batch: pure, so a worker process may run it."""
+def sketch_texts(
+    texts: Sequence[str], normalizer: Normalizer, settings: CandidateSettings, pack: bool = False
+) -> Sketched:
+    """Shingles, band keys and check bins of one batch, and with ``pack`` the batch's texts
+    compressed for the store: pure, so a worker process may run it."""
     shingles = shingles_of(texts, normalizer)
     short_hashes, short_documents, long = split_short(shingles, settings)
     keys, checks = sketch_long(shingles, long, settings)
     empty = int(np.count_nonzero(shingles.sizes == 0))
-    return Sketched(len(texts), empty, short_hashes, short_documents, long, keys, checks)
+    packed = pack_texts(texts) if pack else None
+    return Sketched(len(texts), empty, short_hashes, short_documents, long, keys, checks, packed)
 
 
 #: The worker processes' normalizer and settings, inherited through fork (never pickled).
@@ -116,9 +91,9 @@ def _start_worker(normalizer: Normalizer, settings: CandidateSettings) -> None:
     _WORKER = (normalizer, settings)
 
 
-def _sketch_in_worker(texts: list[str]) -> Sketched:
+def _sketch_in_worker(texts: list[str], pack: bool) -> Sketched:
     assert _WORKER is not None
-    return sketch_texts(texts, *_WORKER)
+    return sketch_texts(texts, *_WORKER, pack=pack)
 
 
 class LshStage:
@@ -140,11 +115,16 @@ class LshStage:
         self._pool: ProcessPoolExecutor | None = None
         self._pending: deque[Future[Sketched]] = deque()
         self._batches = 0
+        self._added = 0
 
     def add(self, group: Sequence[Record]) -> None:
-        """Shingle and sketch one batch; keep its texts and titles for the checks."""
+        """Shingle and sketch one batch; keep its texts (plain, or packed where it is
+        sketched: batches are taken in order) and titles for the checks."""
         texts = [record.text for record in group]
-        self.texts.extend(texts)
+        pack = self.texts.packs_next(self._added)
+        if not pack:
+            self.texts.extend(texts)
+        self._added += len(texts)
         self.titles.extend(record.title for record in group)
         self._batches += 1
         if self._batches >= 2 and self.workers > 1 and self._pool is None:
@@ -152,14 +132,16 @@ class LshStage:
             initargs = (self.fingerprinter.normalizer, self.search.settings)
             self._pool = ProcessPoolExecutor(self.workers, context, _start_worker, initargs)
         if self._pool is None:
-            self._take(sketch_texts(texts, self.fingerprinter.normalizer, self.search.settings))
+            self._take(sketch_texts(texts, self.fingerprinter.normalizer, self.search.settings, pack))
             return
-        self._pending.append(self._pool.submit(_sketch_in_worker, texts))
+        self._pending.append(self._pool.submit(_sketch_in_worker, texts, pack))
         while len(self._pending) > 2 * self.workers:
             self._take(self._pending.popleft().result())
 
     def _take(self, sketched: Sketched) -> None:
         offset = self.search.count
+        if sketched.packed is not None:
+            self.texts.extend_packed(sketched.packed)
         self.empty += sketched.empty
         self.search.add_short(sketched.short_hashes, sketched.short_documents + offset, sketched.documents)
         if sketched.long.size:
@@ -214,7 +196,7 @@ class LshStage:
     def _exact(self, pairs: IntArray, threshold: float) -> IntArray:
         """The pairs whose exact shingle Jaccard reaches ``threshold``, each of their texts
         shingled once (:class:`ShingleSets`)."""
-        involved, inverse = np.unique(pairs, return_inverse=True)
+        involved, inverse = unique_inverse(pairs)
         rows = inverse.reshape(-1, 2)
         texts, normalizer = self.texts, self.fingerprinter.normalizer
         sets = ShingleSets.of(len(involved), lambda row: texts[int(involved[row])], normalizer)
@@ -222,7 +204,7 @@ class LshStage:
 
     def distances(self, i: IntArray, j: IntArray) -> npt.NDArray[np.uint8]:
         """Hamming distances of the pairs' fingerprints, fingerprinting only their records."""
-        involved, inverse = np.unique(np.concatenate([i, j]), return_inverse=True)
+        involved, inverse = unique_inverse(np.concatenate([i, j]))
         parts = [
             np.asarray(
                 self.fingerprinter.fingerprint_many(

@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
+from ..arrays import sorted_unique, unique_inverse
 from ..errors import ConfigError, InputError
 from ..fingerprint import Fingerprinter
 from ..minhash import (
@@ -136,7 +137,7 @@ class Shingles:
     def matrix(self) -> Any:
         """The texts × distinct shingles 0/1 matrix (CSR), built once."""
         if self._matrix is None:
-            _, columns = np.unique(self.hashes, return_inverse=True)
+            _, columns = unique_inverse(self.hashes)
             data = np.ones(len(columns), dtype=np.float64)
             shape = (self.count, int(columns.max()) + 1 if len(columns) else 0)
             matrix = sparse.csr_matrix((data, (self.documents, columns.reshape(-1))), shape=shape)
@@ -383,7 +384,7 @@ def _normalizer_of(normalizer: Normalizer | None, fingerprinter: Fingerprinter |
 def _involved(i: npt.ArrayLike, j: npt.ArrayLike) -> tuple[IntArray, IntArray, IntArray]:
     """The records named by the pairs, and the pairs renumbered into that list."""
     left, right = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
-    involved = np.unique(np.concatenate([left, right]))
+    involved = np.asarray(sorted_unique(np.concatenate([left, right])), dtype=np.int64)
     return involved, np.searchsorted(involved, left), np.searchsorted(involved, right)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..arrays import sorted_unique
 from ..dedup.clusters import components
 from ..errors import InputError
 
@@ -257,7 +258,7 @@ def evaluate(
     else:
         assert prediction.i is not None and prediction.j is not None
         keep = scored[prediction.i] & scored[prediction.j] & (prediction.i != prediction.j)
-        found_keys = np.unique(pair_keys(prediction.i[keep], prediction.j[keep], n))
+        found_keys = sorted_unique(pair_keys(prediction.i[keep], prediction.j[keep], n))
         hit = np.isin(pair_keys(gi, gj, n), found_keys)
         predicted = int(found_keys.size)
     partition = prediction.partition(n)
@@ -356,7 +357,7 @@ def _related_recall(gold: Gold, prediction: Prediction) -> Recall:
     else:
         assert prediction.i is not None and prediction.j is not None
         n = len(gold)
-        keys = np.unique(pair_keys(prediction.i, prediction.j, n))
+        keys = sorted_unique(pair_keys(prediction.i, prediction.j, n))
         low, high = np.minimum(copies, sources), np.maximum(copies, sources)
         hit = np.isin(pair_keys(low, high, n), keys)
     return Recall(int(np.count_nonzero(hit)), int(copies.size))

@@ -1,0 +1,93 @@
+"""The texts of a batch run by record number, for the checks made once every record is read.
+
+The exact check needs the texts of the candidates, which are known only at the end; past
+:data:`PLAIN_TEXTS` records the rest are kept zlib-compressed a batch to a block (news
+compresses 2-3x, so 10^6 news texts fit in about 1 GB). A block is compressed where the batch
+is sketched (a worker process), not by the reader, and compressing 4,096 texts at once costs
+a tenth of compressing each alone (zlib sets up 256 KB of state per call). Reads go through a
+one-block cache: the checks read their texts in record order, so each block is inflated about
+once per pass.
+"""
+
+from __future__ import annotations
+
+import zlib
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import NamedTuple, overload
+
+import numpy as np
+import numpy.typing as npt
+
+#: Texts kept as they are before the store starts compressing (fast access for small inputs).
+PLAIN_TEXTS = 200_000
+
+
+class PackedTexts(NamedTuple):
+    """A batch of texts as one zlib block of their UTF-8 bytes, and where each one ends."""
+
+    block: bytes
+    ends: npt.NDArray[np.int64]
+
+
+def pack_texts(texts: Sequence[str]) -> PackedTexts:
+    encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
+    ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+    return PackedTexts(zlib.compress(b"".join(encoded), 1), ends)
+
+
+class TextStore(Sequence[str]):
+    """Texts by record number: whole batches as str until :data:`PLAIN_TEXTS` records are
+    held, compressed blocks after (:meth:`packs_next` says which the next batch is)."""
+
+    def __init__(self, plain: int | None = None) -> None:
+        self._plain_limit = PLAIN_TEXTS if plain is None else plain
+        self._plain: list[str] = []
+        self._blocks: list[PackedTexts] = []
+        self._starts: list[int] = []  # record number of each block's first text
+        self._count = 0
+        self._cached: tuple[int, bytes] = (-1, b"")
+
+    def packs_next(self, already: int | None = None) -> bool:
+        """Whether a batch that follows ``already`` records (default: those held) is packed."""
+        return (self._count if already is None else already) >= self._plain_limit
+
+    def extend(self, texts: Sequence[str]) -> None:
+        """Add a batch, plain or packed as :meth:`packs_next` says."""
+        if self.packs_next():
+            self.extend_packed(pack_texts(texts))
+            return
+        if self._blocks:
+            raise ValueError("plain texts cannot follow packed ones")
+        self._plain.extend(texts)
+        self._count += len(texts)
+
+    def extend_packed(self, packed: PackedTexts) -> None:
+        """Add a batch packed elsewhere (:func:`pack_texts`, e.g. in a worker process)."""
+        self._starts.append(self._count)
+        self._blocks.append(packed)
+        self._count += len(packed.ends)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(f"text {index} is not among the {self._count} held")
+        if index < len(self._plain):
+            return self._plain[index]
+        number = bisect_right(self._starts, index) - 1
+        if self._cached[0] != number:
+            self._cached = (number, zlib.decompress(self._blocks[number].block))
+        ends = self._blocks[number].ends
+        row = index - self._starts[number]
+        start = int(ends[row - 1]) if row else 0
+        return self._cached[1][start : int(ends[row])].decode("utf-8", "surrogatepass")
