@@ -208,3 +208,14 @@ def test_shingle_sets_give_the_exact_jaccard_of_the_verifier(
     assert sets.sizes.tolist() == Shingles.of(texts).sizes.tolist()
     assert np.array_equal(sets.jaccard(i, j), Shingles.of(texts).jaccard(i, j))
     assert sets.jaccard(np.array([80]), np.array([81])).tolist() == [1.0]  # two empty texts
+
+
+def test_shingle_sets_in_forked_workers_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shingle_sets, "PARALLEL_PAIRS", 10)
+    monkeypatch.setattr(shingle_sets, "DOCUMENT_CHUNK", 16)
+    texts = verifier_test_texts()
+    i, j = np.triu_indices(len(texts), 1)
+    alone = ShingleSets.of(len(texts), texts.__getitem__)
+    shared = ShingleSets.of(len(texts), texts.__getitem__, workers=2)
+    assert np.array_equal(alone.offsets, shared.offsets) and np.array_equal(alone.keys, shared.keys)
+    assert np.array_equal(shared.jaccard(i, j, workers=2), alone.jaccard(i, j))

@@ -488,6 +488,11 @@ class CandidateSearch:
                     parts = [_unique(parts)]
         return as_pairs(_unique(parts))
 
+    def prepare(self) -> None:
+        """Build what :meth:`similarities` reads, once (before forking workers that share it)."""
+        short_sets = self._lookups()[0]
+        short_sets.matrix()
+
     def similarities(self, pairs: IntArray) -> FloatArray:
         """The shingle Jaccard of each pair (m, 2), without the texts: exact where both
         documents are short (their shingles are kept for the prefix search), else estimated

@@ -27,9 +27,10 @@ from ..distance import hamming_many
 from ..fingerprint import Fingerprinter
 from ..io import Record
 from ..text.normalize import Normalizer
+from . import shingle_sets
 from .batch import Pairs
 from .candidates import CandidateSearch, CandidateSettings, shingles_of, sketch_long, split_short
-from .shingle_sets import ShingleSets
+from .shingle_sets import ShingleSets, forked_map
 from .text_store import PackedTexts, TextStore, pack_texts
 
 IntArray = npt.NDArray[np.int64]
@@ -94,6 +95,12 @@ def _start_worker(normalizer: Normalizer, settings: CandidateSettings) -> None:
 def _sketch_in_worker(texts: list[str], pack: bool) -> Sketched:
     assert _WORKER is not None
     return sketch_texts(texts, *_WORKER, pack=pack)
+
+
+def _similarities(pairs: IntArray) -> npt.NDArray[np.float64]:
+    """``CandidateSearch.similarities`` in a forked worker (the search is its inherited state)."""
+    search: CandidateSearch = shingle_sets.forked_state()
+    return search.similarities(pairs)
 
 
 class LshStage:
@@ -179,8 +186,12 @@ class LshStage:
         threshold = self.search.settings.threshold
         sure: list[IntArray] = []
         unsure: list[IntArray] = []
-        for chunk in _chunks(found, SKETCH_CHUNK):
-            similarity = self.search.similarities(chunk)
+        chunks = _chunks(found, SKETCH_CHUNK)
+        self.search.prepare()  # before the workers fork
+        workers = self.workers if len(chunks) > 1 else 1
+        for chunk, similarity in zip(
+            chunks, forked_map(_similarities, chunks, self.search, workers), strict=True
+        ):
             sure.append(chunk[similarity >= threshold + CHECK_MARGIN])
             unsure.append(
                 chunk[(similarity >= threshold - CHECK_MARGIN) & (similarity < threshold + CHECK_MARGIN)]
@@ -199,8 +210,9 @@ class LshStage:
         involved, inverse = unique_inverse(pairs)
         rows = inverse.reshape(-1, 2)
         texts, normalizer = self.texts, self.fingerprinter.normalizer
-        sets = ShingleSets.of(len(involved), lambda row: texts[int(involved[row])], normalizer)
-        return pairs[sets.jaccard(rows[:, 0], rows[:, 1]) >= threshold]
+        workers = self.workers
+        sets = ShingleSets.of(len(involved), lambda row: texts[int(involved[row])], normalizer, workers)
+        return pairs[sets.jaccard(rows[:, 0], rows[:, 1], workers) >= threshold]
 
     def distances(self, i: IntArray, j: IntArray) -> npt.NDArray[np.uint8]:
         """Hamming distances of the pairs' fingerprints, fingerprinting only their records."""

@@ -13,7 +13,11 @@ by 1/m at most.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import multiprocessing
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +30,8 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Documents shingled at a time (bounds the temporaries of one call).
 DOCUMENT_CHUNK = 4096
+#: Pairs below which one process checks them all (a pool costs a fork).
+PARALLEL_PAIRS = 1 << 16
 #: Query keys looked up at a time.
 QUERY_CHUNK = 1 << 22
 _S32 = np.uint64(32)
@@ -41,34 +47,35 @@ class ShingleSets:
 
     @classmethod
     def of(
-        cls, count: int, text_of: Callable[[int], str], normalizer: Normalizer | None = None
+        cls,
+        count: int,
+        text_of: Callable[[int], str],
+        normalizer: Normalizer | None = None,
+        workers: int = 1,
     ) -> ShingleSets:
-        """Shingle documents 0 .. count - 1 (``text_of(row)`` gives each text), in chunks."""
-        parts: list[npt.NDArray[np.uint32]] = []
-        sizes = np.zeros(count, dtype=np.int64)
-        for low in range(0, count, DOCUMENT_CHUNK):
-            texts: Sequence[str] = [text_of(row) for row in range(low, min(count, low + DOCUMENT_CHUNK))]
-            shingles = shingles_of(texts, normalizer)
-            packed = (shingles.documents.astype(np.uint64) << _S32) | (shingles.hashes >> _S8)
-            distinct = np.ones(len(packed), dtype=bool)
-            distinct[1:] = packed[1:] != packed[:-1]
-            packed = packed[distinct]
-            sizes[low : low + len(texts)] = np.bincount(
-                (packed >> _S32).astype(np.int64), minlength=len(texts)
-            )
-            parts.append((packed & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+        """Shingle documents 0 .. count - 1 (``text_of(row)`` gives each text), in chunks,
+        spread over ``workers`` forked processes (which inherit ``text_of``)."""
+        chunks = [(low, min(count, low + DOCUMENT_CHUNK)) for low in range(0, count, DOCUMENT_CHUNK)]
+        parts = list(forked_map(_shingle_rows, chunks, (text_of, normalizer), workers))
+        sizes = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0, dtype=np.int64)
         offsets = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        keys = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
+        keys = np.concatenate([part[1] for part in parts]) if parts else np.zeros(0, dtype=np.uint32)
         return cls(offsets, keys)
 
     @property
     def sizes(self) -> IntArray:
         return np.diff(self.offsets)
 
-    def jaccard(self, left: IntArray, right: IntArray) -> FloatArray:
-        """Exact Jaccard of rows left[t] and right[t]; two empty sets count as equal (1.0)."""
+    def jaccard(self, left: IntArray, right: IntArray, workers: int = 1) -> FloatArray:
+        """Exact Jaccard of rows left[t] and right[t]; two empty sets count as equal (1.0).
+        With ``workers`` > 1, slices of the pairs go to forked processes (which inherit the
+        sets)."""
         left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+        if workers > 1 and len(left) > PARALLEL_PAIRS:
+            bounds = np.linspace(0, len(left), 4 * workers + 1).astype(np.int64)
+            slices = [(left[a:b], right[a:b]) for a, b in pairwise(bounds.tolist())]
+            return np.concatenate(list(forked_map(_jaccard_slice, slices, self, workers)))
         sizes = self.sizes
         common = np.zeros(len(left), dtype=np.int64)
         # Look the smaller set up in the larger one, pairs ordered by the larger's row so that
@@ -113,3 +120,50 @@ class ShingleSets:
         found = np.searchsorted(tagged, probes)
         hit = tagged[np.minimum(found, len(tagged) - 1)] == probes if len(tagged) else np.zeros(total, bool)
         common[chosen] += np.bincount(pair_of[hit], minlength=len(chosen))
+
+
+def _shingle_rows(bounds: tuple[int, int]) -> tuple[IntArray, npt.NDArray[np.uint32]]:
+    """Sizes and keys of rows low .. high - 1 (in a worker: the source is the forked state)."""
+    text_of, normalizer = _STATE
+    low, high = bounds
+    texts: Sequence[str] = [text_of(row) for row in range(low, high)]
+    shingles = shingles_of(texts, normalizer)
+    packed = (shingles.documents.astype(np.uint64) << _S32) | (shingles.hashes >> _S8)
+    distinct = np.ones(len(packed), dtype=bool)
+    distinct[1:] = packed[1:] != packed[:-1]
+    packed = packed[distinct]
+    sizes = np.bincount((packed >> _S32).astype(np.int64), minlength=len(texts))
+    return sizes, (packed & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def _jaccard_slice(pairs: tuple[IntArray, IntArray]) -> FloatArray:
+    sets: ShingleSets = _STATE
+    return sets.jaccard(*pairs)
+
+
+#: What forked workers read (set before the fork, so it is inherited, never pickled).
+_STATE: Any = None
+
+
+def forked_state() -> Any:
+    """The state :func:`forked_map` handed to this worker."""
+    return _STATE
+
+
+def forked_map(
+    function: Callable[[Any], Any], items: Iterable[Any], state: Any, workers: int
+) -> Iterator[Any]:
+    """``map(function, items)`` in order, over ``workers`` forked processes that inherit
+    ``state`` (read by ``function`` through the module's ``_STATE``); in this process when
+    ``workers`` <= 1 or fork is not available."""
+    global _STATE
+    _STATE = state
+    try:
+        if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+            yield from map(function, items)
+            return
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, context) as pool:
+            yield from pool.map(function, items)
+    finally:
+        _STATE = None
