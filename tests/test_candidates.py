@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from neardup.dedup import check_bins, shingle_sets
 from neardup.dedup.candidates import (
     CandidateSearch,
     CandidateSettings,
@@ -16,7 +17,6 @@ from neardup.dedup.candidates import (
     collision_probability,
     shingles_of,
 )
-from neardup.dedup import shingle_sets
 from neardup.dedup.clusters import components
 from neardup.dedup.shingle_sets import ShingleSets
 from neardup.dedup.verify import Shingles
@@ -173,7 +173,15 @@ def test_bad_settings_are_refused() -> None:
 
 
 def verifier_test_texts() -> list[str]:
-    texts = [*edited_corpus(8, originals=10), "", "短", "ab", "中ab", "全角ＡＢＣ１２３和中文 mixed text", "x" * 50]
+    texts = [
+        *edited_corpus(8, originals=10),
+        "",
+        "短",
+        "ab",
+        "中ab",
+        "全角ＡＢＣ１２３和中文 mixed text",
+        "x" * 50,
+    ]
     for name in ("dev/zh_news.jsonl", "dev/en_news.jsonl", "dev/zh_short.jsonl"):
         texts += [record["text"] for record in read_jsonl(shared_file(name))[:100]]
     return texts
@@ -200,7 +208,7 @@ def test_shingle_sets_give_the_exact_jaccard_of_the_verifier(
     """Every pair (chunked down to one lookup at a time), against the verifier's sets."""
     monkeypatch.setattr(shingle_sets, "QUERY_CHUNK", query_chunk)
     monkeypatch.setattr(shingle_sets, "DOCUMENT_CHUNK", 7)
-    texts = verifier_test_texts()[:80] + ["", ""]
+    texts = [*verifier_test_texts()[:80], "", ""]
     i, j = np.triu_indices(len(texts), 1)
     order = np.random.default_rng(1).permutation(len(i))
     i, j = i[order], j[order]
@@ -219,3 +227,16 @@ def test_shingle_sets_in_forked_workers_are_the_same(monkeypatch: pytest.MonkeyP
     shared = ShingleSets.of(len(texts), texts.__getitem__, workers=2)
     assert np.array_equal(alone.offsets, shared.offsets) and np.array_equal(alone.keys, shared.keys)
     assert np.array_equal(shared.jaccard(i, j, workers=2), alone.jaccard(i, j))
+
+
+def test_check_bins_in_blocks_read_back_as_one_array(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(check_bins, "BLOCK_ROWS", 7)
+    rng = np.random.default_rng(5)
+    batches = [rng.integers(0, 256, size=(size, 16), dtype=np.uint8) for size in (3, 7, 20, 0, 1, 9)]
+    bins = check_bins.CheckBins(16)
+    for batch in batches:
+        bins.extend(batch)
+    whole = np.concatenate(batches)
+    rows = rng.integers(0, len(whole), size=200)
+    assert bins.count == len(whole) and np.array_equal(bins.take(rows), whole[rows])
+    assert bins.take(np.zeros(0, dtype=np.int64)).shape == (0, 16)

@@ -13,8 +13,8 @@ import pytest
 import neardup.dedup.lsh as lsh
 import neardup.dedup.text_store as text_store
 from neardup import Fingerprinter
-from neardup.dedup.text_store import TextStore
 from neardup.dedup.pipeline import DedupSettings, dedup_documents
+from neardup.dedup.text_store import TextStore
 from neardup.dedup.verify import Shingles
 from neardup.io import read_records
 

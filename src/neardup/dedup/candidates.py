@@ -63,6 +63,7 @@ from ..text.normalize import Normalizer
 from ..text.tokenize import han_character_mask, word_letters
 from ..token_cache import fmix64
 from .batch import _runs_by_key, find_all_pairs, pairs_in_runs
+from .check_bins import CheckBins
 from .verify import HAN_SHINGLE, LATIN_SHINGLE, Shingles
 
 IntArray = npt.NDArray[np.int64]
@@ -432,10 +433,8 @@ class CandidateSearch:
         self._short_hashes: list[UInt64Array] = []
         self._short_documents: list[IntArray] = []
         self._segments: list[tuple[UInt64Array, IntArray]] = []
-        self._checks: list[npt.NDArray[np.uint8]] = []
-        self._cached: (
-            tuple[Shingles, npt.NDArray[np.bool_], IntArray, npt.NDArray[np.uint8] | None] | None
-        ) = None
+        self._checks = CheckBins(self.settings.check_bins)
+        self._cached: tuple[Shingles, npt.NDArray[np.bool_], IntArray, CheckBins | None] | None = None
 
     def add(self, shingles: Shingles, texts: Sequence[str] | None = None) -> None:
         settings = self.settings
@@ -459,7 +458,7 @@ class CandidateSearch:
         self._keys.append(keys)
         self._owners.append(owners)
         if checks is not None:
-            self._checks.append(checks)
+            self._checks.extend(checks)
 
     def add_short(self, hashes: UInt64Array, documents: IntArray, count: int) -> None:
         """The shingles of short documents (global numbers) of a chunk of ``count`` documents."""
@@ -515,12 +514,12 @@ class CandidateSearch:
             chance = 1.0 / 256.0
             for low in range(0, sketched.size, 1 << 16):
                 chosen = sketched[low : low + (1 << 16)]
-                agree = np.count_nonzero(checks[rows_a[chosen]] == checks[rows_b[chosen]], axis=1)
+                agree = np.count_nonzero(checks.take(rows_a[chosen]) == checks.take(rows_b[chosen]), axis=1)
                 estimate = (agree / settings.check_bins - chance) / (1.0 - chance)
                 result[chosen] = np.clip(estimate, 0.0, 1.0)
         return result
 
-    def _lookups(self) -> tuple[Shingles, npt.NDArray[np.bool_], IntArray, npt.NDArray[np.uint8] | None]:
+    def _lookups(self) -> tuple[Shingles, npt.NDArray[np.bool_], IntArray, CheckBins | None]:
         """The short documents' sets, which documents are short, each document's row among the
         check bins (-1: none) and the check bins: built once, for calls in chunks."""
         if self._cached is None or self._cached[1].size != self.count:
@@ -533,12 +532,11 @@ class CandidateSearch:
             is_short[documents] = True
             row_of = np.full(self.count, -1, dtype=np.int64)
             checks = None
-            if self._checks:
+            if self._checks.count:
                 owners = np.concatenate(self._owners)
                 self._owners = [owners]
                 row_of[owners] = np.arange(owners.size)
-                checks = np.concatenate(self._checks)
-                self._checks = [checks]
+                checks = self._checks
             self._cached = (Shingles(hashes, documents, self.count), is_short, row_of, checks)
         return self._cached
 

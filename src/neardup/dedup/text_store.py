@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 #: Texts kept as they are before the store starts compressing (fast access for small inputs).
-PLAIN_TEXTS = 200_000
+PLAIN_TEXTS = 50_000
 
 
 class PackedTexts(NamedTuple):
