@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from neardup import SimhashIndex
+from neardup import IncrementalDeduper, SimhashIndex
 from neardup.config import IndexConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,9 +82,10 @@ def measure(url: str, stored: int, fresh: int, batch: int, queries: int) -> dict
         load = time.perf_counter() - started
         started = time.perf_counter()
         duplicates = 0
+        deduper = IncrementalDeduper(index)
         for start in range(stored, stored + fresh, batch):
             stop = min(start + batch, stored + fresh)
-            results = index.check_and_add_many(list(range(start, stop)), values[start:stop])
+            results = deduper.check_and_add_many(list(range(start, stop)), values[start:stop])
             duplicates += sum(result.duplicate for result in results)
         check = time.perf_counter() - started
         assert len(index) == stored + fresh

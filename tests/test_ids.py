@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from neardup import SimhashIndex
+from neardup import IncrementalDeduper, SimhashIndex
 from neardup.cli.main import main
 from neardup.config import IndexConfig
 from neardup.documents import resolve_keys
@@ -214,7 +214,7 @@ def test_every_store_refuses_the_same_ids(
             with pytest.raises(InputError, match=why):
                 index.add_many(["fine", bad], [1, 2])
             with pytest.raises(InputError, match=why):
-                index.check_and_add(bad, 3)
+                IncrementalDeduper(index).check_and_add(bad, 3)
             assert index.get_many([bad]) == [None]
         assert len(index) == 0  # nothing of a refused batch was stored
         index.add_many(["é" * 127 + "x", "y" * 255, 10**254], [1, 2, 3])  # at the limit

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from neardup import SimhashIndex, Verifier, signature_to_bytes
+from neardup import IncrementalDeduper, SimhashIndex, Verifier, signature_to_bytes
 from neardup.config import FingerprintConfig, IndexConfig
 from neardup.errors import ConfigError, IndexConfigMismatchError, InputError, KeyExistsError, KeyNotFoundError
 from neardup.storage import open_storage
@@ -163,14 +163,15 @@ def test_reopen_finds_everything_and_checks_the_config(
 
 def test_check_and_add_assigns_stable_idempotent_clusters(opened: Callable[..., SimhashIndex]) -> None:
     index = opened()
+    deduper = IncrementalDeduper(index)
     base = 0xF0F0_F0F0_1234_5678
-    first = index.check_and_add("a", base)
+    first = deduper.check_and_add("a", base)
     assert (first.cluster, first.duplicate, first.added, first.matches) == ("a", False, True, [])
-    second = index.check_and_add("b", base ^ 0b11)
+    second = deduper.check_and_add("b", base ^ 0b11)
     assert (second.cluster, second.duplicate, second.added) == ("a", True, True)
     assert [(m.key, m.distance) for m in second.matches] == [("a", 2)]
     # A batch: a new cluster, a member of it within the batch, a repeat, an old member.
-    results = index.check_and_add_many(
+    results = deduper.check_and_add_many(
         ["c", "d", "b", "c"], [~base & (2**64 - 1), ~base & (2**64 - 1) ^ 1, base ^ 0b11, ~base & (2**64 - 1)]
     )
     assert [(r.key, r.cluster, r.added) for r in results] == [
@@ -182,17 +183,17 @@ def test_check_and_add_assigns_stable_idempotent_clusters(opened: Callable[..., 
     assert [m.key for m in results[1].matches] == ["c"]
     assert index.get_many(["d"])[0].cluster == "c"  # type: ignore[union-attr]
     # Submitting again changes nothing; another fingerprint under a stored key is refused.
-    again = index.check_and_add("b", base ^ 0b11)
+    again = deduper.check_and_add("b", base ^ 0b11)
     assert (again.cluster, again.added) == ("a", False) and len(index) == 4
     with pytest.raises(KeyExistsError, match="another fingerprint"):
-        index.check_and_add_many(["e", "b"], [5, base])
+        deduper.check_and_add_many(["e", "b"], [5, base])
     assert "e" not in index
 
 
 def test_plain_adds_count_as_their_own_cluster(opened: Callable[..., SimhashIndex]) -> None:
     index = opened()
     index.add_many([1, 2], [0b1111, 0b1 << 40])
-    result = index.check_and_add(3, 0b0111)
+    result = IncrementalDeduper(index).check_and_add(3, 0b0111)
     assert (result.cluster, result.duplicate) == (1, True)
 
 
@@ -254,8 +255,11 @@ def test_signatures_are_stored_and_verify_queries(opened: Callable[..., SimhashI
     assert stored is not None and stored.signature == signature_to_bytes(signatures[1])
     plain = index.query(base)
     assert [m.key for m in plain] == ["same", "other"]
-    verified = index.query(base, verifier=verifier, signature=signatures[0])
+    deduper = IncrementalDeduper(index, verifier)
+    verified = deduper.query(base, signature=signatures[0])
     assert [m.key for m in verified] == ["same"]
-    result = index.check_and_add_many(["new"], [base], signatures[[0]], verifier)[0]
+    batch = deduper.query_many([base], signatures=signatures[[0]])
+    assert [[m.key for m in found] for found in batch] == [["same"]]
+    result = deduper.check_and_add_many(["new"], [base], signatures=signatures[[0]])[0]
     assert (result.cluster, [m.key for m in result.matches]) == ("same", ["same"])
     assert index.get_many(["new"])[0].signature == signature_to_bytes(signatures[0])  # type: ignore[union-attr]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from neardup import SimhashIndex
+from neardup import IncrementalDeduper, SimhashIndex
 from neardup.config import IndexConfig
 
 WORKERS = 4
@@ -29,7 +29,7 @@ def worker(url: str, number: int, start: multiprocessing.synchronize.Barrier) ->
         start.wait()
         answers = []
         for family, base in enumerate(bases):
-            result = index.check_and_add(f"f{family}-w{number}", base ^ (1 << number))
+            result = IncrementalDeduper(index).check_and_add(f"f{family}-w{number}", base ^ (1 << number))
             answers.append((str(result.key), str(result.cluster)))
         return answers
 

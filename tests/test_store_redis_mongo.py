@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from neardup import SimhashIndex
+from neardup import IncrementalDeduper, SimhashIndex
 from neardup.config import IndexConfig
 from neardup.errors import ConfigError, KeyExistsError, StorageError, StorageUnavailableError
 from neardup.storage import open_storage
@@ -127,7 +127,7 @@ def test_redis_lock_serialises_writers_across_connections(
     started.wait(5)
     assert redis_client.exists("neardup:lock")
     begun = time.monotonic()
-    result = two.check_and_add("k", 5)
+    result = IncrementalDeduper(two).check_and_add("k", 5)
     waited = time.monotonic() - begun
     holder.join()
     assert result.added and waited > 0.25
@@ -145,7 +145,7 @@ def test_redis_lock_wait_times_out_with_a_clear_message(
     redis_client.set("neardup:lock", "someone-else", px=60_000)
     monkeypatch.setattr(index.storage.lease, "wait_s", 0.2)
     with pytest.raises(StorageError, match=r"could not take the writer lock of .*key neardup:lock"):
-        index.check_and_add("k", 5)
+        IncrementalDeduper(index).check_and_add("k", 5)
     assert redis_client.get("neardup:lock") == b"someone-else"  # not ours to release
     assert len(index) == 0
 
@@ -263,14 +263,14 @@ def test_mongo_lock_serialises_writers_and_breaks_expired_leases(
     started.wait(5)
     assert mongo_database["neardup_lock"].find_one({"_id": "writer"}) is not None
     begun = time.monotonic()
-    assert two.check_and_add("k", 5).added
+    assert IncrementalDeduper(two).check_and_add("k", 5).added
     assert time.monotonic() - begun > 0.25
     holder.join()
     assert mongo_database["neardup_lock"].find_one({"_id": "writer"}) is None
     # A lease left by a crashed writer is taken over once it has expired.
     expired = int(time.time() * 1000) - 1
     mongo_database["neardup_lock"].insert_one({"_id": "writer", "token": "dead", "expires": expired})
-    assert two.check_and_add("m", 1 << 40).added
+    assert IncrementalDeduper(two).check_and_add("m", 1 << 40).added
 
 
 def test_mongo_lock_wait_times_out_with_a_clear_message(
@@ -285,7 +285,7 @@ def test_mongo_lock_wait_times_out_with_a_clear_message(
     mongo_database["neardup_lock"].insert_one({"_id": "writer", "token": "other", "expires": later})
     monkeypatch.setattr(index.storage.lease, "wait_s", 0.2)
     with pytest.raises(StorageError, match="could not take the writer lock"):
-        index.check_and_add("k", 5)
+        IncrementalDeduper(index).check_and_add("k", 5)
     assert len(index) == 0
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import tomllib
 
 from .blocks import BlockScheme
-from .dedup.batch import DEFAULT_MU
+from .buckets import DEFAULT_MU
 from .errors import ConfigError
 from .hashing import BITS_CHOICES, HASH_NAMES, check_bits
 from .text.normalize import NORMALIZER_VERSION

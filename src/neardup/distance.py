@@ -84,3 +84,40 @@ def check_fingerprint(value: int, bits: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0 or value >> bits:
         raise ConfigError(f"fingerprint {value!r} is not a non-negative integer of at most {bits} bits")
     return value
+
+
+def as_words(fingerprints: npt.ArrayLike, bits: int) -> FingerprintArray:
+    """Check a fingerprint array against ``bits`` and view it as (n, words) uint64."""
+    check_bits(bits)
+    array = np.asarray(fingerprints)
+    if array.dtype.kind in "fO" and not isinstance(fingerprints, np.ndarray):
+        # numpy reads a list mixing ints >= 2**63 with smaller ones as float64: read such a
+        # list as Python ints instead (anything else is refused below).
+        exact = np.asarray(fingerprints, dtype=object)
+        ints = (isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in exact.flat)
+        if all(ints) and all(0 <= v < 1 << 64 for v in exact.flat):
+            array = exact.astype(np.uint64)
+    if array.dtype != np.uint64:
+        if array.size and (not np.issubdtype(array.dtype, np.integer) or array.min() < 0):
+            raise InputError(f"fingerprints must be non-negative integers (uint64); got dtype {array.dtype}")
+        array = array.astype(np.uint64)
+    words = 2 if bits == 128 else 1
+    if bits == 128:
+        if array.ndim != 2 or array.shape[1] != 2:
+            raise InputError(
+                f"128-bit fingerprints must be an (n, 2) [low, high] array; got shape {array.shape}"
+            )
+        return array
+    if array.ndim != 1:
+        raise InputError(f"{bits}-bit fingerprints must be a one-dimensional array; got shape {array.shape}")
+    if bits == 32 and array.size and int(array.max()) >> 32:
+        raise InputError("a fingerprint does not fit in 32 bits; pass bits=64 or bits=128")
+    return array.reshape(-1, words)
+
+
+def row_distances(xor: FingerprintArray) -> npt.NDArray[np.uint8]:
+    """Popcount of each row of a (n, w) XOR array: the Hamming distances."""
+    counts = np.bitwise_count(xor)
+    if counts.shape[1] == 1:
+        return np.asarray(counts[:, 0], dtype=np.uint8)
+    return np.asarray(counts.sum(axis=1, dtype=np.uint8))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .dedup.incremental import Assignment, IncrementalDeduper
 from .dedup.verify import Verifier, metadata_of, metadata_sets
 from .distance import to_ints
 from .errors import InputError, KeyExistsError
@@ -30,7 +31,6 @@ from .storage.base import Key, shown_key
 from .storage.urls import redacted
 
 if TYPE_CHECKING:
-    from .dedup.incremental import Assignment
     from .index import Match, SimhashIndex
 
 UInt64Array = npt.NDArray[np.uint64]
@@ -128,6 +128,7 @@ class DocumentIndex:
         self.index = index
         self.fingerprinter = fingerprinter_of(index)
         self.verifier = stored_verifier(index)
+        self.deduper = IncrementalDeduper(index, self.verifier)
 
     def prepare(self, records: Sequence[Record]) -> Prepared:
         """Fingerprints (and signatures, if the index verifies) of a batch; no store access."""
@@ -164,13 +165,11 @@ class DocumentIndex:
 
     def check_and_add(self, batch: Prepared) -> list[Assignment]:
         """Seed 002's incremental mode with stable cluster ids (see :mod:`neardup.dedup.incremental`)."""
-        return self.index.check_and_add_many(batch.keys, batch.fingerprints, batch.signatures, self.verifier)
+        return self.deduper.check_and_add_many(batch.keys, batch.fingerprints, signatures=batch.signatures)
 
     def query(self, batch: Prepared, max_distance: int | None = None) -> list[list[Match]]:
         """The stored near-duplicates of each record, verified as the index verifies."""
-        return self.index.query_many(
-            batch.fingerprints, max_distance, verifier=self.verifier, signatures=batch.signatures
-        )
+        return self.deduper.query_many(batch.fingerprints, max_distance, signatures=batch.signatures)
 
     def query_fingerprints(
         self, fingerprints: npt.ArrayLike, max_distance: int | None = None

@@ -6,24 +6,29 @@ The index is a :class:`~neardup.blocks.BlockScheme` (which bits key which table)
 brute-force scan. ``SimhashIndex(...)`` lives in memory (``save``/``load`` write and read one
 ``.npz`` file); ``SimhashIndex.open(url)`` lives in a store (SQLite, Redis, PostgreSQL,
 MariaDB/MySQL, MongoDB) whose meta records the configuration, checked on every open.
+
+The index stores and finds; policy (check-and-add with cluster ids, MinHash verification)
+lives above it in :mod:`neardup.dedup.incremental`, which uses only the public methods here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .blocks import BlockScheme
+from .buckets import DEFAULT_MU, BucketStats
 from .config import FingerprintConfig, IndexConfig
-from .dedup.batch import DEFAULT_MU, BucketStats, as_words, row_distances
+from .distance import as_words, row_distances
 from .errors import (
     ConfigError,
     IndexConfigMismatchError,
@@ -48,10 +53,6 @@ from .storage.memory import Key, MemoryStorage, key_hash, key_hashes
 from .storage.memory import plain_key as _plain
 from .storage.sqlite import SqliteStorage
 from .storage.urls import redacted
-
-if TYPE_CHECKING:
-    from .dedup.incremental import Assignment
-    from .dedup.verify import Verifier
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,29 +169,35 @@ class SimhashIndex:
         signatures: npt.ArrayLike | None = None,
         *,
         existing: str = "fail",
+        clusters: Sequence[Key | None] | None = None,
     ) -> list[bool]:
         """Store a batch; which records were added. All or nothing: a stored or repeated key
         raises before any is added (one transaction in a persistent store). With
         ``existing="skip"`` a key stored already, or by another writer meanwhile, is skipped
         (False) instead. ``signatures`` ((n, num_perm) MinHash signatures from
-        :meth:`Verifier.signatures`) are stored beside the fingerprints for verified queries.
+        :meth:`Verifier.signatures`) are stored beside the fingerprints for verified queries;
+        ``clusters`` (one cluster id per record) are stored as check-and-add assigned them.
         Ids must follow the id rule (:func:`~neardup.storage.base.key_problem`)."""
         if existing not in ("fail", "skip"):
             raise InputError(f"existing must be 'fail' or 'skip'; got {existing!r}")
-        words = self._words(fingerprints)
+        words = self.words(fingerprints)
         checked = self._batch_keys(keys, words)
         blobs = signature_blobs(signatures, len(checked))
-        batch = RecordBatch(checked, words, signatures=blobs)
+        if clusters is not None and len(clusters) != len(checked):
+            raise InputError(f"got {len(clusters)} cluster ids for {len(checked)} records; give one each")
+        batch = RecordBatch(checked, words, None if clusters is None else list(clusters), blobs)
         if existing == "skip":
             return self.storage.add_new(batch) if len(batch) else []
         self.storage.add_many(batch)
         return [True] * len(batch)
 
-    def _checked_keys(
-        self, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64], validate: bool = True
+    def check_keys(
+        self, keys: Sequence[Key] | npt.NDArray[Any], count: int, *, validate: bool = True
     ) -> Sequence[Key] | npt.NDArray[Any]:
-        if len(keys) != words.shape[0]:
-            raise InputError(f"got {len(keys)} keys for {words.shape[0]} fingerprints; give one key each")
+        """Keys for ``count`` fingerprints, checked as every batch call checks them: one each,
+        ints or strs (numpy scalars made plain) and, with ``validate``, within the id rule."""
+        if len(keys) != count:
+            raise InputError(f"got {len(keys)} keys for {count} fingerprints; give one key each")
         checked = _check_keys(keys)
         if validate:
             check_keys(checked)  # type: ignore[arg-type]
@@ -200,7 +207,7 @@ class SimhashIndex:
         self, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64], validate: bool = True
     ) -> Any:
         """Checked, distinct keys in the form the store takes (arrays only in memory)."""
-        checked = self._checked_keys(keys, words, validate)
+        checked = self.check_keys(keys, words.shape[0], validate=validate)
         if len(checked):
             _check_distinct(checked, key_hashes(checked))
         if self._memory is None and isinstance(checked, np.ndarray):
@@ -208,24 +215,12 @@ class SimhashIndex:
         return checked
 
     # -- reading -------------------------------------------------------------------------
-    def query(
-        self,
-        fingerprint: int,
-        max_distance: int | None = None,
-        *,
-        verifier: Verifier | None = None,
-        signature: npt.ArrayLike | None = None,
-    ) -> list[Match]:
+    def query(self, fingerprint: int, max_distance: int | None = None) -> list[Match]:
         """Stored fingerprints within ``max_distance`` (default: the index's), by (distance,
-        key); with a ``verifier`` (minhash or combined) and the query's ``signature``, only the
-        matches whose stored signatures confirm them."""
+        key). Simhash's answer alone: :class:`~neardup.dedup.incremental.IncrementalDeduper`
+        verifies matches by their stored MinHash signatures."""
         distance = self._distance(max_distance)
         value = self._one_int(fingerprint)
-        if verifier is not None:
-            signatures = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
-            return self.query_many(
-                self._one_array(value), distance, verifier=verifier, signatures=signatures
-            )[0]
         if self._memory is not None:
             found = self._memory.search_one(value, distance)
             matches = [Match(key, stored, near) for key, stored, near in found]
@@ -234,22 +229,10 @@ class SimhashIndex:
             return matches
         return self.query_many(self._one_array(value), distance)[0]
 
-    def query_many(
-        self,
-        fingerprints: npt.ArrayLike,
-        max_distance: int | None = None,
-        *,
-        verifier: Verifier | None = None,
-        signatures: npt.ArrayLike | None = None,
-    ) -> list[list[Match]]:
+    def query_many(self, fingerprints: npt.ArrayLike, max_distance: int | None = None) -> list[list[Match]]:
         """:meth:`query` for a batch, vectorised; one list per fingerprint, in order."""
         distance = self._distance(max_distance)
-        words = self._words(fingerprints)
-        if verifier is not None and verifier.mode != "none":
-            from .dedup.verify import verify_stored_matches
-
-            unverified = self.query_many(words[:, 0] if words.shape[1] == 1 else words, distance)
-            return verify_stored_matches(self, unverified, verifier, signatures)
+        words = self.words(fingerprints)
         rows, keys, found = self.storage.search_many(words, distance)
         out: list[list[Match]] = [[] for _ in range(words.shape[0])]
         if not keys:
@@ -270,24 +253,13 @@ class SimhashIndex:
     def check_many(self, fingerprints: npt.ArrayLike, max_distance: int | None = None) -> list[bool]:
         return [bool(matches) for matches in self.query_many(fingerprints, max_distance)]
 
-    def check_and_add(self, key: Key, fingerprint: int) -> Assignment:
-        """Add a record and give it a stable cluster id; see :mod:`neardup.dedup.incremental`."""
-        return self.check_and_add_many([key], self._one_array(fingerprint))[0]
-
-    def check_and_add_many(
-        self,
-        keys: Sequence[Key] | npt.NDArray[Any],
-        fingerprints: npt.ArrayLike,
-        signatures: npt.ArrayLike | None = None,
-        verifier: Verifier | None = None,
-        locations: Sequence[str] | None = None,
-    ) -> list[Assignment]:
-        """:meth:`check_and_add` for a batch, in order, as one locked transaction; with a
-        ``verifier`` and the batch's ``signatures``, only verified matches count (and the
-        signatures are stored). ``locations`` (file:line per record) name records in errors."""
-        from .dedup.incremental import check_and_add_many
-
-        return check_and_add_many(self, keys, fingerprints, signatures, verifier, locations)
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the store's writer lock (across processes for server stores), so a caller can
+        read, decide and write as one step: what check-and-add needs to hand out one cluster
+        id to near-duplicates that arrive at once."""
+        with self.storage.exclusive():
+            yield
 
     def get(self, key: Key) -> int:
         """The fingerprint stored under ``key``; :class:`KeyNotFoundError` if none."""
@@ -376,7 +348,7 @@ class SimhashIndex:
             keys: Any = store.keys[live]
         else:
             records = [record for batch in self.storage.scan() for record in batch]
-            words = self._words([record.fingerprint for record in records]).reshape(len(records), -1)
+            words = self.words([record.fingerprint for record in records]).reshape(len(records), -1)
             keys = _key_array([record.key for record in records])
         header = {"format": FORMAT, "version": FORMAT_VERSION, "count": int(words.shape[0]), **self.config()}
         arrays: dict[str, npt.NDArray[Any]] = {
@@ -450,7 +422,7 @@ class SimhashIndex:
         )
         if len(keys):
             # A saved index is loaded as it was, even with ids from before the id rule.
-            loaded = index._words(words if header["bits"] == 128 else words.reshape(-1))
+            loaded = index.words(words if header["bits"] == 128 else words.reshape(-1))
             index.storage.add_many(RecordBatch(index._batch_keys(keys, loaded, validate=False), loaded))
         return index
 
@@ -482,7 +454,11 @@ class SimhashIndex:
             return np.array([[value & (2**64 - 1), value >> 64]], dtype=np.uint64)
         return np.array([value], dtype=np.uint64)
 
-    def _words(self, fingerprints: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+    def words(self, fingerprints: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+        """Fingerprints (one int, a list of ints, or an array in the :mod:`neardup.distance`
+        layout) as checked (n, w) uint64 words of this index's width; w is 2 for 128 bits."""
+        if isinstance(fingerprints, int | np.integer):
+            return as_words(self._one_array(fingerprints), self.bits)  # type: ignore[arg-type]
         array = np.asarray(fingerprints)
         if not isinstance(fingerprints, np.ndarray) and array.ndim == 1:
             # A list of ints: numpy would make [1, 2**63] float64 and a 128-bit list of small

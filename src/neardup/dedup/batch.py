@@ -11,25 +11,27 @@ keeps skewed collections from degenerating into all-pairs scans of a bucket.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from ..blocks import BlockScheme
-from ..errors import ConfigError, InputError
-from ..hashing import check_bits
+from ..buckets import DEFAULT_MU as DEFAULT_MU
+from ..buckets import MIN_SPLIT as MIN_SPLIT
+from ..buckets import BucketStats as BucketStats
+from ..buckets import TableStats as TableStats
+from ..buckets import split_size as split_size
+from ..distance import as_words as as_words
+from ..distance import row_distances as row_distances
+from ..errors import ConfigError
 
+# DEFAULT_MU ... row_distances are re-exported ("X as X"): they moved below the index, to
+# neardup.buckets and neardup.distance, and callers still import them from here.
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
 #: Candidate pairs verified per step: bounds the temporary arrays to ~100 MB.
 PAIR_CHUNK = 1 << 22
-#: Seed 000's μ: a bucket above (1 + μ) × the average bucket is split again.
-DEFAULT_MU = 2.0
-#: Buckets up to this size are never split: verifying their ~size²/2 pairs costs less than
-#: the k + 1 extra sorts of a split (with PAIR_COST = 0.25, the break-even is near 32).
-MIN_SPLIT = 32
 
 
 class Pairs(NamedTuple):
@@ -43,95 +45,12 @@ class Pairs(NamedTuple):
         return int(self.i.shape[0])
 
 
-@dataclass
-class TableStats:
-    """Bucket statistics of one table (buckets are the non-empty key values)."""
-
-    table: int
-    key_bits: int
-    buckets: int = 0
-    largest: int = 0
-    mean: float = 0.0
-    split: int = 0
-    candidates: int = 0
-    pairs: int = 0
-
-
-@dataclass
-class BucketStats:
-    """Per-table statistics of one :func:`find_all_pairs` run or one index."""
-
-    scheme: str = ""
-    threshold: float = 0.0
-    tables: list[TableStats] = field(default_factory=list)
-
-    @property
-    def largest(self) -> int:
-        return max((table.largest for table in self.tables), default=0)
-
-    @property
-    def split(self) -> int:
-        return sum(table.split for table in self.tables)
-
-    @property
-    def candidates(self) -> int:
-        return sum(table.candidates for table in self.tables)
-
-    def format(self) -> str:
-        """A printable table; the candidate and pair columns appear for a search (an index
-        has buckets but no pairs)."""
-        searched = any(table.candidates for table in self.tables)
-        lines = [f"scheme: {self.scheme}", f"second-hash threshold: {self.threshold:.1f} entries"]
-        lines.append("table key_bits buckets largest mean split" + (" candidates pairs" if searched else ""))
-        for t in self.tables:
-            row = f"{t.table:5d} {t.key_bits:8d} {t.buckets:7d} {t.largest:7d} {t.mean:4.1f} {t.split:5d}"
-            lines.append(row + (f" {t.candidates:10d} {t.pairs:5d}" if searched else ""))
-        return "\n".join(lines)
-
-
-def as_words(fingerprints: npt.ArrayLike, bits: int) -> UInt64Array:
-    """Check a fingerprint array against ``bits`` and view it as (n, words) uint64."""
-    check_bits(bits)
-    array = np.asarray(fingerprints)
-    if array.dtype.kind in "fO" and not isinstance(fingerprints, np.ndarray):
-        # numpy reads a list mixing ints >= 2**63 with smaller ones as float64: read such a
-        # list as Python ints instead (anything else is refused below).
-        exact = np.asarray(fingerprints, dtype=object)
-        ints = (isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in exact.flat)
-        if all(ints) and all(0 <= v < 1 << 64 for v in exact.flat):
-            array = exact.astype(np.uint64)
-    if array.dtype != np.uint64:
-        if array.size and (not np.issubdtype(array.dtype, np.integer) or array.min() < 0):
-            raise InputError(f"fingerprints must be non-negative integers (uint64); got dtype {array.dtype}")
-        array = array.astype(np.uint64)
-    words = 2 if bits == 128 else 1
-    if bits == 128:
-        if array.ndim != 2 or array.shape[1] != 2:
-            raise InputError(
-                f"128-bit fingerprints must be an (n, 2) [low, high] array; got shape {array.shape}"
-            )
-        return array
-    if array.ndim != 1:
-        raise InputError(f"{bits}-bit fingerprints must be a one-dimensional array; got shape {array.shape}")
-    if bits == 32 and array.size and int(array.max()) >> 32:
-        raise InputError("a fingerprint does not fit in 32 bits; pass bits=64 or bits=128")
-    return array.reshape(-1, words)
-
-
 def infer_bits(fingerprints: npt.ArrayLike, bits: int | None) -> int:
     """``bits`` if given, else 128 for (n, 2) arrays and 64 otherwise."""
     if bits is not None:
         return bits
     array = np.asarray(fingerprints)
     return 128 if array.ndim == 2 else 64
-
-
-def row_distances(xor: UInt64Array) -> npt.NDArray[np.uint8]:
-    """Popcount of each row of a (n, w) XOR array: the Hamming distances."""
-    counts = np.bitwise_count(xor)
-    if counts.shape[1] == 1:
-        return np.asarray(counts[:, 0], dtype=np.uint8)
-    return np.asarray(counts.sum(axis=1, dtype=np.uint8))
 
 
 def find_all_pairs(
@@ -173,12 +92,6 @@ def find_all_pairs(
         if progress is not None:
             progress(1)
     return _sorted_pairs(parts, n)
-
-
-def split_size(size: int, key_bits: int, mu: float = DEFAULT_MU) -> float:
-    """Seed 000's threshold: (1 + μ) × the average bucket, size / 2^key_bits (the expected
-    bucket under uniform fingerprints), but never below :data:`MIN_SPLIT`."""
-    return max((1.0 + mu) * size / 2.0**key_bits, float(MIN_SPLIT))
 
 
 def _check_scheme(scheme: BlockScheme, bits: int, max_distance: int) -> None:

@@ -3,7 +3,8 @@ giving each a stable cluster id.
 
 Seed 002 offers two modes: "is there any near-duplicate?" (:meth:`SimhashIndex.check`) and
 "return all of them" (:meth:`SimhashIndex.query`). Streams need a third: decide and store in
-one step. :func:`check_and_add_many` does that for a batch under the store's writer lock:
+one step. :class:`IncrementalDeduper` does that for a batch under the store's writer lock,
+through the index's public methods only (the index stores and finds; this is the policy):
 
 - A new record joins the cluster of its nearest match (smallest distance, then smallest key),
   among stored records and earlier records of the same batch; with no match it starts a
@@ -16,25 +17,26 @@ one step. :func:`check_and_add_many` does that for a batch under the store's wri
   lose data.
 - The batch is written in one transaction after every decision is made, so an acknowledged
   batch is stored whole and a failed one not at all.
+- With a verifier (minhash or combined), a Simhash match counts only when the stored MinHash
+  signatures confirm it, in queries and in check-and-add alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..blocks import BlockScheme
 from ..errors import InputError, KeyExistsError
-from ..storage.base import Key, RecordBatch, check_key, shown_key
+from ..index import Match, SimhashIndex, match_order
+from ..minhash import signature_blobs
+from ..storage.base import Key, check_key, shown_key
 from .batch import find_all_pairs
-
-if TYPE_CHECKING:
-    from ..index import Match, SimhashIndex
-    from .verify import Verifier
+from .verify import Verifier, verify_stored_matches
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,92 +52,134 @@ class Assignment:
     matches: list[Match] = field(default_factory=list)
 
 
-def check_and_add_many(
-    index: SimhashIndex,
-    keys: Sequence[Key] | npt.NDArray[Any],
-    fingerprints: npt.ArrayLike,
-    signatures: npt.ArrayLike | None = None,
-    verifier: Verifier | None = None,
-    locations: Sequence[str] | None = None,
-) -> list[Assignment]:
-    """Assign clusters to a batch and store its new records; one result per input, in order.
-    With a ``verifier`` (minhash or combined) and the batch's ``signatures``, a match counts
-    only when the signatures confirm it, and the signatures are stored with the records.
-    ``locations`` (file:line of each record) name the records in errors instead of batch
-    positions."""
-    from ..index import Match, match_order
-    from ..minhash import signature_blobs
+class IncrementalDeduper:
+    """Check-and-add with stable cluster ids, and verified queries, over a :class:`SimhashIndex`.
 
-    words = index._words(fingerprints)
-    where = _Where(locations)
-    listed = [_plain_key(key) for key in where.checked(index, keys, words)]
-    if not listed:
-        return []
-    values = [int(value) for value in _ints(words)]
-    blobs = signature_blobs(signatures, len(listed))
-    verifying = verifier is not None and verifier.mode != "none"
-    if verifying and signatures is None:
-        raise InputError("verified check-and-add needs the batch's signatures (Verifier.signatures)")
-    sig_rows = None if signatures is None else np.asarray(signatures, dtype=np.uint64)
-    with index.storage.exclusive():
-        first_row: dict[Key, int] = {}
-        for row, key in enumerate(listed):
-            if key in first_row and values[first_row[key]] != values[row]:
-                raise KeyExistsError(
-                    f"{where.at(row)}id {shown_key(key)} appears again with another text (first at "
-                    f"{where.name(first_row[key])}); ids must name one record"
-                )
-            first_row.setdefault(key, row)
-        unique_rows = sorted(first_row.values())
-        stored = dict(zip(first_row, index.storage.get_many(list(first_row)), strict=True))
-        for key, record in stored.items():
-            if record is not None and record.fingerprint != values[first_row[key]]:
-                raise KeyExistsError(
-                    f"{where.at(first_row[key])}id {shown_key(key)} is already stored with another "
-                    "fingerprint; remove it first or use another id (nothing of this batch was added)"
-                )
-        found = index.query_many(
-            _flat(words[unique_rows]),
-            verifier=verifier if verifying else None,
-            signatures=None if sig_rows is None or not verifying else sig_rows[unique_rows],
-        )
-        matched = {match.key for matches in found for match in matches if match.key not in first_row}
-        clusters_of = {
-            record.key: record.cluster if record.cluster is not None else record.key
-            for record in index.storage.get_many(sorted(matched, key=_sort_key))
-            if record is not None
-        }
-        for key, record in stored.items():
-            if record is not None:
-                clusters_of[key] = record.cluster if record.cluster is not None else key
-        new_rows = [row for row in unique_rows if stored[listed[row]] is None]
-        earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
-        if verifying and verifier is not None and sig_rows is not None:
-            earlier = _verified_neighbours(earlier, verifier, sig_rows)
-        results: dict[Key, Assignment] = {}
-        for position, row in enumerate(unique_rows):
-            key = listed[row]
-            matches = [match for match in found[position] if match.key != key]
-            if stored[key] is None:
-                matches += [Match(listed[other], values[other], distance) for other, distance in earlier[row]]
-                matches.sort(key=match_order)
-                cluster = clusters_of[matches[0].key] if matches else key
-                clusters_of[key] = cluster
-                results[key] = Assignment(key, cluster, bool(matches), True, matches)
-            else:
-                results[key] = Assignment(key, clusters_of[key], bool(matches), False, matches)
-        if new_rows:
-            index.storage.add_many(
-                RecordBatch(
-                    [listed[row] for row in new_rows],
-                    words[new_rows],
-                    [results[listed[row]].cluster for row in new_rows],
-                    None if blobs is None else [blobs[row] for row in new_rows],
-                )
+    ``verifier`` (minhash or combined; None or mode "none" for Simhash alone) decides which
+    matches count; the signatures it makes (:meth:`Verifier.signatures`) are passed with each
+    batch and stored beside the fingerprints.
+    """
+
+    def __init__(self, index: SimhashIndex, verifier: Verifier | None = None) -> None:
+        self.index = index
+        self.verifier = verifier
+
+    @property
+    def verifying(self) -> bool:
+        return self.verifier is not None and self.verifier.mode != "none"
+
+    # -- queries -------------------------------------------------------------------------
+    def query(
+        self, fingerprint: int, max_distance: int | None = None, *, signature: npt.ArrayLike | None = None
+    ) -> list[Match]:
+        """The stored near-duplicates of one fingerprint, by (distance, key); with a verifier,
+        only those the query's ``signature`` and the stored ones confirm."""
+        if not self.verifying:
+            return self.index.query(fingerprint, max_distance)
+        signatures = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
+        return self.query_many(_flat(self.index.words(fingerprint)), max_distance, signatures=signatures)[0]
+
+    def query_many(
+        self,
+        fingerprints: npt.ArrayLike,
+        max_distance: int | None = None,
+        *,
+        signatures: npt.ArrayLike | None = None,
+    ) -> list[list[Match]]:
+        """:meth:`query` for a batch; ``signatures`` has one row per fingerprint."""
+        words = self.index.words(fingerprints)
+        found = self.index.query_many(_flat(words), max_distance)
+        if not self.verifying or self.verifier is None:
+            return found
+        return verify_stored_matches(self.index, found, self.verifier, signatures)
+
+    # -- check-and-add -------------------------------------------------------------------
+    def check_and_add(self, key: Key, fingerprint: int, signature: npt.ArrayLike | None = None) -> Assignment:
+        """Add one record and give it a stable cluster id (the module's rules)."""
+        signatures = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
+        return self.check_and_add_many([key], _flat(self.index.words(fingerprint)), signatures=signatures)[0]
+
+    def check_and_add_many(
+        self,
+        keys: Sequence[Key] | npt.NDArray[Any],
+        fingerprints: npt.ArrayLike,
+        *,
+        signatures: npt.ArrayLike | None = None,
+        locations: Sequence[str] | None = None,
+    ) -> list[Assignment]:
+        """Assign clusters to a batch and store its new records, as one locked transaction;
+        one result per input, in order. With a verifier, ``signatures`` (one row per record)
+        are required, a match counts only when they confirm it, and they are stored.
+        ``locations`` (file:line of each record) name records in errors instead of positions."""
+        index = self.index
+        words = index.words(fingerprints)
+        where = _Where(locations)
+        listed = [_plain_key(key) for key in where.checked(index, keys, words.shape[0])]
+        if not listed:
+            return []
+        values = [int(value) for value in _ints(words)]
+        signature_blobs(signatures, len(listed))  # refuse a malformed batch before locking
+        if self.verifying and signatures is None:
+            raise InputError("verified check-and-add needs the batch's signatures (Verifier.signatures)")
+        sig_rows = None if signatures is None else np.asarray(signatures, dtype=np.uint64)
+        with index.exclusive():
+            first_row: dict[Key, int] = {}
+            for row, key in enumerate(listed):
+                if key in first_row and values[first_row[key]] != values[row]:
+                    raise KeyExistsError(
+                        f"{where.at(row)}id {shown_key(key)} appears again with another text (first at "
+                        f"{where.name(first_row[key])}); ids must name one record"
+                    )
+                first_row.setdefault(key, row)
+            unique_rows = sorted(first_row.values())
+            stored = dict(zip(first_row, index.get_many(list(first_row)), strict=True))
+            for key, record in stored.items():
+                if record is not None and record.fingerprint != values[first_row[key]]:
+                    raise KeyExistsError(
+                        f"{where.at(first_row[key])}id {shown_key(key)} is already stored with another "
+                        "fingerprint; remove it first or use another id (nothing of this batch was added)"
+                    )
+            found = self.query_many(
+                _flat(words[unique_rows]),
+                signatures=None if sig_rows is None or not self.verifying else sig_rows[unique_rows],
             )
-    return [
-        results[key] if row == first_row[key] else _repeat(results[key]) for row, key in enumerate(listed)
-    ]
+            matched = {match.key for matches in found for match in matches if match.key not in first_row}
+            clusters_of = {
+                record.key: record.cluster if record.cluster is not None else record.key
+                for record in index.get_many(sorted(matched, key=_sort_key))
+                if record is not None
+            }
+            for key, record in stored.items():
+                if record is not None:
+                    clusters_of[key] = record.cluster if record.cluster is not None else key
+            new_rows = [row for row in unique_rows if stored[listed[row]] is None]
+            earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
+            if self.verifying and self.verifier is not None and sig_rows is not None:
+                earlier = _verified_neighbours(earlier, self.verifier, sig_rows)
+            results: dict[Key, Assignment] = {}
+            for position, row in enumerate(unique_rows):
+                key = listed[row]
+                matches = [match for match in found[position] if match.key != key]
+                if stored[key] is None:
+                    matches += [
+                        Match(listed[other], values[other], distance) for other, distance in earlier[row]
+                    ]
+                    matches.sort(key=match_order)
+                    cluster = clusters_of[matches[0].key] if matches else key
+                    clusters_of[key] = cluster
+                    results[key] = Assignment(key, cluster, bool(matches), True, matches)
+                else:
+                    results[key] = Assignment(key, clusters_of[key], bool(matches), False, matches)
+            if new_rows:
+                index.add_many(
+                    [listed[row] for row in new_rows],
+                    _flat(words[new_rows]),
+                    None if sig_rows is None else sig_rows[new_rows],
+                    clusters=[results[listed[row]].cluster for row in new_rows],
+                )
+        return [
+            results[key] if row == first_row[key] else _repeat(results[key]) for row, key in enumerate(listed)
+        ]
 
 
 class _Where:
@@ -152,10 +196,10 @@ class _Where:
         return "" if self.locations is None else f"{self.locations[row]}: "
 
     def checked(
-        self, index: SimhashIndex, keys: Sequence[Key] | npt.NDArray[Any], words: npt.NDArray[np.uint64]
+        self, index: SimhashIndex, keys: Sequence[Key] | npt.NDArray[Any], count: int
     ) -> Sequence[Key] | npt.NDArray[Any]:
         """The index's key checks, with an invalid id named by its record's location."""
-        checked = index._checked_keys(keys, words, validate=self.locations is None)
+        checked = index.check_keys(keys, count, validate=self.locations is None)
         if self.locations is not None:
             for row, key in enumerate(checked):
                 check_key(_plain_key(key), self.locations[row])

@@ -1,7 +1,7 @@
 """The :class:`Storage` interface every index backend implements, and helpers they share.
 
 A store holds three things (DESIGN §5): *records* (key → fingerprint, plus the cluster id
-that :meth:`~neardup.SimhashIndex.check_and_add` assigned and an optional MinHash signature),
+that :meth:`~neardup.IncrementalDeduper.check_and_add` assigned and an optional MinHash signature),
 *postings* ((table, block key) → keys, in whatever layout suits the backend: indexed block
 columns in SQL, one hash per bucket in Redis, bucket documents in MongoDB) and *meta* (the
 index configuration, written once when the store is created and checked on every open).
@@ -27,7 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..blocks import BlockScheme
-from ..dedup.batch import BucketStats, row_distances
+from ..buckets import BucketStats
+from ..distance import row_distances
 from ..errors import InputError, KeyExistsError, KeyNotFoundError, StorageError
 
 Key = int | str

@@ -34,7 +34,8 @@ import numpy.typing as npt
 import xxhash
 
 from ..blocks import BitSelection, BlockScheme
-from ..dedup.batch import DEFAULT_MU, BucketStats, TableStats, row_distances, split_size
+from ..buckets import DEFAULT_MU, BucketStats, TableStats, split_size
+from ..distance import row_distances
 from ..errors import StorageError
 from ..token_cache import fmix64
 from . import check_options

@@ -52,7 +52,7 @@ from urllib.parse import SplitResult, urlencode, urlunsplit
 import numpy as np
 
 from ..blocks import BlockScheme
-from ..dedup.batch import BucketStats, TableStats
+from ..buckets import BucketStats, TableStats
 from ..errors import (
     ConfigError,
     KeyExistsError,

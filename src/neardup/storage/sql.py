@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..blocks import BlockScheme
-from ..dedup.batch import BucketStats, TableStats
+from ..buckets import BucketStats, TableStats
 from ..errors import ConfigError, NeardupError, StorageDamagedError
 from .base import (
     Candidates,

@@ -1,0 +1,75 @@
+"""Tests for :mod:`neardup.dedup.incremental`: the deduper's cluster rule, over a real index
+(in memory and in SQLite), and the layering that keeps the index free of dedup policy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from neardup import Assignment, IncrementalDeduper, SimhashIndex
+from neardup.config import IndexConfig
+from neardup.errors import InputError
+
+BASE = 0x0123_4567_89AB_CDEF
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def opened(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], SimhashIndex]:
+    def make() -> SimhashIndex:
+        if request.param == "memory":
+            return SimhashIndex(64, 3)
+        index = SimhashIndex.open(f"sqlite:///{tmp_path}/incremental.db", IndexConfig(max_distance=3))
+        request.addfinalizer(index.close)
+        return index
+
+    return make
+
+
+def test_a_new_record_joins_the_cluster_of_its_nearest_match(opened: Callable[[], SimhashIndex]) -> None:
+    """The documented rule: nearest match first (smallest distance), not the smallest key."""
+    deduper = IncrementalDeduper(opened())
+    far = deduper.check_and_add("a", BASE ^ 0b111)  # distance 3 from BASE, the smaller key
+    near = deduper.check_and_add("z", BASE ^ (1 << 40))  # distance 1 from BASE
+    assert (far.cluster, near.cluster, near.duplicate) == ("a", "z", False)  # 4 bits apart
+    joined = deduper.check_and_add("new", BASE)
+    assert isinstance(joined, Assignment)
+    assert (joined.cluster, joined.duplicate, joined.added) == ("z", True, True)
+    assert [(m.key, m.distance) for m in joined.matches] == [("z", 1), ("a", 3)]
+    assert deduper.index.get_many(["new"])[0].cluster == "z"  # type: ignore[union-attr]
+
+
+def test_equally_near_matches_resolve_to_the_smallest_key(opened: Callable[[], SimhashIndex]) -> None:
+    deduper = IncrementalDeduper(opened())
+    deduper.check_and_add_many(["m", "b"], [BASE ^ (0b11 << 40), BASE ^ 0b11])  # 4 bits apart
+    # Within one batch too: "c" is an earlier record of the batch, as near as "b" and "m".
+    results = deduper.check_and_add_many(["c", "new"], [BASE ^ (0b11 << 20), BASE])
+    assert [r.cluster for r in results] == ["c", "b"]
+    assert [(m.key, m.distance) for m in results[1].matches] == [("b", 2), ("c", 2), ("m", 2)]
+
+
+def test_the_index_keeps_the_cluster_ids_it_is_given(opened: Callable[[], SimhashIndex]) -> None:
+    index = opened()
+    index.add_many(["x", "y"], [1, 2], clusters=["x", "x"])
+    assert [record.cluster for record in index.get_many(["x", "y"])] == ["x", "x"]  # type: ignore[union-attr]
+    with pytest.raises(InputError, match="cluster ids"):
+        index.add_many(["z"], [3], clusters=["x", "y"])
+    with index.exclusive():  # the writer lock, as check-and-add takes it
+        assert len(index) == 2
+    assert IncrementalDeduper(index).check_and_add("w", 3).cluster == "x"
+
+
+def test_the_index_has_no_policy_of_its_own() -> None:
+    assert not hasattr(SimhashIndex, "check_and_add") and not hasattr(SimhashIndex, "check_and_add_many")
+    with pytest.raises(TypeError):
+        SimhashIndex().query_many([1], verifier=None)  # type: ignore[call-arg]
+
+
+def test_the_index_imports_nothing_from_dedup() -> None:
+    """Layers import downwards only: the index and its stores never load the policy above them."""
+    code = "import neardup.index, sys; print(sorted(m for m in sys.modules if m.startswith('neardup.dedup')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
