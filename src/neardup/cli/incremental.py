@@ -3,7 +3,8 @@
 Seed 002's incremental mode on the command line: each batch of INPUT is checked against what
 the store holds (and against the batch's earlier records), given a stable cluster id and
 added, in one locked transaction per batch (:mod:`neardup.dedup.incremental`). The outputs
-are those of ``neardup dedup``: pairs name a stored (or earlier) record as ``a``; clusters
+are those of ``neardup dedup``: pairs name the earlier record as ``a``, once (a re-run over
+stored records repeats no pair reversed, :class:`PairLog`); clusters
 name the record that started the cluster, which may be a record stored by an earlier run;
 ``--emit kept`` writes the records that started a cluster (``--keep first`` semantics).
 """
@@ -11,14 +12,22 @@ name the record that started the cluster, which may be a record stored by an ear
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
+from ..dedup.incremental import IncrementalDeduper
 from ..documents import fingerprinter_of, signatures_of, stored_verifier
 from ..errors import ConfigError
 from ..io import ErrorReport, batches, jsonl_writer, record_row
+from ..output import JsonlWriter
+from ..storage.base import Key
 from .common import open_records, progress_bar, report_skipped
 from .index import TYPED, open_index, requested_config, storable_ids
+
+if TYPE_CHECKING:
+    from ..index import Match
 
 
 def run_incremental(
@@ -54,26 +63,27 @@ def run_incremental(
                 for name, path in (("pairs", pairs_path), ("clusters", clusters_path), ("emit", output))
                 if path is not None and (name != "emit" or emit is not None)
             }
+            pairs = PairLog(sinks.get("pairs"))
             for group in batches(records, batch_size):
                 values = fingerprinter.fingerprint_many([record.text for record in group])
                 signatures = signatures_of(verifier, group, fingerprinter)
                 keys = [record.id for record in group]
                 locations = [record.location for record in group]  # errors name file:line
-                results = index.check_and_add_many(keys, values, signatures, verifier, locations)
+                results = IncrementalDeduper(index, verifier).check_and_add_many(
+                    keys, values, signatures=signatures, locations=locations
+                )
                 for record, result in zip(group, results, strict=True):
                     counts["records"] += 1
                     counts["added"] += result.added
                     counts["duplicates"] += result.duplicate
                     if "clusters" in sinks:
                         sinks["clusters"].write({"id": record.id, "cluster": result.cluster})
-                    counts["pairs"] += len(result.matches)
-                    if "pairs" in sinks:
-                        for match in result.matches:
-                            sinks["pairs"].write({"a": match.key, "b": record.id, "distance": match.distance})
+                    pairs.note(record.id, result.added, result.cluster, result.matches)
                     started_cluster = result.cluster == record.id
                     if "emit" in sinks and started_cluster == (emit == "kept"):
                         sinks["emit"].write(record_row(record, fields))
                 bar.update(len(group))
+            counts["pairs"] = pairs.finish()
         counts["stored"] = len(index)
     click.echo(
         f"neardup: {counts['records']} records, {counts['duplicates']} with a near-duplicate, "
@@ -82,3 +92,56 @@ def run_incremental(
         err=True,
     )
     report_skipped(report)
+
+
+class PairLog:
+    """Writes each near-duplicate pair of a run once, the earlier-stored record as ``a``.
+
+    A record this run adds lists only records stored before it (or earlier in its batch), so
+    its matches are ``a``. A record stored before the run (a re-run, a repeated id) also lists
+    records stored after it, which would repeat a pair reversed. Such a pair is ordered by
+    what is known: the record whose id is the other's cluster came first; else the one read
+    first in this input; a stored record absent from the input is taken as the earlier one
+    (those pairs are written at the end, once it is clear the other record never came).
+    """
+
+    def __init__(self, sink: JsonlWriter | None) -> None:
+        self.sink = sink
+        self.count = 0
+        self._read: set[Key] = set()  # ids read so far in this run
+        self._clusters: dict[Key, Key] = {}  # clusters of the records stored before this run
+        self._done: set[frozenset[Key]] = set()
+        self._waiting: dict[frozenset[Key], tuple[Key, Key, int]] = {}
+
+    def note(self, key: Key, added: bool, cluster: Key, matches: Sequence[Match]) -> None:
+        """Record one check-and-add outcome, writing the pairs that are new and decidable."""
+        if key not in self._read:
+            self._read.add(key)
+            if not added:
+                self._clusters[key] = cluster
+        for match in matches:
+            pair = frozenset((key, match.key))
+            if pair in self._done:
+                continue
+            if added or cluster == match.key:
+                self._write(pair, match.key, key, match.distance)
+            elif match.key in self._read:  # read earlier in this run: it came first, unless it
+                # was added by this run or joined this record's cluster
+                later = match.key not in self._clusters or self._clusters[match.key] == key
+                a, b = (key, match.key) if later else (match.key, key)
+                self._write(pair, a, b, match.distance)
+            else:
+                self._waiting.setdefault(pair, (match.key, key, match.distance))
+
+    def finish(self) -> int:
+        """Write the pairs still waiting (their stored record was not in the input); the count."""
+        for pair, (a, b, distance) in list(self._waiting.items()):
+            self._write(pair, a, b, distance)
+        return self.count
+
+    def _write(self, pair: frozenset[Key], a: Key, b: Key, distance: int) -> None:
+        self._done.add(pair)
+        self._waiting.pop(pair, None)
+        self.count += 1
+        if self.sink is not None:
+            self.sink.write({"a": a, "b": b, "distance": distance})

@@ -19,6 +19,8 @@ import numpy as np
 from click.core import ParameterSource
 
 from ..config import FingerprintConfig, IndexConfig
+from ..dedup.batch import BucketStats
+from ..dedup.incremental import IncrementalDeduper
 from ..dedup.verify import Verifier
 from ..distance import to_hex
 from ..documents import fingerprinter_of, resolve_keys, signatures_of, stored_verifier
@@ -251,14 +253,19 @@ def query(
     "fingerprint"}]} (matches by distance, then id), without changing the index."""
     check_outputs_not_inputs(ctx, {"-o/--output": output})
     report = ErrorReport()
+    counts = {"records": 0, "duplicates": 0, "matches": 0}
     with SimhashIndex.open(url, create=False) as opened:
         check_max_distance(ctx, opened.bits, max_distance)
         fingerprinter = fingerprinter_of(opened)
         records = open_records(ctx, input_path, report)
         with progress_bar(progress, "index query") as bar:
-            write_jsonl(
-                output, _query_rows(opened, fingerprinter, batches(records, batch_size), max_distance, bar)
-            )
+            groups = batches(records, batch_size)
+            write_jsonl(output, _query_rows(opened, fingerprinter, groups, max_distance, bar, counts))
+    click.echo(
+        f"neardup: {counts['records']} records queried, {counts['duplicates']} with a near-duplicate, "
+        f"{counts['matches']} matches; {report.count} bad records skipped",
+        err=True,
+    )
     report_skipped(report)
 
 
@@ -268,14 +275,21 @@ def _query_rows(
     groups: Iterator[list[Record]],
     k: int | None,
     bar: Any,
+    counts: dict[str, int],
 ) -> Iterator[dict[str, Any]]:
+    """One output row per record, counted into ``counts``. A stored record with the query's id
+    is that record itself, not a near-duplicate of it, so it is never listed."""
     bits = opened.bits
     verifier = stored_verifier(opened)
     for group in groups:
         values = fingerprinter.fingerprint_many([r.text for r in group])
         signatures = signatures_of(verifier, group, fingerprinter)
-        found = opened.query_many(values, k, verifier=verifier, signatures=signatures)
-        for record, matches in zip(group, found, strict=True):
+        found = IncrementalDeduper(opened, verifier).query_many(values, k, signatures=signatures)
+        for record, found_for in zip(group, found, strict=True):
+            matches = [match for match in found_for if match.key != record.id]
+            counts["records"] += 1
+            counts["duplicates"] += bool(matches)
+            counts["matches"] += len(matches)
             yield {
                 "id": record.id,
                 "duplicate": bool(matches),
@@ -307,12 +321,9 @@ def remove(url: str, keys: tuple[str, ...], missing: str, int_ids: bool) -> None
     with SimhashIndex.open(url, create=False) as opened:
         resolved = resolve_keys(opened, keys, int_ids=int_ids)
         absent = [text for text, key in zip(keys, resolved, strict=True) if key is None]
-        if absent and missing == "fail":
-            raise KeyNotFoundError(
-                f"id {absent[0]!r} is not in the index ({len(absent)} of {len(keys)} are not); nothing was "
-                "removed (use --missing ignore to remove the others)"
-            )
         present = list(dict.fromkeys(key for key in resolved if key is not None))
+        if absent and missing == "fail":
+            raise _missing_ids_error(absent, len(keys), len(present))
         opened.remove_many(present)
         left = len(opened)
     click.echo(f"neardup: removed {len(present)}; {len(absent)} not found; the index holds {left}", err=True)
@@ -338,7 +349,41 @@ def stats(url: str, as_json: bool) -> None:
     fingerprint = config["fingerprint_config"]
     if fingerprint:
         click.echo("fingerprint: " + ", ".join(f"{k}={v}" for k, v in fingerprint.items()))
-    click.echo(buckets.format())
+    click.echo(_bucket_lines(buckets))
+
+
+def _missing_ids_error(absent: list[str], given: int, present: int) -> KeyNotFoundError:
+    """Why nothing was removed; the --missing ignore hint only when some ids are stored."""
+    first = _typed_id(absent[0])
+    if not present:
+        if len(absent) == 1:
+            return KeyNotFoundError(f"id {first} is not in the index; nothing was removed")
+        return KeyNotFoundError(
+            f"none of the {len(absent)} ids is in the index (the first: {first}); nothing was removed"
+        )
+    return KeyNotFoundError(
+        f"id {first} is not in the index ({len(absent)} of the {given} ids given); nothing was removed: "
+        f"use --missing ignore to remove the {present} that {'is' if present == 1 else 'are'}"
+    )
+
+
+def _typed_id(text: str) -> str:
+    """An id as typed; quoted only where plain text would hide what it is (empty, spaces,
+    non-ASCII lookalikes such as '٣', quotes)."""
+    plain = text.isascii() and text.isprintable() and not any(c in text for c in " '\"")
+    return text if text and plain else repr(text)
+
+
+def _bucket_lines(buckets: BucketStats) -> str:
+    """:meth:`BucketStats.format` with the second hash described: a stored index has none
+    (its threshold is 0, not a bucket size), the in-memory one splits buckets above a size."""
+    lines = buckets.format().splitlines()
+    second = (
+        f"second hash: buckets of more than {buckets.threshold:g} entries are split"
+        if buckets.threshold > 0
+        else "second hash: none (a stored index reads each bucket whole)"
+    )
+    return "\n".join(second if line.startswith("second-hash threshold:") else line for line in lines)
 
 
 def _first_of_each_id(group: list[Record], existing: str, first_seen: dict[Key, str]) -> list[Record]:
