@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from neardup.dedup import check_bins, shingle_sets
+from neardup.dedup import candidates, check_bins, shingle_sets
 from neardup.dedup.candidates import (
     CandidateSearch,
     CandidateSettings,
@@ -199,6 +199,15 @@ def test_shingles_of_gives_the_sets_of_the_verifier() -> None:
     i, j = np.triu_indices(len(texts), 1)
     assert np.array_equal(fast.jaccard(i, j), reference.jaccard(i, j))
     assert fast.jaccard([texts.index("ab")], [texts.index("中ab")])[0] == 0.5
+
+
+def test_shingles_of_a_batch_too_big_for_one_sort_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = verifier_test_texts()
+    whole = shingles_of(texts)
+    monkeypatch.setattr(candidates, "_SHINGLE_BATCH", 7)
+    split = shingles_of(texts)
+    assert split.count == whole.count
+    assert np.array_equal(split.hashes, whole.hashes) and np.array_equal(split.documents, whole.documents)
 
 
 @pytest.mark.parametrize("query_chunk", [1, 64, 1 << 22])

@@ -182,12 +182,12 @@ def han_character_mask(codepoints: CodePoints) -> npt.NDArray[np.bool_]:
     return mask
 
 
-def word_letters(texts: Sequence[str]) -> tuple[CodePoints, Int64Array]:
+def word_letters(texts: Sequence[str]) -> tuple[CodePoints, npt.NDArray[np.int32]]:
     """The letters and digits of the texts, concatenated (what the n-gram shingles are cut
-    from), and the number of the text each belongs to."""
+    from), and the number of the text each belongs to (int32: batches hold < 2^31 texts)."""
     codepoints, offsets = _joined(texts)
     lengths = np.diff(np.append(offsets, len(codepoints)))
-    owner = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+    owner = np.repeat(np.arange(len(texts), dtype=np.int32), lengths)
     keep = word_character_mask(codepoints)
     return codepoints[keep], owner[keep]
 
