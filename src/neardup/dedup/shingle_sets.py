@@ -14,6 +14,7 @@ by 1/m at most.
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from itertools import pairwise
@@ -143,6 +144,7 @@ def _jaccard_slice(pairs: tuple[IntArray, IntArray]) -> FloatArray:
 
 #: What forked workers read (set before the fork, so it is inherited, never pickled).
 _STATE: Any = None
+_STATE_LOCK = threading.RLock()
 
 
 def forked_state() -> Any:
@@ -155,15 +157,17 @@ def forked_map(
 ) -> Iterator[Any]:
     """``map(function, items)`` in order, over ``workers`` forked processes that inherit
     ``state`` (read by ``function`` through the module's ``_STATE``); in this process when
-    ``workers`` <= 1 or fork is not available."""
+    ``workers`` <= 1 or fork is not available. One map at a time per process (a lock), so
+    threads never hand each other's state to a worker."""
     global _STATE
-    _STATE = state
-    try:
-        if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-            yield from map(function, items)
-            return
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(workers, context) as pool:
-            yield from pool.map(function, items)
-    finally:
-        _STATE = None
+    with _STATE_LOCK:
+        previous, _STATE = _STATE, state
+        try:
+            if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+                yield from map(function, items)
+                return
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(workers, context) as pool:
+                yield from pool.map(function, items)
+        finally:
+            _STATE = previous
