@@ -179,10 +179,11 @@ class LshStage:
         return found
 
     def confirmed(self, found: IntArray) -> tuple[Pairs, int]:
-        """The candidates whose exact shingle Jaccard reaches the threshold (texts compared as
-        the fingerprinter's normalizer sees them), with their Simhash distances; and how many
-        candidates were rejected. Candidates go through in chunks, so memory stays bounded
-        however many there are."""
+        """The candidates kept, with their Simhash distances, and how many were rejected: those
+        whose sketch estimate lies more than :data:`CHECK_MARGIN` from the threshold are
+        decided by it, the rest by the exact shingle Jaccard of their texts (as the
+        fingerprinter's normalizer sees them). Estimates are taken in chunks, in forked
+        workers when there are several, so memory stays bounded however many there are."""
         threshold = self.search.settings.threshold
         sure: list[IntArray] = []
         unsure: list[IntArray] = []

@@ -57,6 +57,7 @@ class ShingleSets:
         """Shingle documents 0 .. count - 1 (``text_of(row)`` gives each text), in chunks,
         spread over ``workers`` forked processes (which inherit ``text_of``)."""
         chunks = [(low, min(count, low + DOCUMENT_CHUNK)) for low in range(0, count, DOCUMENT_CHUNK)]
+        workers = workers if len(chunks) > 1 else 1  # one chunk is not worth a fork
         parts = list(forked_map(_shingle_rows, chunks, (text_of, normalizer), workers))
         sizes = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0, dtype=np.int64)
         offsets = np.zeros(count + 1, dtype=np.int64)
