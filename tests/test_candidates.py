@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from neardup.dedup import candidates, check_bins, shingle_sets
+from neardup.dedup import check_bins, shingle_sets, sketches
 from neardup.dedup.candidates import (
     CandidateSearch,
     CandidateSettings,
@@ -204,7 +204,7 @@ def test_shingles_of_gives_the_sets_of_the_verifier() -> None:
 def test_shingles_of_a_batch_too_big_for_one_sort_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = verifier_test_texts()
     whole = shingles_of(texts)
-    monkeypatch.setattr(candidates, "_SHINGLE_BATCH", 7)
+    monkeypatch.setattr(sketches, "_SHINGLE_BATCH", 7)
     split = shingles_of(texts)
     assert split.count == whole.count
     assert np.array_equal(split.hashes, whole.hashes) and np.array_equal(split.documents, whole.documents)
