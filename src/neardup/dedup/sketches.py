@@ -80,13 +80,18 @@ def shingles_of(texts: Sequence[str], normalizer: Normalizer | None = None) -> S
                 whole &= members[first]
             keys.append(key[whole] ^ np.uint64(size))
             owners.append(first[whole])
-        for text in np.flatnonzero((per_text > 0) & (per_text < np.where(han, HAN_SHINGLE, LATIN_SHINGLE))):
-            token = values[owner == text].tolist()  # shorter than its n: one token, as the verifier's
-            whole_key = 0
-            for value in token:
-                whole_key = (whole_key * int(_NGRAM_BASE) + value) & 0xFFFFFFFFFFFFFFFF
-            keys.append(np.array([whole_key ^ len(token)], dtype=np.uint64))
-            owners.append(np.array([text], dtype=np.int32))
+        # A text shorter than its n is one token, as the verifier's: Horner over its letters
+        # (contiguous, fewer than n), all such texts at once.
+        short = np.flatnonzero((per_text > 0) & (per_text < np.where(han, HAN_SHINGLE, LATIN_SHINGLE)))
+        if short.size:
+            lengths = per_text[short]
+            starts = (np.cumsum(per_text) - per_text)[short]
+            token_key = np.zeros(short.size, dtype=np.uint64)
+            for step in range(LATIN_SHINGLE - 1):
+                more = step < lengths
+                token_key[more] = token_key[more] * _NGRAM_BASE + values[starts[more] + step]
+            keys.append(token_key ^ lengths.astype(np.uint64))
+            owners.append(short.astype(np.int32))
         if not keys:
             return Shingles(np.zeros(0, np.uint64), np.zeros(0, np.int64), count)
         # Multiplicative hashing: the top 40 bits of key·φ depend on every bit of the key.
