@@ -1,0 +1,77 @@
+"""The error of the default search's sketch estimate against the exact shingle Jaccard, which
+sets the band around the threshold where texts decide (``dedup.lsh.CHECK_MARGIN``).
+
+Builds the English corpus of ``scale_quality.py`` (dev news among N haystack documents), runs
+the default LSH stage, and for every sketched candidate with an estimate in [0.2, 0.8)
+computes the exact Jaccard (``ShingleSets``): the error's standard deviation by exact-Jaccard
+band, the largest error, and how many candidates each margin would decide wrongly.
+
+    python3 benchmarks/check_margin.py --size 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scale_quality import build_corpus
+
+from neardup.arrays import unique_inverse
+from neardup.dedup.lsh import LshStage
+from neardup.dedup.pipeline import DedupSettings
+from neardup.dedup.shingle_sets import ShingleSets
+from neardup.fingerprint import Fingerprinter
+from neardup.io import read_records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=200_000, help="haystack documents (default 200000)")
+    parser.add_argument("--lang", choices=("zh", "en"), default="en")
+    args = parser.parse_args()
+    fingerprinter = Fingerprinter()
+    stage = LshStage(DedupSettings().lsh_settings(), fingerprinter)
+    with tempfile.TemporaryDirectory() as folder:
+        path, _ = build_corpus(args.lang, args.size, Path(folder))
+        batch = []
+        for record in read_records(path):
+            batch.append(record)
+            if len(batch) == 4096:
+                stage.add(batch)
+                batch = []
+        if batch:
+            stage.add(batch)
+    found = stage.candidates()
+    estimate = stage.search.similarities(found)
+    _, is_short, _, _ = stage.search._lookups()
+    chosen = ~(is_short[found[:, 0]] & is_short[found[:, 1]]) & (estimate >= 0.2) & (estimate < 0.8)
+    pairs, estimate = found[chosen], estimate[chosen]
+    involved, inverse = unique_inverse(pairs)
+    rows = inverse.reshape(-1, 2)
+    texts = stage.texts
+    sets = ShingleSets.of(len(involved), lambda row: texts[int(involved[row])], fingerprinter.normalizer)
+    exact = sets.jaccard(rows[:, 0], rows[:, 1])
+    error = estimate - exact
+    print(f"{len(pairs)} sketched candidates with an estimate in [0.2, 0.8)")
+    for low in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6):
+        band = (exact >= low) & (exact < low + 0.05)
+        if band.any():
+            print(
+                f"  exact in [{low:.2f}, {low + 0.05:.2f}): {band.sum():6d}, error sd {error[band].std():.4f}"
+            )
+    print(f"  largest error {np.abs(error).max():.3f}")
+    for margin in (0.05, 0.08, 0.10, 0.15):
+        undecided = (estimate >= 0.5 - margin) & (estimate < 0.5 + margin)
+        wrong = ((estimate >= 0.5 + margin) & (exact < 0.5)) | ((estimate < 0.5 - margin) & (exact >= 0.5))
+        print(f"  margin {margin:.2f}: {undecided.sum():6d} left to the texts, {wrong.sum()} decided wrongly")
+
+
+if __name__ == "__main__":
+    main()
