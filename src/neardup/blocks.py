@@ -174,6 +174,12 @@ class BlockScheme:
         """uint64 words per fingerprint: 1 up to 64 bits, 2 for 128."""
         return 2 if self.bits == 128 else 1
 
+    @property
+    def fingerprint_words(self) -> int:
+        """uint64 words of the fingerprint in a stored record's words (all of them here; a
+        :class:`~neardup.bands.BandScheme` stores band keys after them)."""
+        return self.words
+
     @cached_property
     def blocks(self) -> tuple[BitSelection, ...]:
         """The m blocks, most significant first; the first ``bits % m`` get one extra bit."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import tomllib
 
+from .bands import BandScheme
 from .blocks import BlockScheme
 from .buckets import DEFAULT_MU
 from .errors import ConfigError
@@ -138,7 +139,10 @@ class FingerprintConfig:
 class IndexConfig:
     """What an index is, written as its meta when a store is created and checked on open.
 
-    ``scheme`` None means the pigeonhole scheme, or with ``expected_size`` the scheme
+    ``scheme`` a :class:`~neardup.bands.BandScheme` makes an index searched by the LSH bands
+    of text sketches (stored as signatures; ``verification={"mode": "sketch"}``), which is what
+    the command line and the service create by default. ``scheme`` None means the pigeonhole
+    scheme, or with ``expected_size`` the scheme
     ``BlockScheme.auto`` picks within ``memory_budget`` bytes per fingerprint (the budget only
     bounds the number of tables; persistent stores are not in memory). ``fingerprint`` records
     how texts become fingerprints, so texts added later are fingerprinted the same way.
@@ -149,7 +153,7 @@ class IndexConfig:
 
     bits: int = 64
     max_distance: int = 3
-    scheme: BlockScheme | None = None
+    scheme: BlockScheme | BandScheme | None = None
     expected_size: int | None = None
     mu: float = DEFAULT_MU
     memory_budget: int = 64
@@ -160,7 +164,10 @@ class IndexConfig:
         check_bits(self.bits)
         if isinstance(self.max_distance, bool) or not isinstance(self.max_distance, int):
             raise ConfigError(f"max_distance must be an integer; got {self.max_distance!r}")
-        if not 0 <= self.max_distance < self.bits:
+        if isinstance(self.scheme, BandScheme):
+            # A band index returns every candidate sharing a band; its sketch decides.
+            object.__setattr__(self, "max_distance", self.bits)
+        elif not 0 <= self.max_distance < self.bits:
             raise ConfigError(f"max_distance must be from 0 to {self.bits - 1}; got {self.max_distance}")
         if not isinstance(self.mu, int | float) or self.mu < 0:
             raise ConfigError(f"mu must be a number >= 0; got {self.mu!r}")

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .dedup.incremental import Assignment, IncrementalDeduper
+from .dedup.stored_sketch import sketch_similarity
 from .dedup.verify import Verifier, metadata_of, metadata_sets
 from .distance import to_ints
 from .errors import InputError, KeyExistsError
@@ -175,7 +176,13 @@ class DocumentIndex:
         self, fingerprints: npt.ArrayLike, max_distance: int | None = None
     ) -> list[list[Match]]:
         """The stored fingerprints near each given one. Without a text there is no signature,
-        so these matches are Simhash's alone, never verified."""
+        so these matches are Simhash's alone, never verified. A band index finds records by
+        their text sketches and cannot answer a bare fingerprint."""
+        if self.index.bands is not None:
+            raise InputError(
+                "this index finds near-duplicates by their texts (band search, the default): "
+                "send documents with a text, not fingerprints"
+            )
         return self.index.query_many(fingerprints, max_distance)
 
     def describe(self) -> dict[str, Any]:
@@ -197,7 +204,8 @@ def explain_matches(
     words = np.asarray(fingerprint, dtype=np.uint64)
     query = to_ints(words.reshape(1, 2) if index.bits == 128 else words.reshape(1))[0]
     scheme = index.scheme
-    query_keys = [table.extract_int(query) for table in scheme.tables]
+    bands = index.bands
+    query_keys = [table.extract_int(query) for table in scheme.tables] if bands is None else []
     verifier = documents.verifier
     stored: dict[Key, bytes | None] = {}
     if verifier is not None and signature is not None and matches:
@@ -209,13 +217,24 @@ def explain_matches(
         explanation: dict[str, Any] = {
             "differing_bits": [bit for bit in range(index.bits) if differing >> bit & 1],
             "similarity": round(1 - match.distance / index.bits, 4),
-            "tables": [
+        }
+        blob = stored.get(match.key)
+        if bands is None:
+            explanation["tables"] = [
                 number
                 for number, table in enumerate(scheme.tables)
                 if table.extract_int(match.fingerprint) == query_keys[number]
-            ],
-        }
-        blob = stored.get(match.key)
+            ]
+        elif signature is not None and blob is not None and verifier is not None:
+            other = signature_from_bytes(blob, verifier.signature_words)
+            mine = np.asarray(signature, dtype=np.uint64).reshape(1, -1)
+            shared = bands.keys(bands.compose(words.reshape(1, -1), mine)) == bands.keys(
+                bands.compose(words.reshape(1, -1), other.reshape(1, -1))
+            )
+            explanation["tables"] = np.flatnonzero(shared[0]).tolist()  # the bands it shares
+            explanation["sketch_jaccard"] = round(float(sketch_similarity(mine, other)[0]), 4)
+            out.append(explanation)
+            continue
         if verifier is not None and signature is not None and blob is not None:
             other = signature_from_bytes(blob, verifier.num_perm)
             estimate = float(estimate_jaccard(signature, other))

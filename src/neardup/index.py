@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .blocks import BlockScheme
+from .bands import BandScheme, Scheme, scheme_from_dict
 from .buckets import DEFAULT_MU, BucketStats
 from .config import FingerprintConfig, IndexConfig
 from .distance import as_words, row_distances
@@ -87,7 +87,7 @@ class SimhashIndex:
         bits: int = 64,
         max_distance: int = 3,
         *,
-        scheme: BlockScheme | None = None,
+        scheme: Scheme | None = None,
         expected_size: int | None = None,
         mu: float = DEFAULT_MU,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
@@ -96,8 +96,8 @@ class SimhashIndex:
     ) -> None:
         config = IndexConfig(bits, max_distance, scheme, expected_size, mu, memory_budget, fingerprint_config)
         self.bits = bits
-        self.max_distance = max_distance
         self.scheme = resolve_scheme(config)
+        self.max_distance = self.scheme.max_distance
         self.mu = mu
         self.fingerprint_config = fingerprint_config
         self.url = "memory://"
@@ -132,7 +132,7 @@ class SimhashIndex:
             index = cls(
                 meta["bits"],
                 meta["max_distance"],
-                scheme=BlockScheme.from_dict(meta["scheme"]),
+                scheme=scheme_from_dict(meta["scheme"]),
                 mu=meta["mu"],
                 fingerprint_config=fingerprint,
                 storage=storage,
@@ -180,7 +180,7 @@ class SimhashIndex:
         Ids must follow the id rule (:func:`~neardup.storage.base.key_problem`)."""
         if existing not in ("fail", "skip"):
             raise InputError(f"existing must be 'fail' or 'skip'; got {existing!r}")
-        words = self.words(fingerprints)
+        words = self._stored_words(self.words(fingerprints), signatures)
         checked = self._batch_keys(keys, words)
         blobs = signature_blobs(signatures, len(checked))
         if clusters is not None and len(clusters) != len(checked):
@@ -215,12 +215,19 @@ class SimhashIndex:
         return checked
 
     # -- reading -------------------------------------------------------------------------
-    def query(self, fingerprint: int, max_distance: int | None = None) -> list[Match]:
+    def query(
+        self, fingerprint: int, max_distance: int | None = None, *, signature: npt.ArrayLike | None = None
+    ) -> list[Match]:
         """Stored fingerprints within ``max_distance`` (default: the index's), by (distance,
-        key). Simhash's answer alone: :class:`~neardup.dedup.incremental.IncrementalDeduper`
-        verifies matches by their stored MinHash signatures."""
+        key). A band index needs the query's text ``signature`` and returns every record
+        sharing a band with it (its distance is the Hamming distance, for information).
+        The index's answer alone: :class:`~neardup.dedup.incremental.IncrementalDeduper`
+        verifies matches by their stored signatures."""
         distance = self._distance(max_distance)
         value = self._one_int(fingerprint)
+        if self.bands is not None:
+            sketch = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
+            return self.query_many(self._one_array(value), distance, signatures=sketch)[0]
         if self._memory is not None:
             found = self._memory.search_one(value, distance)
             matches = [Match(key, stored, near) for key, stored, near in found]
@@ -229,15 +236,24 @@ class SimhashIndex:
             return matches
         return self.query_many(self._one_array(value), distance)[0]
 
-    def query_many(self, fingerprints: npt.ArrayLike, max_distance: int | None = None) -> list[list[Match]]:
-        """:meth:`query` for a batch, vectorised; one list per fingerprint, in order."""
+    def query_many(
+        self,
+        fingerprints: npt.ArrayLike,
+        max_distance: int | None = None,
+        *,
+        signatures: npt.ArrayLike | None = None,
+    ) -> list[list[Match]]:
+        """:meth:`query` for a batch, vectorised; one list per fingerprint, in order
+        (``signatures``: one row per fingerprint, for a band index)."""
         distance = self._distance(max_distance)
-        words = self.words(fingerprints)
+        words = self._stored_words(self.words(fingerprints), signatures)
         rows, keys, found = self.storage.search_many(words, distance)
         out: list[list[Match]] = [[] for _ in range(words.shape[0])]
         if not keys:
             return out
-        distances = row_distances(found ^ words[rows]).tolist()
+        width = self.scheme.fingerprint_words
+        found = found[:, :width]
+        distances = row_distances(found ^ words[rows, :width]).tolist()
         values = _word_ints(found)
         for position, row in enumerate(rows.tolist()):
             out[row].append(Match(keys[position], values[position], distances[position]))
@@ -246,12 +262,33 @@ class SimhashIndex:
                 matches.sort(key=match_order)
         return out
 
-    def check(self, fingerprint: int, max_distance: int | None = None) -> bool:
+    def check(
+        self, fingerprint: int, max_distance: int | None = None, *, signature: npt.ArrayLike | None = None
+    ) -> bool:
         """Is any stored fingerprint within ``max_distance``? (Seed 002's first mode.)"""
-        return bool(self.query(fingerprint, max_distance))
+        return bool(self.query(fingerprint, max_distance, signature=signature))
 
-    def check_many(self, fingerprints: npt.ArrayLike, max_distance: int | None = None) -> list[bool]:
-        return [bool(matches) for matches in self.query_many(fingerprints, max_distance)]
+    def check_many(
+        self,
+        fingerprints: npt.ArrayLike,
+        max_distance: int | None = None,
+        *,
+        signatures: npt.ArrayLike | None = None,
+    ) -> list[bool]:
+        found = self.query_many(fingerprints, max_distance, signatures=signatures)
+        return [bool(matches) for matches in found]
+
+    @property
+    def bands(self) -> BandScheme | None:
+        """The band scheme of an index searched by text sketches (None: Simhash blocks)."""
+        return self.scheme if isinstance(self.scheme, BandScheme) else None
+
+    def _stored_words(
+        self, words: npt.NDArray[np.uint64], signatures: npt.ArrayLike | None
+    ) -> npt.NDArray[np.uint64]:
+        """What the store keeps and searches per record: the fingerprint words, followed by
+        the band keys of the signature in a band index."""
+        return words if self.bands is None else self.bands.compose(words, signatures)
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -341,6 +378,11 @@ class SimhashIndex:
     # -- files ---------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         """Write the index to one ``.npz`` file (atomically: a temporary file, then rename)."""
+        if self.bands is not None:
+            raise ConfigError(
+                "a band index keeps a text sketch per record, which .npz index files do not hold; "
+                "keep it in a store instead (SimhashIndex.open, e.g. sqlite:///index.db)"
+            )
         if self._memory is not None:
             store = self._memory
             live = np.flatnonzero(store.alive[: store.count])
@@ -416,7 +458,7 @@ class SimhashIndex:
         index = cls(
             header["bits"],
             header["max_distance"],
-            scheme=BlockScheme.from_dict(header["scheme"]),
+            scheme=scheme_from_dict(header["scheme"]),
             mu=header["mu"],
             fingerprint_config=stored,
         )

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .bands import Scheme, scheme_from_dict
 from .blocks import BlockScheme
 from .config import IDF_CHOICES, FingerprintConfig, IndexConfig
 from .errors import (
@@ -25,7 +26,12 @@ from .errors import (
 from .storage.base import Storage
 
 FORMAT = "neardup-index"
+#: The version of ``.npz`` index files (Simhash block indexes only).
 FORMAT_VERSION = 1
+#: The version of stored indexes. 2: the meta may record a band scheme and text-sketch
+#: verification (issue 17); stores of version 1 were made when every index searched Simhash
+#: blocks at k = 3 and are refused with the command that rebuilds them.
+STORE_FORMAT_VERSION = 2
 #: Bytes per entry that do not depend on the number of tables (fingerprint, key, alive flag,
 #: sorted key hash and its slot) and per entry per table (slot and 32-bit filter).
 FIXED_BYTES_PER_ENTRY = 29
@@ -41,8 +47,8 @@ def tables_within(budget: int, bits: int = 64) -> int:
     return max(0, (budget - fixed) // TABLE_BYTES_PER_ENTRY)
 
 
-def resolve_scheme(config: IndexConfig) -> BlockScheme:
-    """The config's block scheme, or the one chosen for its expected size and budget."""
+def resolve_scheme(config: IndexConfig) -> Scheme:
+    """The config's scheme, or the block scheme chosen for its expected size and budget."""
     if config.scheme is not None:
         return config.scheme
     if config.expected_size is None:
@@ -51,7 +57,7 @@ def resolve_scheme(config: IndexConfig) -> BlockScheme:
     return BlockScheme.auto(config.expected_size, config.bits, config.max_distance, max_tables=limit)
 
 
-def config_meta(config: IndexConfig, scheme: BlockScheme) -> dict[str, Any]:
+def config_meta(config: IndexConfig, scheme: Scheme) -> dict[str, Any]:
     return {
         "bits": config.bits,
         "max_distance": config.max_distance,
@@ -117,7 +123,7 @@ def check_meta_keys(meta: dict[str, Any], url: str) -> None:
 def check_same(config: IndexConfig, meta: dict[str, Any], url: str) -> None:
     """Refuse to open a stored index with settings that disagree with the stored ones. File
     settings are compared by content where the meta records it (a path may differ)."""
-    wanted = config_meta(config, config.scheme or BlockScheme.from_dict(meta["scheme"]))
+    wanted = config_meta(config, config.scheme or scheme_from_dict(meta["scheme"]))
     stored = {name: meta.get(name) for name in wanted}
     if "files" in meta:
         wanted["fingerprint_config"] = _without_paths(wanted["fingerprint_config"])
@@ -158,6 +164,24 @@ def check_header(header: dict[str, Any], path: str | Path) -> None:
         )
 
 
+def check_store_version(meta: dict[str, Any], url: str) -> None:
+    """Refuse a store that is not an index, or one made by another version of neardup."""
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise InputError(f"{url!r} is not a neardup index; use another store or table prefix")
+    version = meta.get("version")
+    if version == 1:
+        raise IndexConfigMismatchError(
+            f"the index at {url} was made by an earlier neardup (index format 1), which found only "
+            "near-identical texts (Simhash within 3 bits); rebuild it from its texts with the full-recall "
+            f"search, keeping its ids and cluster ids: `neardup index rebuild {url} NEW_URL TEXTS.jsonl`"
+        )
+    if version != STORE_FORMAT_VERSION:
+        raise IndexConfigMismatchError(
+            f"the index at {url} has format version {version!r}; this neardup reads version "
+            f"{STORE_FORMAT_VERSION}: use the neardup that made it, or rebuild it (`neardup index rebuild`)"
+        )
+
+
 def settle_meta(
     storage: Storage, config: IndexConfig | None, create: bool, url: str, files: bool = True
 ) -> tuple[dict[str, Any], FingerprintConfig | None]:
@@ -173,10 +197,11 @@ def settle_meta(
                 f"there is no neardup index at {url!r}; create one with `neardup index add`"
             )
         config = config or IndexConfig()
-        meta = {"format": FORMAT, "version": FORMAT_VERSION, **config_meta(config, resolve_scheme(config))}
+        settings = config_meta(config, resolve_scheme(config))
+        meta = {"format": FORMAT, "version": STORE_FORMAT_VERSION, **settings}
         storage.write_meta(meta)
         return meta, config.fingerprint
-    check_header(meta, url)
+    check_store_version(meta, url)
     check_meta_keys(meta, url)
     recorded = meta["fingerprint_config"]
     stored = FingerprintConfig.from_dict(recorded) if recorded else None

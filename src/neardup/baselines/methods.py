@@ -36,7 +36,7 @@ from scipy import sparse
 
 from ..blocks import BlockScheme
 from ..dedup.batch import find_all_pairs
-from ..dedup.verify import Shingles
+from ..dedup.shingles import Shingles
 from ..errors import ConfigError, MissingDependencyError
 from ..fingerprint import Fingerprinter
 from ..hashing import hash_tokens

@@ -18,6 +18,7 @@ import click
 import numpy as np
 from click.core import ParameterSource
 
+from ..bands import BandScheme
 from ..config import FingerprintConfig, IndexConfig
 from ..dedup.batch import BucketStats
 from ..dedup.incremental import IncrementalDeduper
@@ -71,16 +72,35 @@ def index() -> None:
     """
 
 
+#: What a new index verifies with: sketch (the default, with band search) or, with -k, a
+#: Simhash block index verified by nothing, MinHash signatures or the combined score.
+INDEX_VERIFY_MODES = ("sketch", "none", "minhash", "combined")
+INDEX_VERIFY_HELP = (
+    "When creating the index: sketch (the default) keeps a 512-byte text sketch per record, "
+    "finds candidates by its bands and keeps those whose estimated shingle Jaccard reaches 0.5, "
+    "as batch dedup does; none, minhash or combined make a Simhash block index (-k, default 3), "
+    "verified by nothing, MinHash signatures of the text, or the combined score."
+)
+
+
 def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfig | None:
     """The settings the user typed (None when none): used to create a new index, and checked
-    against the stored ones of an existing index."""
+    against the stored ones of an existing index. Without -k and --verify (or with --verify
+    sketch) that is the full-recall band index; -k makes a Simhash block index."""
     typed = [param for param in FINGERPRINT_SETTINGS if ctx.get_parameter_source(param) in TYPED]
-    verify = ctx.params.get("verify", "none")
-    verify = "none" if verify == "auto" else verify  # dedup --index: the index keeps its own setting
-    if not typed and not ctx.params.get("config_file") and max_distance is None and verify == "none":
+    verify = ctx.params.get("verify") or "auto"  # dedup --index: auto keeps the index's setting
+    if not typed and not ctx.params.get("config_file") and max_distance is None and verify == "auto":
         return None
     fingerprint = text_config(ctx)
+    if verify == "sketch" or (verify == "auto" and max_distance is None):
+        if max_distance is not None:
+            raise click.UsageError(
+                "--verify sketch searches by text sketches, not by Hamming distance: drop -k, "
+                "or give -k with --verify none, minhash or combined for a Simhash block index"
+            )
+        return band_config(fingerprint)
     check_max_distance(ctx, fingerprint.bits, max_distance)
+    verify = "none" if verify == "auto" else verify
     return IndexConfig(
         bits=fingerprint.bits,
         max_distance=3 if max_distance is None else max_distance,
@@ -89,11 +109,22 @@ def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfi
     )
 
 
+def band_config(fingerprint: FingerprintConfig) -> IndexConfig:
+    """The default index: band postings of each text's sketch, the sketch deciding."""
+    return IndexConfig(
+        bits=fingerprint.bits,
+        scheme=BandScheme(fingerprint.bits),
+        fingerprint=fingerprint,
+        verification=verification_settings("sketch"),
+    )
+
+
 def verification_settings(mode: str) -> dict[str, Any]:
     """What the meta records of a verifying index: every field of the Verifier."""
     if mode == "jaccard":
         raise click.UsageError(
-            "an index keeps no texts, so it verifies with signatures: use --verify minhash or combined"
+            "an index keeps no texts, so it verifies with stored signatures: use --verify sketch "
+            "(the default), minhash or combined"
         )
     verifier = Verifier(mode)
     return {
@@ -112,7 +143,7 @@ def open_index(url: str, config: IndexConfig | None) -> SimhashIndex:
     if config is None:
         with contextlib.suppress(IndexNotFoundError):
             return SimhashIndex.open(url, create=False)
-        config = IndexConfig(fingerprint=FingerprintConfig())
+        config = band_config(FingerprintConfig())
     context = click.get_current_context(silent=True)
     into_existing = bool(context and context.params.get("create_in_existing"))
     return SimhashIndex.open(url, config, create_in_existing=into_existing)
@@ -135,7 +166,8 @@ def create_option(function: Any) -> Any:
             "--max-distance",
             type=click.IntRange(min=0),
             default=None,
-            help="Largest Hamming distance the index answers (set when it is created) [default: 3].",
+            help="When creating the index: a Simhash block index answering this Hamming distance, "
+            "instead of the default full-recall band index (--verify sketch).",
         )(function)
     )
 
@@ -153,11 +185,9 @@ def create_option(function: Any) -> Any:
 )
 @click.option(
     "--verify",
-    type=click.Choice(["none", "minhash", "combined"]),
-    default="none",
-    show_default=True,
-    help="When creating the index: keep MinHash signatures (of the text, or of the metadata "
-    "for combined) and verify every match with them.",
+    type=click.Choice(INDEX_VERIFY_MODES),
+    default=None,
+    help=INDEX_VERIFY_HELP,
 )
 @click.option(
     "--report-batches",

@@ -34,7 +34,7 @@ from ..service.settings import (
 )
 from ..storage.urls import redacted
 from .common import fingerprint_options, tokenizer_options
-from .index import create_option, open_index, requested_config
+from .index import INDEX_VERIFY_HELP, INDEX_VERIFY_MODES, create_option, open_index, requested_config
 
 
 @click.command(short_help="Serve an index over HTTP: check, add and query documents.")
@@ -93,10 +93,9 @@ from .index import create_option, open_index, requested_config
 )
 @click.option(
     "--verify",
-    type=click.Choice(["none", "minhash", "combined"]),
-    default="none",
-    show_default=True,
-    help="When creating the index: keep MinHash signatures and verify every match with them.",
+    type=click.Choice(INDEX_VERIFY_MODES),
+    default=None,
+    help=INDEX_VERIFY_HELP,
 )
 @click.option(
     "--workers",

@@ -61,12 +61,12 @@ from ..fingerprint import Fingerprinter
 from ..text.normalize import Normalizer
 from .batch import _runs_by_key, find_all_pairs, pairs_in_runs
 from .check_bins import CheckBins
+from .shingles import Shingles
 from .sketches import EMPTY32 as EMPTY32
 from .sketches import band_keys as band_keys
 from .sketches import minhash_sketches as minhash_sketches
 from .sketches import oph_sketches as oph_sketches
 from .sketches import shingles_of as shingles_of
-from .verify import Shingles
 
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]

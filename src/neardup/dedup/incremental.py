@@ -31,7 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..blocks import BlockScheme
-from ..errors import InputError, KeyExistsError
+from ..distance import row_distances
+from ..errors import ConfigError, InputError, KeyExistsError
 from ..index import Match, SimhashIndex, match_order
 from ..minhash import signature_blobs
 from ..storage.base import Key, check_key, shown_key
@@ -61,6 +62,11 @@ class IncrementalDeduper:
     """
 
     def __init__(self, index: SimhashIndex, verifier: Verifier | None = None) -> None:
+        if index.bands is not None and (verifier is None or verifier.mode != "sketch"):
+            raise ConfigError(
+                "a band index finds and decides candidates by their text sketches: "
+                "use Verifier('sketch') (the verifier recorded in its meta)"
+            )
         self.index = index
         self.verifier = verifier
 
@@ -88,7 +94,7 @@ class IncrementalDeduper:
     ) -> list[list[Match]]:
         """:meth:`query` for a batch; ``signatures`` has one row per fingerprint."""
         words = self.index.words(fingerprints)
-        found = self.index.query_many(_flat(words), max_distance)
+        found = self.index.query_many(_flat(words), max_distance, signatures=signatures)
         if not self.verifying or self.verifier is None:
             return found
         return verify_stored_matches(self.index, found, self.verifier, signatures)
@@ -153,7 +159,10 @@ class IncrementalDeduper:
                 if record is not None:
                     clusters_of[key] = record.cluster if record.cluster is not None else key
             new_rows = [row for row in unique_rows if stored[listed[row]] is None]
-            earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
+            if index.bands is not None and sig_rows is not None:
+                earlier = _band_neighbours(index, words[new_rows], sig_rows[new_rows], new_rows)
+            else:
+                earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
             if self.verifying and self.verifier is not None and sig_rows is not None:
                 earlier = _verified_neighbours(earlier, self.verifier, sig_rows)
             results: dict[Key, Assignment] = {}
@@ -220,6 +229,37 @@ def _batch_neighbours(
         pairs.i.tolist(), pairs.j.tolist(), pairs.distance.tolist(), strict=True
     ):
         neighbours[rows[second]].append((rows[first], distance))
+    return neighbours
+
+
+def _band_neighbours(
+    index: SimhashIndex, words: npt.NDArray[np.uint64], sketches: npt.NDArray[np.uint64], rows: list[int]
+) -> dict[int, list[tuple[int, int]]]:
+    """For each new record of a band index (by input row), the earlier new records of the
+    batch that share a band with it, as (row, Hamming distance): what a query would find."""
+    neighbours: dict[int, list[tuple[int, int]]] = {row: [] for row in rows}
+    if len(rows) < 2 or index.bands is None:
+        return neighbours
+    keys = index.bands.keys(index.bands.compose(words, sketches))
+    pairs: set[tuple[int, int]] = set()
+    for band in range(keys.shape[1]):
+        order = np.argsort(keys[:, band], kind="stable")
+        ordered = keys[order, band]
+        same = ordered[1:] == ordered[:-1]
+        if not same.any():
+            continue
+        bounds = np.flatnonzero(np.r_[True, ~same, True])
+        for low, high in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            if high - low > 1:
+                group = sorted(order[low:high].tolist())
+                pairs.update((a, b) for position, a in enumerate(group) for b in group[position + 1 :])
+    if not pairs:
+        return neighbours
+    first, second = (np.array(side, dtype=np.int64) for side in zip(*sorted(pairs), strict=True))
+    width = index.scheme.fingerprint_words
+    distances = row_distances(words[first, :width] ^ words[second, :width]).tolist()
+    for a, b, distance in zip(first.tolist(), second.tolist(), distances, strict=True):
+        neighbours[rows[b]].append((rows[a], int(distance)))
     return neighbours
 
 

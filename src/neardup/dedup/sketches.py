@@ -14,7 +14,7 @@ from ..minhash import MinHasher
 from ..text.normalize import Normalizer
 from ..text.tokenize import han_character_mask, word_letters
 from ..token_cache import fmix64
-from .verify import HAN_SHINGLE, LATIN_SHINGLE, Shingles
+from .shingles import HAN_SHINGLE, LATIN_SHINGLE, Shingles
 
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]

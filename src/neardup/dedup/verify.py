@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse
 
-from ..arrays import sorted_unique, unique_inverse
+from ..arrays import sorted_unique
 from ..errors import ConfigError, InputError
 from ..fingerprint import Fingerprinter
 from ..minhash import (
@@ -49,8 +48,10 @@ from ..minhash import (
     signature_from_bytes,
 )
 from ..text.normalize import Normalizer
-from ..text.tokenize import CharNgramTokenizer, contains_han
-from ..token_cache import token_keys
+from .shingles import HAN_SHINGLE as HAN_SHINGLE
+from .shingles import LATIN_SHINGLE as LATIN_SHINGLE
+from .shingles import Shingles
+from .stored_sketch import SKETCH_WORDS, sketch_similarity, text_sketches
 
 if TYPE_CHECKING:
     from ..index import Match, SimhashIndex
@@ -60,104 +61,26 @@ FloatArray = npt.NDArray[np.float64]
 UInt64Array = npt.NDArray[np.uint64]
 BoolArray = npt.NDArray[np.bool_]
 
-VERIFY_MODES: tuple[str, ...] = ("none", "minhash", "jaccard", "combined")
-#: Shingle lengths: Chinese bigrams are word-like units; Latin 5-grams span about a word.
-HAN_SHINGLE = 2
-LATIN_SHINGLE = 5
+VERIFY_MODES: tuple[str, ...] = ("none", "minhash", "jaccard", "combined", "sketch")
 #: Decision thresholds per mode, chosen on the dev sets (docs/verification.md): shingle
 #: Jaccard 0.5 (gold near-duplicates of zh_short have median 0.9, unrelated candidates < 0.3);
 #: the combined score 0.2, which keeps H <= 3 whatever the metadata and asks more metadata
 #: agreement at each further bit (H = 4: Ĵ >= 0.2, 5: 0.5, 6: 0.71, 7: 0.875, 8: 1).
-DEFAULT_THRESHOLDS: Mapping[str, float] = {"none": 0.0, "jaccard": 0.5, "minhash": 0.5, "combined": 0.2}
+DEFAULT_THRESHOLDS: Mapping[str, float] = {
+    "none": 0.0,
+    "jaccard": 0.5,
+    "minhash": 0.5,
+    "combined": 0.2,
+    "sketch": 0.5,
+}
 #: Record fields read as metadata sets when the caller names none.
 META_FIELDS: tuple[str, ...] = ("tags", "keywords", "refs")
 #: Top weighted words of the text that stand in for missing metadata.
 KEYWORDS = 10
-#: Pairs verified per step: bounds the sparse temporaries.
-PAIR_CHUNK = 1 << 18
 _SPLIT = re.compile(r"[,;|，；、]")
 
 
 # -- sets: shingles of texts, metadata of records ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class Shingles:
-    """The distinct shingle hashes of a batch of texts as one sparse set per text."""
-
-    hashes: UInt64Array
-    documents: IntArray
-    count: int
-    _matrix: Any = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def of(cls, texts: Sequence[str], normalizer: Normalizer | None = None) -> Shingles:
-        """Character n-gram shingles of ``texts``, computed with array operations."""
-        normalized = (normalizer or Normalizer()).normalize_many(list(texts))
-        han = [i for i, text in enumerate(normalized) if contains_han(text)]
-        latin = sorted(set(range(len(normalized))) - set(han))
-        hashes: list[UInt64Array] = []
-        documents: list[IntArray] = []
-        for members, size in ((han, HAN_SHINGLE), (latin, LATIN_SHINGLE)):
-            if not members:
-                continue
-            batch = CharNgramTokenizer(size).tokenize_batch([normalized[i] for i in members])
-            hashes.append(token_keys(batch))
-            documents.append(np.asarray(members, dtype=np.int64)[batch.documents])
-        flat_hashes = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
-        flat_documents = np.concatenate(documents) if documents else np.zeros(0, dtype=np.int64)
-        # Distinct (document, hash) pairs, documents in order: one sort of packed (document,
-        # top 40 bits of the hash) words, 25x faster than a two-key lexsort on 4 M shingles.
-        # Keys sharing their top 40 bits within a document (~n²/2^41 of n) keep any order.
-        if len(texts) < 1 << 24:
-            packed = (flat_documents.astype(np.uint64) << np.uint64(40)) | (flat_hashes >> np.uint64(24))
-            order = np.argsort(packed)
-        else:
-            order = np.lexsort((flat_hashes, flat_documents))
-        documents_sorted, hashes_sorted = flat_documents[order], flat_hashes[order]
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = (documents_sorted[1:] != documents_sorted[:-1]) | (
-            hashes_sorted[1:] != hashes_sorted[:-1]
-        )
-        return cls(
-            hashes=hashes_sorted[first], documents=documents_sorted[first].astype(np.int64), count=len(texts)
-        )
-
-    @property
-    def sizes(self) -> IntArray:
-        return np.bincount(self.documents, minlength=self.count).astype(np.int64)
-
-    def sets(self) -> list[set[int]]:
-        """Each text's shingle hashes as a Python set (for tests and explanations)."""
-        result: list[set[int]] = [set() for _ in range(self.count)]
-        for document, value in zip(self.documents.tolist(), self.hashes.tolist(), strict=True):
-            result[document].add(value)
-        return result
-
-    def matrix(self) -> Any:
-        """The texts × distinct shingles 0/1 matrix (CSR), built once."""
-        if self._matrix is None:
-            _, columns = unique_inverse(self.hashes)
-            data = np.ones(len(columns), dtype=np.float64)
-            shape = (self.count, int(columns.max()) + 1 if len(columns) else 0)
-            matrix = sparse.csr_matrix((data, (self.documents, columns.reshape(-1))), shape=shape)
-            object.__setattr__(self, "_matrix", matrix)
-        return self._matrix
-
-    def jaccard(self, i: npt.ArrayLike, j: npt.ArrayLike) -> FloatArray:
-        """Exact Jaccard of the shingle sets of texts i[t] and j[t], vectorised; two empty
-        sets count as equal (1.0)."""
-        left, right = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
-        matrix, sizes = self.matrix(), self.sizes
-        result = np.empty(len(left), dtype=np.float64)
-        for low in range(0, len(left), PAIR_CHUNK):
-            a, b = left[low : low + PAIR_CHUNK], right[low : low + PAIR_CHUNK]
-            common = np.asarray(matrix[a].multiply(matrix[b]).sum(axis=1)).reshape(-1)
-            union = sizes[a] + sizes[b] - common
-            result[low : low + len(a)] = np.divide(
-                common, union, out=np.ones(len(a), dtype=np.float64), where=union > 0
-            )
-        return result
 
 
 def metadata_of(fields: Mapping[str, Any] | None, names: Sequence[str] = META_FIELDS) -> list[str] | None:
@@ -271,7 +194,12 @@ class Verifier:
     @property
     def uses_signatures(self) -> bool:
         """Whether the mode compares stored signatures (what an index keeps per key)."""
-        return self.mode in ("minhash", "combined")
+        return self.mode in ("minhash", "combined", "sketch")
+
+    @property
+    def signature_words(self) -> int:
+        """uint64 words of one signature: the 512-byte text sketch, or num_perm MinHash values."""
+        return SKETCH_WORDS if self.mode == "sketch" else self.num_perm
 
     # -- signatures: what an index stores beside each fingerprint ------------------------------
 
@@ -284,6 +212,8 @@ class Verifier:
         """(n, num_perm) uint64 signatures to store beside the fingerprints: of the text
         shingles for ``minhash`` (texts normalized by ``normalizer``), of the metadata sets for
         ``combined`` (normalized sets from :func:`metadata_sets`)."""
+        if self.mode == "sketch":
+            return text_sketches(texts, normalizer)
         if self.mode == "minhash":
             shingles = Shingles.of(texts, normalizer)
             return self.minhasher.signatures_of_hashes(shingles.hashes, shingles.documents, shingles.count)
@@ -291,7 +221,9 @@ class Verifier:
             if metadata is None or len(metadata) != len(texts):
                 raise InputError("combined verification needs one metadata set per text (see metadata_sets)")
             return self.minhasher.signatures(metadata)
-        raise ConfigError(f"verification {self.mode!r} compares no signatures; use minhash or combined")
+        raise ConfigError(
+            f"verification {self.mode!r} compares no signatures; use sketch, minhash or combined"
+        )
 
     # -- decisions -----------------------------------------------------------------------------
 
@@ -328,6 +260,8 @@ class Verifier:
             if self.mode == "jaccard":
                 raise ConfigError("jaccard verification needs the texts; use verify_texts or minhash")
             return self.decide(distances, np.ones(np.shape(distances)), identical)
+        if self.mode == "sketch":
+            return self.decide(distances, sketch_similarity(left, right), identical)
         return self.decide(distances, estimate_jaccard(left, right), identical)
 
     def verify_matches(
@@ -486,15 +420,14 @@ def verify_stored_matches(
     if not verifier.uses_signatures:
         raise ConfigError(
             f"--verify {verifier.mode} needs the texts, which an index does not keep; "
-            "use minhash or combined (signatures stored beside the fingerprints)"
+            "use sketch, minhash or combined (signatures stored beside the fingerprints)"
         )
     if signatures is None:
         raise InputError(f"{verifier.mode} verification needs the queries' signatures (Verifier.signatures)")
     queries = np.asarray(signatures, dtype=np.uint64)
-    if queries.ndim != 2 or queries.shape != (len(found), verifier.num_perm):
-        raise InputError(
-            f"the query signatures must be ({len(found)}, {verifier.num_perm}); got {queries.shape}"
-        )
+    width = verifier.signature_words
+    if queries.ndim != 2 or queries.shape != (len(found), width):
+        raise InputError(f"the query signatures must be ({len(found)}, {width}); got {queries.shape}")
     keys = list({match.key: None for matches in found for match in matches})
     stored = {record.key: record.signature for record in index.get_many(keys) if record is not None}
     out: list[list[Match]] = []
@@ -503,7 +436,7 @@ def verify_stored_matches(
         if not signed:
             out.append(matches)
             continue
-        blobs = np.stack([signature_from_bytes(stored[m.key], verifier.num_perm) for m in signed])  # type: ignore[arg-type]
+        blobs = np.stack([signature_from_bytes(stored[m.key], width) for m in signed])  # type: ignore[arg-type]
         kept = set(map(id, verifier.verify_matches(signed, queries[row], blobs)))
         out.append([m for m in matches if stored.get(m.key) is None or id(m) in kept])
     return out

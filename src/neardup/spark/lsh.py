@@ -39,7 +39,7 @@ from ..dedup.candidates import (
 from ..dedup.lsh import CHECK_MARGIN
 from ..dedup.pipeline import DedupSettings
 from ..dedup.shingle_sets import ShingleSets
-from ..dedup.verify import Shingles
+from ..dedup.shingles import Shingles
 from ..fingerprint import Fingerprinter
 from ..text.normalize import Normalizer
 from .pairs import PAIR_SCHEMA

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..blocks import BlockScheme
+from ..bands import Scheme
 from ..buckets import BucketStats
 from ..distance import row_distances
 from ..errors import InputError, KeyExistsError, KeyNotFoundError, StorageError
@@ -112,17 +112,17 @@ class Storage(ABC):
     name: str = "storage"
 
     def __init__(self) -> None:
-        self._scheme: BlockScheme | None = None
+        self._scheme: Scheme | None = None
         self._local_lock = threading.RLock()
 
     # -- life cycle ----------------------------------------------------------------------
-    def attach(self, scheme: BlockScheme, mu: float) -> None:
+    def attach(self, scheme: Scheme, mu: float) -> None:
         """Called by the index after the meta is read or written; backends that lay out
         postings per table create them here."""
         self._scheme = scheme
 
     @property
-    def scheme(self) -> BlockScheme:
+    def scheme(self) -> Scheme:
         if self._scheme is None:
             raise StorageError(f"{self.name}: the store is not attached to an index yet")
         return self._scheme
@@ -218,8 +218,9 @@ class Storage(ABC):
         """(query rows, keys, fingerprint words) of every stored record within
         ``max_distance`` of each query, each (row, key) once; the distance is recomputed by
         the caller. Backends with their own fast path override this."""
+        width = self.scheme.fingerprint_words
         parts = [
-            verified(self.candidates(words[start : start + QUERY_BATCH]), words, max_distance, start)
+            verified(self.candidates(words[start : start + QUERY_BATCH]), words, max_distance, start, width)
             for start in range(0, words.shape[0], QUERY_BATCH)
         ]
         if not parts:
@@ -230,12 +231,16 @@ class Storage(ABC):
         return rows, keys, found
 
 
-def verified(found: Candidates, queries: UInt64Array, max_distance: int, offset: int = 0) -> Candidates:
+def verified(
+    found: Candidates, queries: UInt64Array, max_distance: int, offset: int = 0, width: int | None = None
+) -> Candidates:
     """Keep candidates within ``max_distance`` of their query, once per (query, key);
-    ``offset`` is added to the rows (queries handed to the backend in slices)."""
+    ``offset`` is added to the rows (queries handed to the backend in slices). Distances are
+    taken over the first ``width`` words (the fingerprint's; a band index stores keys after)."""
     if not found.keys:
         return Candidates(found.rows + offset, [], found.words)
-    distance = row_distances(found.words ^ queries[found.rows + offset])
+    width = queries.shape[1] if width is None else width
+    distance = row_distances(found.words[:, :width] ^ queries[found.rows + offset, :width])
     seen: set[tuple[int, Key]] = set()
     keep: list[int] = []
     for position in np.flatnonzero(distance <= max_distance).tolist():
@@ -315,9 +320,10 @@ def bytes_to_words(values: Sequence[bytes], width: int) -> UInt64Array:
     return np.frombuffer(joined, dtype="<u8").astype(np.uint64).reshape(len(values), width)
 
 
-def words_to_int(row: UInt64Array) -> int:
+def words_to_int(row: UInt64Array, width: int = 1) -> int:
+    """The fingerprint held in the first ``width`` (1 or 2) words of a stored record's words."""
     value = int(row[0])
-    if row.shape[0] > 1:
+    if width > 1:
         value |= int(row[1]) << 64
     return value
 

@@ -33,7 +33,8 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from ..blocks import BitSelection, BlockScheme
+from ..bands import BandScheme, Scheme
+from ..blocks import BitSelection
 from ..buckets import DEFAULT_MU, BucketStats, TableStats, split_size
 from ..distance import row_distances
 from ..errors import StorageError
@@ -107,7 +108,7 @@ class _Segment:
     """A static block index over a set of slots."""
 
     def __init__(
-        self, slots: IntArray, words: UInt64Array, hashes: UInt64Array, scheme: BlockScheme, mu: float
+        self, slots: IntArray, words: UInt64Array, hashes: UInt64Array, scheme: Scheme, mu: float
     ) -> None:
         """Index ``slots`` (rows of ``words``); ``hashes`` are their key hashes."""
         if words.shape[0] > 1 << 32:
@@ -255,7 +256,7 @@ class MemoryStorage(Storage):
     name = "memory"
     accepts_arrays = True
 
-    def __init__(self, scheme: BlockScheme | None = None, mu: float = DEFAULT_MU) -> None:
+    def __init__(self, scheme: Scheme | None = None, mu: float = DEFAULT_MU) -> None:
         super().__init__()
         self.meta: dict[str, Any] | None = None
         self.clusters: dict[Key, Key] = {}
@@ -276,7 +277,7 @@ class MemoryStorage(Storage):
         self.tail_start = 0
         self.tail_keys: dict[Key, int] = {}
 
-    def attach(self, scheme: BlockScheme, mu: float) -> None:
+    def attach(self, scheme: Scheme, mu: float) -> None:
         super().attach(scheme, mu)
         self.mu = mu
         self._empty(scheme.words)
@@ -312,7 +313,7 @@ class MemoryStorage(Storage):
 
     def fingerprint_at(self, slot: int) -> int:
         words = self.words
-        if self.width == 1:
+        if self.scheme.fingerprint_words == 1:
             return int(words.item(slot, 0))
         return int(words.item(slot, 0)) | (int(words.item(slot, 1)) << 64)
 
@@ -473,8 +474,11 @@ class MemoryStorage(Storage):
             return empty, empty, empty
         rows = np.concatenate(rows_parts)
         slots = np.concatenate(slot_parts)
-        dist = row_distances(self.words[slots] ^ queries[rows])
+        width = self.scheme.fingerprint_words
+        dist = row_distances(self.words[slots, :width] ^ queries[rows, :width])
         keep = (dist <= max_distance) & self.alive[slots]
+        if isinstance(self.scheme, BandScheme):  # buckets are keyed on key prefixes: drop the misses
+            keep &= self.scheme.shares_key(self.words[slots], queries[rows])
         rows, slots, dist = rows[keep], slots[keep], dist[keep]
         combined = rows * max(self.count, 1) + slots
         combined, first = np.unique(combined, return_index=True)
@@ -559,7 +563,10 @@ class MemoryStorage(Storage):
     def _record(self, slot: int) -> StoredRecord:
         key = self.key_at(slot)
         return StoredRecord(
-            key, words_to_int(self.words[slot]), self.clusters.get(key), self.signatures.get(key)
+            key,
+            words_to_int(self.words[slot], self.scheme.fingerprint_words),
+            self.clusters.get(key),
+            self.signatures.get(key),
         )
 
     # -- facts ---------------------------------------------------------------------------

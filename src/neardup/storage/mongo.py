@@ -51,7 +51,7 @@ from urllib.parse import SplitResult, urlencode, urlunsplit
 
 import numpy as np
 
-from ..blocks import BlockScheme
+from ..bands import scheme_from_dict
 from ..buckets import BucketStats, TableStats
 from ..errors import (
     ConfigError,
@@ -183,7 +183,7 @@ class MongoStorage(Storage):
         return load_meta(str(document.get("value")), f"{self.where} collection {self.meta.name}")
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        tables = BlockScheme.from_dict(meta["scheme"]).table_count
+        tables = scheme_from_dict(meta["scheme"]).table_count
         with self._errors("creating the store"):
             if self.layout == "records":
                 for table in range(tables):
@@ -451,7 +451,7 @@ class MongoStorage(Storage):
         return [
             StoredRecord(
                 decode_key(document["_id"]),
-                words_to_int(words[position]),
+                words_to_int(words[position], self.scheme.fingerprint_words),
                 None if document.get("cluster") is None else decode_key(document["cluster"]),
                 None if document.get("signature") is None else bytes(document["signature"]),
             )

@@ -10,7 +10,7 @@ import zlib
 from typing import Any
 from urllib.parse import SplitResult, urlunsplit
 
-from ..blocks import BlockScheme
+from ..bands import Scheme
 from ..errors import MissingDependencyError, StorageUnavailableError
 from . import check_options
 from .base import RecordBatch
@@ -35,7 +35,7 @@ class PostgresStorage(SqlStorage):
         self._counted = 0.0  # rows the planner knew of at the last ANALYZE
         self._added = 0  # rows added since
 
-    def attach(self, scheme: BlockScheme, mu: float) -> None:
+    def attach(self, scheme: Scheme, mu: float) -> None:
         super().attach(scheme, mu)
         with self._transaction() as cursor:
             cursor.execute(

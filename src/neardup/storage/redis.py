@@ -35,7 +35,7 @@ from urllib.parse import SplitResult, urlencode, urlunsplit
 
 import numpy as np
 
-from ..blocks import BlockScheme
+from ..bands import scheme_from_dict
 from ..buckets import BucketStats, TableStats
 from ..errors import (
     ConfigError,
@@ -223,7 +223,7 @@ class RedisStorage(Storage):
         return None if text is None else load_meta(text, f"{self.where} key {self.meta_key}")
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        BlockScheme.from_dict(meta["scheme"])  # refuse a bad scheme before anything is written
+        scheme_from_dict(meta["scheme"])  # refuse a bad scheme before anything is written
         with self._errors("writing the index meta"):
             created = self.client.set(self.meta_key, dump_meta(meta), nx=True)
         if not created:
@@ -339,7 +339,12 @@ class RedisStorage(Storage):
     def _record(self, key: Key, packed: bytes) -> StoredRecord:
         width = self.scheme.words
         fingerprint, cluster, signature = unpack_record(key, packed, width)
-        return StoredRecord(key, words_to_int(bytes_to_words([fingerprint], width)[0]), cluster, signature)
+        return StoredRecord(
+            key,
+            words_to_int(bytes_to_words([fingerprint], width)[0], self.scheme.fingerprint_words),
+            cluster,
+            signature,
+        )
 
     def candidates(self, words: UInt64Array) -> Candidates:
         """One pipelined round trip: HGETALL of each distinct (table, block) bucket of the

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import BlockScheme
+from ..bands import Scheme, scheme_from_dict
 from ..buckets import BucketStats, TableStats
 from ..errors import ConfigError, NeardupError, StorageDamagedError
 from .base import (
@@ -176,7 +176,7 @@ class SqlStorage(Storage):
         return load_meta(row[0], self.where)
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        tables = BlockScheme.from_dict(meta["scheme"]).table_count
+        tables = scheme_from_dict(meta["scheme"]).table_count
         if tables > MAX_SQL_TABLES:
             raise ConfigError(
                 f"the block scheme needs {tables} tables; SQL stores hold at most {MAX_SQL_TABLES} "
@@ -205,7 +205,7 @@ class SqlStorage(Storage):
                 f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p})", ("config", dump_meta(meta))
             )
 
-    def attach(self, scheme: BlockScheme, mu: float) -> None:
+    def attach(self, scheme: Scheme, mu: float) -> None:
         super().attach(scheme, mu)
         self._block_columns = [f"b{table}" for table in range(scheme.table_count)]
 
@@ -370,7 +370,7 @@ class SqlStorage(Storage):
         return [
             StoredRecord(
                 key_from_columns(row[0], row[1]),
-                words_to_int(words[position]),
+                words_to_int(words[position], self.scheme.fingerprint_words),
                 None if row[3] is None else key_from_columns(row[3], row[4]),
                 None if row[5] is None else bytes(row[5]),
             )
