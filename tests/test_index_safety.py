@@ -185,8 +185,8 @@ def test_corrupt_pages_are_one_line(tmp_path: Path) -> None:
     stored = write_lines(tmp_path / "docs.jsonl", *docs(3000))
     assert run("index", "add", str(path), str(stored), "--lang", "en")[0] == 0
     data = bytearray(path.read_bytes())
-    middle = len(data) // 3
-    data[middle : middle + 20_000] = b"\xff" * 20_000
+    for start in (len(data) // 3, len(data) // 2, 2 * len(data) // 3):  # records and postings pages
+        data[start : start + 20_000] = b"\xff" * 20_000
     path.write_bytes(bytes(data))
     for command in (("stats",), ("query", str(stored)), ("add", str(stored))):
         code, _, err = run("index", command[0], str(path), *command[1:])

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from neardup import SimhashIndex
+from neardup.minhash import signature_from_bytes
 
 from .conftest import write_lines
 
@@ -68,14 +69,23 @@ def kill_after(url: str, path: Path, acknowledgements: int) -> list[dict[str, ob
 
 
 def check_consistent(index: SimhashIndex) -> dict[object, int]:
-    """The index answers every stored fingerprint exactly like a brute-force scan."""
+    """The index answers every stored record exactly like a brute-force scan: within the
+    distance (block index), or sharing a band key of its stored sketch (band index)."""
     stored = dict(index.items())
     keys = list(stored)
     values = np.array([stored[key] for key in keys], dtype=np.uint64)
-    answers = index.query_many(values)
+    sketches = None
+    if index.bands is not None:
+        records = index.get_many(keys)
+        sketches = np.stack([signature_from_bytes(record.signature) for record in records])  # type: ignore[arg-type,union-attr]
+        band_keys = index.bands.keys(index.bands.compose(values.reshape(-1, 1), sketches))
+    answers = index.query_many(values, signatures=sketches)
     for row, matches in enumerate(answers):
         distances = np.bitwise_count(values ^ values[row])
-        near = np.flatnonzero(distances <= index.max_distance)
+        if sketches is None:
+            near = np.flatnonzero(distances <= index.max_distance)
+        else:
+            near = np.flatnonzero(np.any(band_keys == band_keys[row], axis=1))
         expected = sorted((int(distances[i]), str(keys[i])) for i in near)
         assert sorted((m.distance, str(m.key)) for m in matches) == expected
     return stored

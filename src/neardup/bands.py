@@ -36,9 +36,9 @@ UInt64Array = npt.NDArray[np.uint64]
 #: Tables of a band index: 32 bands of 4 bins keep candidate recall 0.993-0.997 on the dev
 #: sets with 32 postings per record (the batch search uses 146 bands of 5; a store pays for
 #: every posting on each write).
-DEFAULT_BANDS = 32
+DEFAULT_BANDS = 16
 #: Sketch bins (one byte each) per band: a band key is 8·rows bits of the stored sketch.
-DEFAULT_ROWS = 4
+DEFAULT_ROWS = 3
 #: Bytes of the stored sketch (512 one-byte bins), which bound bands · rows.
 SKETCH_BYTES = 512
 

@@ -373,9 +373,15 @@ def stats(url: str, as_json: bool) -> None:
         tables = [vars(table) for table in buckets.tables]
         click.echo(json.dumps({"url": url, "records": count, **config, "tables": tables}, ensure_ascii=False))
         return
-    click.echo(
-        f"url: {url}\nrecords: {count}\nbits: {config['bits']}\nmax_distance: {config['max_distance']}"
-    )
+    click.echo(f"url: {url}\nrecords: {count}\nbits: {config['bits']}")
+    if config["scheme"].get("kind") == "bands":
+        verification = config["verification"] or {}
+        click.echo(
+            f"search: {config['scheme']['bands']} bands of {config['scheme']['rows']} text-sketch bins; "
+            f"a candidate counts when its sketch Jaccard reaches {verification.get('threshold', 0.5):g}"
+        )
+    else:
+        click.echo(f"max_distance: {config['max_distance']}")
     fingerprint = config["fingerprint_config"]
     if fingerprint:
         click.echo("fingerprint: " + ", ".join(f"{k}={v}" for k, v in fingerprint.items()))
