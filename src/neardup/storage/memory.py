@@ -47,6 +47,7 @@ from .base import (
     StoredRecord,
     key_exists_error,
     key_not_found_error,
+    match_blocks,
     words_to_int,
 )
 
@@ -460,13 +461,22 @@ class MemoryStorage(Storage):
     ) -> tuple[IntArray, IntArray, IntArray]:
         rows_parts, slot_parts = [], []
         low = queries[:, 0] & _LOW_32
+        bands = self.scheme if isinstance(self.scheme, BandScheme) else None
         for segment in self.segments:
             rows, entries = segment.candidates_many(queries)
             near = np.bitwise_count((entries ^ low[rows]).astype(np.uint32)) <= max_distance
-            rows_parts.append(rows[near])
-            slot_parts.append((entries[near] >> np.uint64(32)).astype(np.int64))
+            rows, slots = rows[near], (entries[near] >> np.uint64(32)).astype(np.int64)
+            if bands is not None:  # segment buckets are keyed on key prefixes: drop the misses
+                shared = bands.shares_key(self.words[slots], queries[rows])
+                rows, slots = rows[shared], slots[shared]
+            rows_parts.append(rows)
+            slot_parts.append(slots)
         tail = np.arange(self.tail_start, self.count, dtype=np.int64)
-        if tail.size:
+        if tail.size and bands is not None:  # the records sharing a band key, by sorted search
+            query_rows, tail_rows = match_blocks(bands.keys(queries), bands.keys(self.words[tail]))
+            rows_parts.append(query_rows)
+            slot_parts.append(tail[tail_rows])
+        elif tail.size:
             rows_parts.append(np.repeat(np.arange(queries.shape[0], dtype=np.int64), tail.size))
             slot_parts.append(np.tile(tail, queries.shape[0]))
         if not rows_parts:
@@ -477,8 +487,6 @@ class MemoryStorage(Storage):
         width = self.scheme.fingerprint_words
         dist = row_distances(self.words[slots, :width] ^ queries[rows, :width])
         keep = (dist <= max_distance) & self.alive[slots]
-        if isinstance(self.scheme, BandScheme):  # buckets are keyed on key prefixes: drop the misses
-            keep &= self.scheme.shares_key(self.words[slots], queries[rows])
         rows, slots, dist = rows[keep], slots[keep], dist[keep]
         combined = rows * max(self.count, 1) + slots
         combined, first = np.unique(combined, return_index=True)

@@ -24,7 +24,7 @@ LOCK_TIMEOUT_S = 60
 class MysqlStorage(SqlStorage):
     name = "mysql"
     placeholder = "%s"
-    blob_type = "VARBINARY(16)"
+    blob_type = "VARBINARY(528)"  # a 128-bit fingerprint and the band keys of a 512-byte sketch
     key_type = f"VARCHAR({KEY_LENGTH})"
     id_column = "id BIGINT AUTO_INCREMENT PRIMARY KEY"
 

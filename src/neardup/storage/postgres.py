@@ -55,7 +55,8 @@ class PostgresStorage(SqlStorage):
     def _analyze(self) -> None:
         """Refresh the planner's statistics so block lookups use the indexes."""
         with self._transaction(write=True) as cursor:
-            cursor.execute(f"ANALYZE {self.records_table}")
+            for name in self.tables:
+                cursor.execute(f"ANALYZE {name}")
             cursor.execute(
                 "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (self.records_table,)
             )
@@ -82,7 +83,7 @@ class PostgresStorage(SqlStorage):
 
     def _insert_rows(self, cursor: Any, columns: str, rows: list[tuple[Any, ...]]) -> None:
         # COPY is the bulk path: one round trip for the whole batch, ~10x executemany.
-        with cursor.copy(f"COPY {self.records_table} ({columns}) FROM STDIN") as copy:
+        with cursor.copy(f"COPY {self.recent_table} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
 
