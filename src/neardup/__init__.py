@@ -8,6 +8,7 @@ neardup.index`` or a store stays free of them (the layers import downwards only)
 from importlib import import_module, metadata
 from typing import TYPE_CHECKING, Any
 
+from .bands import BandScheme
 from .blocks import BlockScheme
 from .buckets import BucketStats
 from .config import FingerprintConfig
@@ -76,6 +77,7 @@ __all__ = [
     "VERIFY_MODES",
     "WEIGHTINGS",
     "Assignment",
+    "BandScheme",
     "BlockScheme",
     "BucketStats",
     "Clusters",
