@@ -1,22 +1,34 @@
 """Load test of ``neardup serve``: many concurrent clients on loopback, then an exact audit.
 
 For each store (SQLite in a temp file, Redis started on 127.0.0.1 by scripts/servers.py and
-stopped by PID at the end), a real ``neardup serve`` process (default settings: 64-bit
-fingerprints, k = 3) takes ``--clients`` concurrent clients for ``--seconds``. Each client
-has its own keep-alive connection and loops: POST /v1/check of the next fresh document, or
-(``--query-share`` of the time) POST /v1/query of a document already acknowledged. With
-``--baseline`` each store runs again with ``--max-batch 1`` (one request per store call),
-so the ratio shows what coalescing concurrent requests into batch store calls buys.
-With ``--workers N`` (N > 1) each store also runs with ``neardup serve --workers N``: N server
-processes on one port and one store.
+stopped by PID at the end), a real ``neardup serve`` process (default settings: the band
+index, 64-bit fingerprints) takes ``--clients`` concurrent clients for ``--seconds``. Each
+client has its own keep-alive connection and loops: POST /v1/check of the next fresh
+document, or (``--query-share`` of the time) POST /v1/query of a document already
+acknowledged. With ``--baseline`` each store runs again with ``--max-batch 1`` (one request
+per store call), so the ratio shows what coalescing concurrent requests into batch store
+calls buys. With ``--workers N`` (N > 1) each store also runs with ``neardup serve --workers
+N``: N server processes on one port and one store.
 
 The documents are families: an original (a People's Daily paragraph or a Reuters story from
-shared/data, or, once those are used up, two or three of them joined) and 0-3 planted copies
-made by light edits (a character or the final punctuation changed or deleted, case and
-whitespace changes). Copies are kept only when every member of the family is within 3 bits
-of every other, and a family is dropped when any of its documents is within 3 bits of
-another family's, so the answer of every check is known exactly. Families arrive
-interleaved, their members sometimes seconds apart and sometimes at once.
+shared/data, or, once those are used up, a new paragraph of sentences of several of them)
+and 0-3 planted copies made by light edits (a character or the final punctuation changed or
+deleted, case and whitespace changes). Which answers are right depends on the index the
+service creates, and the families are chosen under the rule of that index, so the answer of
+every check is known exactly. By default that is the band index ``neardup serve`` creates:
+a stored record is a near-duplicate of a new text when the two share one of the 16 band keys
+of their 512-byte text sketches and the sketches estimate their shingle Jaccard at 0.5 or
+more. The corpus computes the same sketches and keys with the library's own functions; a
+copy is kept only when it shares a band key with every member of its family at a similarity
+of 0.6 or more (any member may arrive first, and each later one must match an earlier one),
+and a family is dropped when any of its documents shares a band key with another family's at
+0.4 or more (the service decides on the very same sketches, so the margins of 0.1 around its
+threshold are a safeguard, not a necessity). With ``--index
+simhash`` the service runs a Simhash block index instead (``-k 3 --verify none``, its
+default before band indexes) and the rule is the old one: copies within 3 bits of every
+family member, families more than 3 bits from every other family. The audit checks first
+that the service created the index the corpus assumes. Families arrive interleaved, their
+members sometimes seconds apart and sometimes at once.
 
 After the server stops (SIGTERM), the store is opened directly and audited: every
 acknowledged add is stored exactly once with the cluster id the service answered, every
@@ -33,6 +45,7 @@ service 10-15 % below two.
     python3 benchmarks/service_load.py                          # sqlite and redis, 64 clients, 60 s
     python3 benchmarks/service_load.py --quick --stores sqlite  # 10 s per run
     python3 benchmarks/service_load.py --seconds 20 --no-baseline --query-share 0.5
+    python3 benchmarks/service_load.py --quick --index simhash  # a k = 3 Simhash block index
 """
 
 from __future__ import annotations
@@ -44,6 +57,7 @@ import math
 import multiprocessing
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -57,18 +71,42 @@ from typing import Any
 
 import httpx
 import numpy as np
+import numpy.typing as npt
 from store_speed import load_servers
 
-from neardup import FingerprintConfig, Fingerprinter, SimhashIndex, find_all_pairs, to_ints
+from neardup import (
+    BandScheme,
+    FingerprintConfig,
+    Fingerprinter,
+    SimhashIndex,
+    Verifier,
+    find_all_pairs,
+    to_ints,
+)
+from neardup.dedup.stored_sketch import sketch_similarity
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 STORES = ["sqlite", "redis"]
-MAX_DISTANCE = 3  # the index's default k, which `neardup serve` creates the index with
+#: The Simhash ground truth of ``--index simhash``: the k of `neardup serve -k 3 --verify none`.
+MAX_DISTANCE = 3
+#: The band ground truth: a copy stays when its sketch similarity to every member of its
+#: family is at least KEEP_SIMILARITY, and a family is dropped when one of its documents
+#: shares a band key with another family's at DROP_SIMILARITY or more: 0.1 on either side of
+#: the band index's threshold (0.5), whose decision the service takes on the same sketches.
+KEEP_SIMILARITY = 0.6
+DROP_SIMILARITY = 0.4
+#: Sketch pairs compared at a time (two (n, 512) byte temporaries).
+PAIR_CHUNK = 65_536
 #: Documents prepared per second of run: twice the best rate seen on loopback, so the run never runs out.
 DOCS_PER_SECOND = 2000
 FINGERPRINT_CHUNK = 4096
 MIN_CHARS = 40  # shorter paragraphs (headlines, bylines) are left out
+#: A new original (once the base texts are used up) has at least this many sentences.
+MIN_SENTENCES = 3
+MIN_SENTENCE_CHARS = 10  # shorter pieces of a split are not sentences
+#: Where English and Chinese texts split into sentences.
+SPLITTERS = (re.compile(r"(?<=[.!?])\s+(?=[A-Z\"])"), re.compile(r"(?<=[。！？])"))
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 REQUEST_TIMEOUT = 120.0
@@ -80,7 +118,8 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 @dataclass
 class Corpus:
-    """Documents in arrival order, each ``(id, text)``, and the family of every id."""
+    """Documents in arrival order, each ``(id, text)``, the family of every id, and the
+    ground truth (the index the service is run with) the families were chosen under."""
 
     documents: list[tuple[str, str]]
     family: dict[str, int]
@@ -88,6 +127,7 @@ class Corpus:
     planted: int
     dropped_copies: int
     dropped_families: int
+    truth: Truth
 
 
 def base_texts() -> tuple[list[str], list[str]]:
@@ -118,20 +158,51 @@ def base_texts() -> tuple[list[str], list[str]]:
 
 
 def originals(english: list[str], chinese: list[str], rng: random.Random) -> Iterator[str]:
-    """Every base text once (shuffled), then distinct joins of two or three of them."""
-    pools = [pool for pool in (english, chinese) if pool]
-    first = [text for pool in pools for text in pool]
+    """Every base text once (shuffled), then new paragraphs of sentences of several of them.
+
+    Whole base texts joined (as this benchmark used to make its later originals) share about
+    half their shingles with each text they join, which a band index rightly finds, so nearly
+    all of them were dropped. A new paragraph instead takes each of its sentences from a
+    different place of a shuffled list of the language's distinct sentences (reshuffled when
+    used up) until it has at least MIN_SENTENCES, is as long as a random base text of its
+    language, and no sentence is more than 1/MIN_SENTENCES of it: what it shares with a base
+    text or another new paragraph is (nearly always) one sentence, under a third of it, below
+    DROP_SIMILARITY.
+    """
+    english_sentences, chinese_sentences = SPLITTERS
+    pools = [
+        (pool, joiner, splitter)
+        for pool, joiner, splitter in ((english, " ", english_sentences), (chinese, "", chinese_sentences))
+        if pool
+    ]
+    first = [text for pool, *_ in pools for text in pool]
     rng.shuffle(first)
     yield from first
-    seen: set[tuple[int, ...]] = set()
+    sentences = [_sentences(pool, splitter) for pool, _, splitter in pools]
+    queues: list[list[str]] = [[] for _ in pools]
     while True:
         which = rng.randrange(len(pools))
-        pool, joiner = pools[which], "\n" if pools[which] is english else ""
-        parts = tuple(rng.sample(range(len(pool)), min(len(pool), rng.choice((2, 2, 3)))))
-        if (which, *parts) in seen or len(parts) < 2:
-            continue
-        seen.add((which, *parts))
-        yield joiner.join(pool[part] for part in parts)
+        (pool, joiner, _), queue = pools[which], queues[which]
+        length = len(pool[rng.randrange(len(pool))])
+        parts: list[str] = []
+        while (
+            len(parts) < MIN_SENTENCES
+            or sum(map(len, parts)) < length
+            or max(map(len, parts)) * MIN_SENTENCES > sum(map(len, parts))
+        ):
+            if not queue:
+                queue.extend(sentences[which])
+                rng.shuffle(queue)
+            parts.append(queue.pop())
+        yield joiner.join(parts)
+
+
+def _sentences(texts: list[str], splitter: re.Pattern[str]) -> list[str]:
+    """The distinct sentences of ``texts`` (in first-seen order), fragments left out."""
+    found = (sentence.strip() for text in texts for sentence in splitter.split(text))
+    return list(dict.fromkeys(sentence for sentence in found if len(sentence) >= MIN_SENTENCE_CHARS)) or [
+        text.strip() for text in texts
+    ]
 
 
 PUNCTUATION = "。！？，、；：.!?,;:"
@@ -173,14 +244,172 @@ def edit(text: str, rng: random.Random) -> str:
     return "  " + text + "\n"
 
 
-def build_corpus(target: int, seed: int) -> Corpus:
-    """At least ``target`` documents in families whose near-duplicates are known exactly."""
+class BandTruth:
+    """Ground truth for the index ``neardup serve`` creates by default, a band index: a stored
+    record is a near-duplicate of a new text when the two share one of the 16 band keys of
+    their 512-byte text sketches and the sketches estimate their shingle Jaccard at 0.5 or
+    more (``--verify sketch``). Sketches and band keys are made here by the very functions the
+    service uses (``Verifier("sketch").signatures``, ``BandScheme.keys``), so a shared key is
+    known exactly; the similarity keeps a margin on both sides of the threshold all the same.
+    """
+
+    name = "bands"
+    serve_options: tuple[str, ...] = ()  # the default index
+
+    def __init__(self) -> None:
+        self.verifier = Verifier("sketch")
+        self.scheme = BandScheme()
+
+    @property
+    def rule(self) -> str:
+        return (
+            f"each sharing a band key with every member of its family at sketch similarity "
+            f">= {KEEP_SIMILARITY}; no document sharing a band key with another family's at "
+            f">= {DROP_SIMILARITY}"
+        )
+
+    def index_text(self) -> str:
+        return f"band index ({self.scheme.describe()}), the default of `neardup serve`"
+
+    def measure(self, texts: list[str]) -> npt.NDArray[np.uint64]:
+        """(n, 64) uint64: the text sketch the service stores for each text."""
+        return self.verifier.signatures(texts)
+
+    def keys(self, sketches: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        """(n, bands) band keys: the postings the service files each record under."""
+        fingerprints = np.zeros((len(sketches), self.scheme.fingerprint_words), dtype=np.uint64)
+        return self.scheme.keys(self.scheme.compose(fingerprints, sketches))
+
+    def close(
+        self, sketches: npt.NDArray[np.uint64], first: npt.NDArray[np.int64], second: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.bool_]:
+        """Whether the service surely matches each pair: a shared band key and a similarity
+        at least KEEP_SIMILARITY."""
+        shared = np.any(self.keys(sketches[first]) == self.keys(sketches[second]), axis=1)
+        return shared & (similarities(sketches, first, second) >= KEEP_SIMILARITY)
+
+    def near_pairs(
+        self, sketches: npt.NDArray[np.uint64], family_of: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The pairs (i, j) of different families that share a band key at a similarity of at
+        least DROP_SIMILARITY: the candidates come from sorting each band's keys (the members
+        of a run of equal keys are the pairs that band finds), then the sketches decide."""
+        count = len(sketches)
+        keys = self.keys(sketches)
+        codes = [np.zeros(0, dtype=np.int64)]
+        for band in range(keys.shape[1]):
+            order = np.argsort(keys[:, band], kind="stable").astype(np.int64)
+            ordered = keys[order, band]
+            for offset in range(1, count):  # pairs `offset` apart inside a run of equal keys
+                same = ordered[offset:] == ordered[:-offset]
+                if not same.any():
+                    break
+                left, right = order[:-offset][same], order[offset:][same]
+                across = family_of[left] != family_of[right]
+                left, right = left[across], right[across]
+                codes.append(np.minimum(left, right) * count + np.maximum(left, right))
+        unique = np.unique(np.concatenate(codes))
+        first, second = unique // count, unique % count
+        near = similarities(sketches, first, second) >= DROP_SIMILARITY
+        return first[near], second[near]
+
+    def built_index(self, index: SimhashIndex) -> tuple[bool, str]:
+        """Whether the service created the index this truth assumes."""
+        stored = None if index.verification is None else Verifier(**index.verification)
+        ok = (
+            index.bands == self.scheme
+            and stored is not None
+            and stored.mode == "sketch"
+            and DROP_SIMILARITY < stored.cutoff <= KEEP_SIMILARITY
+        )
+        found = "a Simhash block index" if index.bands is None else index.bands.describe()
+        verified = "no verification" if stored is None else f"{stored.mode} >= {stored.cutoff}"
+        return ok, (
+            f"the service created the index the corpus assumes: {found}, {verified} "
+            f"(between {DROP_SIMILARITY} and {KEEP_SIMILARITY})"
+        )
+
+
+class SimhashTruth:
+    """Ground truth for a Simhash block index (``neardup serve -k 3 --verify none``, the
+    service's default before band indexes): a near-duplicate is within 3 bits."""
+
+    name = "simhash"
+    serve_options: tuple[str, ...] = ("-k", str(MAX_DISTANCE), "--verify", "none")
+
+    def __init__(self) -> None:
+        self.fingerprinter = Fingerprinter(config=FingerprintConfig())  # what the server's index uses
+
+    @property
+    def rule(self) -> str:
+        return (
+            f"each within {MAX_DISTANCE} bits of every member of its family; no document within "
+            f"{MAX_DISTANCE} bits of another family's"
+        )
+
+    def index_text(self) -> str:
+        return f"Simhash block index, k = {MAX_DISTANCE} (`neardup serve {' '.join(self.serve_options)}`)"
+
+    def measure(self, texts: list[str]) -> npt.NDArray[np.uint64]:
+        """Each text's 64-bit fingerprint, in chunks: one call over 100 k texts would hold
+        gigabytes of token columns."""
+        fingerprint = self.fingerprinter.fingerprint_many
+        values = [
+            value
+            for start in range(0, len(texts), FINGERPRINT_CHUNK)
+            for value in to_ints(fingerprint(texts[start : start + FINGERPRINT_CHUNK]))
+        ]
+        return np.asarray(values, dtype=np.uint64)
+
+    def close(
+        self, values: npt.NDArray[np.uint64], first: npt.NDArray[np.int64], second: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.bool_]:
+        return np.asarray(
+            [
+                (a ^ b).bit_count() <= MAX_DISTANCE
+                for a, b in zip(values[first].tolist(), values[second].tolist(), strict=True)
+            ],
+            dtype=bool,
+        )
+
+    def near_pairs(
+        self, values: npt.NDArray[np.uint64], family_of: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        pairs = find_all_pairs(values, MAX_DISTANCE, bits=64)
+        first, second = np.asarray(pairs.i, dtype=np.int64), np.asarray(pairs.j, dtype=np.int64)
+        across = family_of[first] != family_of[second]
+        return first[across], second[across]
+
+    def built_index(self, index: SimhashIndex) -> tuple[bool, str]:
+        ok = index.bands is None and index.max_distance == MAX_DISTANCE and index.verification is None
+        kind = "a band index" if index.bands is not None else f"a block index, k = {index.max_distance}"
+        verified = "no verification" if index.verification is None else index.verification.get("mode")
+        return ok, f"the service created the index the corpus assumes: {kind}, {verified}"
+
+
+Truth = BandTruth | SimhashTruth
+TRUTHS: dict[str, type[BandTruth] | type[SimhashTruth]] = {"bands": BandTruth, "simhash": SimhashTruth}
+
+
+def similarities(
+    sketches: npt.NDArray[np.uint64], first: npt.NDArray[np.int64], second: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """sketch_similarity of the pairs (first[t], second[t]), a chunk of rows at a time."""
+    out = np.empty(len(first), dtype=np.float64)
+    for low in range(0, len(first), PAIR_CHUNK):
+        high = low + PAIR_CHUNK
+        out[low:high] = sketch_similarity(sketches[first[low:high]], sketches[second[low:high]])
+    return out
+
+
+def build_corpus(target: int, seed: int, truth: Truth) -> Corpus:
+    """At least ``target`` documents in families whose near-duplicates under ``truth`` (the
+    index the service creates) are known exactly."""
     rng = random.Random(seed)
-    fingerprinter = Fingerprinter(config=FingerprintConfig())  # what the server's index uses
     english, chinese = base_texts()
     source = originals(english, chinese, rng)
     kept: list[list[str]] = []  # accepted families' texts
-    kept_values = np.zeros(0, dtype=np.uint64)
+    kept_features = truth.measure([])
     total = dropped_copies = dropped_families = 0
     while total < target:
         want = max(1000, int((target - total) / 2.8))  # a family keeps ~2.8 of its 1 + 1..3 members
@@ -188,33 +417,35 @@ def build_corpus(target: int, seed: int) -> Corpus:
             [text, *(edit(text, rng) for _ in range(rng.randint(1, 3)))] for text in _take(source, want)
         ]
         sizes = [len(members) for members in candidates]
-        flat = [text for members in candidates for text in members]
-        values = [  # in chunks: one call over 100 k texts would hold gigabytes of token columns
-            value
-            for start in range(0, len(flat), FINGERPRINT_CHUNK)
-            for value in to_ints(fingerprinter.fingerprint_many(flat[start : start + FINGERPRINT_CHUNK]))
+        starts = np.cumsum([0, *sizes[:-1]]).tolist()
+        features = truth.measure([text for members in candidates for text in members])
+        inside = [  # every pair of a family's candidates
+            (start + a, start + b)
+            for start, size in zip(starts, sizes, strict=True)
+            for a in range(size)
+            for b in range(a + 1, size)
         ]
+        first, second = (np.asarray(side, dtype=np.int64) for side in zip(*inside, strict=True))
+        close = dict(zip(inside, truth.close(features, first, second).tolist(), strict=True))
         fresh: list[list[str]] = []
-        fresh_values: list[int] = []
-        start = 0
-        for members, size in zip(candidates, sizes, strict=True):
-            group = values[start : start + size]
-            start += size
+        fresh_rows: list[int] = []
+        for members, start, size in zip(candidates, starts, sizes, strict=True):
             chosen = [0]
             for row in range(1, size):  # a copy stays when it is near the original and every copy kept
-                if all((group[row] ^ group[other]).bit_count() <= MAX_DISTANCE for other in chosen):
+                if all(close[(start + other, start + row)] for other in chosen):
                     chosen.append(row)
             dropped_copies += size - len(chosen)
             fresh.append([members[row] for row in chosen])
-            fresh_values.extend(group[row] for row in chosen)
+            fresh_rows.extend(start + row for row in chosen)
         family_of = np.concatenate(
-            [np.full(len(kept_values), -1), np.repeat(np.arange(len(fresh)), [len(m) for m in fresh])]
+            [
+                np.full(len(kept_features), -1, dtype=np.int64),
+                np.repeat(np.arange(len(fresh), dtype=np.int64), [len(m) for m in fresh]),
+            ]
         )
-        every = np.concatenate([kept_values, np.asarray(fresh_values, dtype=np.uint64)])
-        pairs = find_all_pairs(every, MAX_DISTANCE, bits=64)
-        first, second = family_of[pairs.i], family_of[pairs.j]
-        across = first != second
-        bad = set(first[across].tolist()) | set(second[across].tolist())
+        every = np.concatenate([kept_features, features[fresh_rows]])
+        near_first, near_second = truth.near_pairs(every, family_of)  # pairs of two families
+        bad = set(family_of[near_first].tolist()) | set(family_of[near_second].tolist())
         bad.discard(-1)
         for number, members in enumerate(fresh):
             if number in bad:
@@ -223,15 +454,17 @@ def build_corpus(target: int, seed: int) -> Corpus:
             kept.append(members)
             total += len(members)
         keep_rows = np.flatnonzero(~np.isin(family_of, list(bad)) & (family_of >= 0))
-        kept_values = np.concatenate([kept_values, every[keep_rows]])
-    return _arrange(kept, rng, dropped_copies, dropped_families)
+        kept_features = np.concatenate([kept_features, every[keep_rows]])
+    return _arrange(kept, rng, dropped_copies, dropped_families, truth)
 
 
 def _take(source: Iterator[str], count: int) -> list[str]:
     return [next(source) for _ in range(count)]
 
 
-def _arrange(kept: list[list[str]], rng: random.Random, dropped_copies: int, dropped_families: int) -> Corpus:
+def _arrange(
+    kept: list[list[str]], rng: random.Random, dropped_copies: int, dropped_families: int, truth: Truth
+) -> Corpus:
     """Arrival order: families in random order, each member at a random delay after the
     family's slot: a third of them within a few requests (in flight together), the others
     up to ~20,000 requests later. The member sent first is as often a copy as the original."""
@@ -253,9 +486,8 @@ def _arrange(kept: list[list[str]], rng: random.Random, dropped_copies: int, dro
         position += len(members)
     slots.sort()
     planted = sum(len(members) - 1 for members in kept)
-    return Corpus(
-        [(key, text) for _, key, text in slots], family, len(kept), planted, dropped_copies, dropped_families
-    )
+    documents = [(key, text) for _, key, text in slots]
+    return Corpus(documents, family, len(kept), planted, dropped_copies, dropped_families, truth)
 
 
 # -- load --------------------------------------------------------------------------------------
@@ -524,7 +756,7 @@ def run_one(run: Run, corpus: Corpus, args: argparse.Namespace, folder: Path, st
     base = f"http://127.0.0.1:{port}"
     log = folder / f"serve-{run.store}-{run.mode}.log"
     options = {"baseline": ["--max-batch", "1"], "workers": ["--workers", str(args.workers)]}
-    process = serve(run.url, port, options.get(run.mode, []), log)
+    process = serve(run.url, port, [*corpus.truth.serve_options, *options.get(run.mode, [])], log)
     try:
         warm_up(base, corpus)
         calls, requests = service_figures(base)
@@ -571,6 +803,7 @@ def audit(run: Run, corpus: Corpus) -> list[tuple[bool, str]]:
     check(not not_added, f"every fresh id answered added=true ({len(not_added)} answered false)")
     cluster_of = {key: cluster for key, cluster, _, was_added, *_ in answers if was_added}
     with SimhashIndex.open(run.url, create=False) as index:
+        checks.append(corpus.truth.built_index(index))
         stored = set(index)
         size = len(index)
         keys = sorted(stored & set(cluster_of))
@@ -732,6 +965,13 @@ def main() -> None:
         "--documents", type=int, help=f"documents prepared [default: {DOCS_PER_SECOND} x seconds]"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--index",
+        choices=sorted(TRUTHS),
+        default="bands",
+        help="the index the service creates, and the ground truth the corpus follows: bands (the "
+        f"default of neardup serve, and of this benchmark) or simhash (-k {MAX_DISTANCE} --verify none)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds = 10.0
@@ -741,13 +981,13 @@ def main() -> None:
         parser.error("--query-share must be in [0, 1)")
     target = args.documents or int(DOCS_PER_SECOND * args.seconds)
     began = time.perf_counter()
-    corpus = build_corpus(target, args.seed)
+    truth = TRUTHS[args.index]()
+    corpus = build_corpus(target, args.seed, truth)
     print(
-        f"corpus: {len(corpus.documents):,} documents in {corpus.families:,} families, "
-        f"{corpus.planted:,} planted near-duplicates (within {MAX_DISTANCE} bits of every family member; "
+        f"corpus for a {truth.index_text()}: {len(corpus.documents):,} documents in "
+        f"{corpus.families:,} families, {corpus.planted:,} planted near-duplicates ({truth.rule}; "
         f"{corpus.dropped_copies:,} edited copies too far and {corpus.dropped_families:,} families near "
-        "another family dropped) "
-        f"in {time.perf_counter() - began:.0f} s",
+        f"another family dropped) in {time.perf_counter() - began:.0f} s",
         flush=True,
     )
     modes = ["default", "baseline"] if args.baseline else ["default"]

@@ -1,16 +1,18 @@
 """Band schemes: an index searched by the LSH bands of each record's text sketch.
 
 The Simhash block index of :mod:`neardup.blocks` finds fingerprints within k bits, and at the
-k a store can afford (3) it misses medium edits: on the labelled dev sets F1 0.41-0.45
+k a store can afford (3) it misses medium edits: on the labelled dev sets F1 0.44-0.45
 against 0.99 for the batch shingle search (issue 17). A band index finds what the batch
 search finds: each record keeps its one-permutation MinHash sketch of 512 bins with 8 bits
 per bin (:mod:`neardup.dedup.stored_sketch`, stored as its signature), and table t is keyed
-on the 32 bits of bins 4t … 4t+3. Two records share a table's key with probability about
-J⁴ (J their shingle Jaccard), so with 32 tables a pair at J = 0.5 is found with probability
-1 − (1 − 0.5⁴)³² = 0.87 and at J = 0.6 with 0.99 (candidate recall against brute force on
-the dev sets: 0.997 / 0.993, ``benchmarks/online_bands.py``); the sketch then decides.
-Unrelated records agree on a bin with probability 1/256, so on a 32-bit key with 2⁻³²:
-0.0075 chance candidates per query among 10⁶ stored records.
+on the 8·rows bits of bins rows·t … rows·t + rows − 1. Two records share a table's key with
+probability about J^rows (J their shingle Jaccard; a bin also agrees by chance, 1/256), so
+with the default 16 tables of 3 bins a pair at J = 0.5 is found with probability
+1 − (1 − 0.5³)¹⁶ = 0.88 and at J = 0.6 with 0.98; the sketch then decides. Unrelated records
+share a 24-bit key with probability 2⁻²⁴: about one chance candidate per query among 10⁶
+stored records (16 · 10⁶ / 2²⁴), which its sketch rejects. 16 × 3 gives the dev sets the F1
+of 32 × 4 (0.995 / 0.993 / 0.992 on zh_news / en_news / zh_short through a real index) with
+half the postings.
 
 Stores need nothing new: a record's *words* are its fingerprint words followed by its band
 keys, and each table is a :class:`~neardup.blocks.BitSelection` over one band key, so the
@@ -33,9 +35,8 @@ from .hashing import check_bits
 
 UInt64Array = npt.NDArray[np.uint64]
 
-#: Tables of a band index: 32 bands of 4 bins keep candidate recall 0.993-0.997 on the dev
-#: sets with 32 postings per record (the batch search uses 146 bands of 5; a store pays for
-#: every posting on each write).
+#: Tables of a band index. A store pays for every posting on each write, so fewer and shorter
+#: bands than the batch search's 146 x 5: 16 x 3 scored like 32 x 4 on the dev sets.
 DEFAULT_BANDS = 16
 #: Sketch bins (one byte each) per band: a band key is 8·rows bits of the stored sketch.
 DEFAULT_ROWS = 3

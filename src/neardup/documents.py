@@ -65,6 +65,8 @@ def signatures_of(
     if verifier.mode == "combined":
         metadata = [metadata_of(record.fields) for record in group]
         return verifier.signatures(texts, metadata_sets(metadata, texts, fingerprinter))
+    if verifier.mode == "sketch":  # texts as the fingerprints see them (e.g. to_simplified)
+        return verifier.signatures(texts, normalizer=fingerprinter.normalizer)
     return verifier.signatures(texts)
 
 
