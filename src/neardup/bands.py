@@ -46,11 +46,11 @@ SKETCH_BYTES = 512
 
 @dataclass(frozen=True)
 class BandScheme:
-    """``bands`` tables, table t keyed on bits [32t, 32t + 32) of each record's sketch.
+    """``bands`` tables, table t keyed on sketch bytes [rows·t, rows·t + rows).
 
     Presents what stores use of a :class:`BlockScheme` (``words``, ``tables``, ``keys``,
     ``table_count``, ``sub_blocks``, ``describe``, ``to_dict``), over words that hold the
-    ``bits``-bit fingerprint first and then the band keys, two per word.
+    ``bits``-bit fingerprint first and then the front of the sketch (its band bins).
     """
 
     bits: int = 64
