@@ -126,14 +126,7 @@ def verification_settings(mode: str) -> dict[str, Any]:
             "an index keeps no texts, so it verifies with stored signatures: use --verify sketch "
             "(the default), minhash or combined"
         )
-    verifier = Verifier(mode)
-    return {
-        "mode": mode,
-        "threshold": verifier.cutoff,
-        "content_weight": verifier.content_weight,
-        "num_perm": verifier.num_perm,
-        "seed": verifier.seed,
-    }
+    return Verifier(mode).settings()
 
 
 def open_index(url: str, config: IndexConfig | None) -> SimhashIndex:

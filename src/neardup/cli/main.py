@@ -91,3 +91,4 @@ main.add_command(__import__("neardup.cli.eval", fromlist=["eval_command"]).eval_
 main.add_command(__import__("neardup.cli.eval", fromlist=["baseline"]).baseline)
 main.add_command(__import__("neardup.cli.eval", fromlist=["sweep"]).sweep)
 main.add_command(__import__("neardup.cli.eval", fromlist=["report"]).report)
+index.add_command(__import__("neardup.cli.index_rebuild", fromlist=["rebuild"]).rebuild)

@@ -196,6 +196,16 @@ class Verifier:
         """Whether the mode compares stored signatures (what an index keeps per key)."""
         return self.mode in ("minhash", "combined", "sketch")
 
+    def settings(self) -> dict[str, Any]:
+        """Every field, as an index's meta records its verifier (``Verifier(**settings)``)."""
+        return {
+            "mode": self.mode,
+            "threshold": self.cutoff,
+            "content_weight": self.content_weight,
+            "num_perm": self.num_perm,
+            "seed": self.seed,
+        }
+
     @property
     def signature_words(self) -> int:
         """uint64 words of one signature: the 512-byte text sketch, or num_perm MinHash values."""

@@ -98,6 +98,7 @@ class SqlStorage(Storage):
         self.meta_table = f"{self.prefix}_meta"
         self.records_table = f"{self.prefix}_records"
         self.recent_table = f"{self.prefix}_recent"
+        self._recent = True
         self._depth = 0
         self._block_columns: list[str] = []
 
@@ -220,11 +221,13 @@ class SqlStorage(Storage):
     def attach(self, scheme: Scheme, mu: float) -> None:
         super().attach(scheme, mu)
         self._block_columns = [f"b{table}" for table in range(scheme.table_count)]
+        # A store of format 1 (read by `neardup index rebuild`) has no recent table.
+        self._recent = self._table_exists(self.recent_table)
 
     @property
-    def tables(self) -> tuple[str, str]:
-        """The two tables that hold records: the settled ones and the recent ones."""
-        return (self.records_table, self.recent_table)
+    def tables(self) -> tuple[str, ...]:
+        """The tables that hold records: the settled ones and the recent ones."""
+        return (self.records_table, self.recent_table) if self._recent else (self.records_table,)
 
     # -- records -------------------------------------------------------------------------
     def add_many(self, batch: RecordBatch) -> None:
