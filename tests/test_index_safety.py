@@ -149,7 +149,7 @@ def test_edited_stopword_and_dictionary_files_are_refused(tmp_path: Path) -> Non
 def test_a_full_disk_is_one_line_and_keeps_what_was_stored(tmp_path: Path, mounts: list[Path]) -> None:
     small = tmp_path / "small"
     small.mkdir()
-    mount(mounts, "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small))
+    mount(mounts, "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small))
     few = write_lines(tmp_path / "few.jsonl", *docs(20))
     many = write_lines(tmp_path / "many.jsonl", *docs(5000, seed=5, prefix="m"))
     url = f"sqlite:///{small}/index.db"
@@ -215,7 +215,11 @@ def test_missing_meta_is_one_line_and_not_overwritten(tmp_path: Path) -> None:
         line = one_line_error(err)
         assert code == 1 and "damaged" in line and str(path) in line
     with sqlite3.connect(path) as connection:
-        assert connection.execute("SELECT COUNT(*) FROM neardup_records").fetchone()[0] == 10
+        counts = [
+            connection.execute(f"SELECT COUNT(*) FROM neardup_{name}").fetchone()[0]
+            for name in ("records", "recent")
+        ]
+        assert sum(counts) == 10
     connection.close()
 
 
@@ -273,7 +277,7 @@ def test_another_applications_database_is_left_alone_unless_asked(tmp_path: Path
 
     code, _, err = run("index", "add", str(path), str(new), "--create-in-existing")
     assert code == 0, err
-    assert database_state(path)[1] == ["neardup_meta", "neardup_records", "people"]
+    assert database_state(path)[1] == ["neardup_meta", "neardup_recent", "neardup_records", "people"]
     with SimhashIndex.open(f"sqlite:///{tmp_path}/other.db?create_in_existing=1") as index:
         index.add("a", 1)  # the library's equivalent (here a new file, where it changes nothing)
 

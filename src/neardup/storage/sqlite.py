@@ -82,7 +82,6 @@ class SqliteStorage(SqlStorage):
             target, uri=uri, isolation_level=None, check_same_thread=False, timeout=self.timeout
         )
         connection.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-        connection.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         return connection
 
     def _connect_read_only(self, where: str) -> sqlite3.Connection:
@@ -98,6 +97,7 @@ class SqliteStorage(SqlStorage):
                 raise
             connection = self._connect(target + "&immutable=1", uri=True)
             connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        connection.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         return connection
 
     def _connect_writable(self) -> sqlite3.Connection:
@@ -107,6 +107,7 @@ class SqliteStorage(SqlStorage):
             if self.path == ":memory:" or not _foreign_tables(connection):
                 connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = FULL")
+            connection.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         except BaseException:
             connection.close()
             raise
