@@ -432,6 +432,11 @@ def start_redis(
     return server
 
 
+#: Extra ``postgres -c`` settings from NEARDUP_POSTGRES_SETTINGS (space-separated), for
+#: measurements at sizes the default 128 MB of shared buffers does not hold.
+EXTRA_POSTGRES_SETTINGS = os.environ.get("NEARDUP_POSTGRES_SETTINGS", "").split()
+
+
 def start_postgres(
     directory: Path | str | None = None,
     port: int | None = None,
@@ -494,6 +499,8 @@ def start_postgres(
             "-c", "fsync=on",
             "-c", "synchronous_commit=on",
             "-c", "max_connections=200",
+            # More settings for measurements, e.g. "shared_buffers=1GB max_wal_size=4GB".
+            *[part for setting in EXTRA_POSTGRES_SETTINGS for part in ("-c", setting)],
         ]  # fmt: skip
         process = _launch(args, log, detach=detach, user=user)
         query = [str(psql), "-X", "-q", "-h", LOOPBACK, "-p", str(port), "-U", "postgres", "-d", "postgres"]
