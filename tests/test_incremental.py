@@ -73,3 +73,44 @@ def test_the_index_imports_nothing_from_dedup() -> None:
     code = "import neardup.index, sys; print(sorted(m for m in sys.modules if m.startswith('neardup.dedup')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_band_index_links_batch_neighbours_and_explains_them_like_a_query() -> None:
+    """In one batch, a record joins an earlier record of the batch that shares a band and
+    whose sketch confirms it, exactly as if that record had been stored first; the
+    explanation names the shared bands and the sketch Jaccard."""
+    from neardup import BandScheme, Fingerprinter, Verifier
+    from neardup.config import FingerprintConfig
+    from neardup.dedup.incremental import text_index_config
+    from neardup.documents import DocumentIndex, explain_matches
+    from neardup.io import Record
+
+    base = "The central bank raised its benchmark rate by a quarter point on Tuesday, citing inflation. "
+    texts = [
+        base * 3,
+        base * 3 + "Markets fell.",
+        "An entirely different story about football in Spain. " * 3,
+    ]
+    fingerprints = Fingerprinter().fingerprint_many(texts)
+    sketches = Verifier("sketch").signatures(texts)
+    config = text_index_config(FingerprintConfig())
+    together = SimhashIndex(scheme=BandScheme(64))
+    results = IncrementalDeduper(together, Verifier("sketch")).check_and_add_many(
+        ["a", "b", "c"], fingerprints, signatures=sketches
+    )
+    assert [(r.cluster, r.duplicate) for r in results] == [("a", False), ("a", True), ("c", False)]
+    apart = SimhashIndex.open("memory://", config)
+    deduper = IncrementalDeduper(apart, Verifier("sketch"))
+    for row, key in enumerate(["a", "b", "c"]):
+        single = deduper.check_and_add_many(
+            [key], fingerprints[row : row + 1], signatures=sketches[row : row + 1]
+        )
+        assert (single[0].cluster, single[0].duplicate) == (results[row].cluster, results[row].duplicate)
+    documents = DocumentIndex(apart)
+    batch = documents.prepare([Record("q", texts[1], None, "q")])
+    matches = documents.query(batch)[0]
+    assert [match.key for match in matches] == ["a", "b"] or [m.key for m in matches] == ["b", "a"]
+    explained = explain_matches(documents, batch.fingerprints[0], batch.signatures[0], matches)
+    by_key = dict(zip([match.key for match in matches], explained, strict=True))
+    assert by_key["b"]["sketch_jaccard"] == 1.0 and by_key["b"]["tables"] == list(range(16))
+    assert 0.5 <= by_key["a"]["sketch_jaccard"] < 1.0 and by_key["a"]["tables"]

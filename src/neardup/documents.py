@@ -208,6 +208,10 @@ def explain_matches(
     scheme = index.scheme
     bands = index.bands
     query_keys = [table.extract_int(query) for table in scheme.tables] if bands is None else []
+    mine = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
+    query_bands = None
+    if bands is not None and mine is not None:
+        query_bands = bands.keys(bands.compose(words.reshape(1, -1), mine))[0]
     verifier = documents.verifier
     stored: dict[Key, bytes | None] = {}
     if verifier is not None and signature is not None and matches:
@@ -227,13 +231,10 @@ def explain_matches(
                 for number, table in enumerate(scheme.tables)
                 if table.extract_int(match.fingerprint) == query_keys[number]
             ]
-        elif signature is not None and blob is not None and verifier is not None:
-            other = signature_from_bytes(blob, verifier.signature_words)
-            mine = np.asarray(signature, dtype=np.uint64).reshape(1, -1)
-            shared = bands.keys(bands.compose(words.reshape(1, -1), mine)) == bands.keys(
-                bands.compose(words.reshape(1, -1), other.reshape(1, -1))
-            )
-            explanation["tables"] = np.flatnonzero(shared[0]).tolist()  # the bands it shares
+        elif mine is not None and blob is not None and verifier is not None:
+            other = signature_from_bytes(blob, verifier.signature_words).reshape(1, -1)
+            shared = bands.keys(bands.compose(words.reshape(1, -1), other))[0] == query_bands
+            explanation["tables"] = np.flatnonzero(shared).tolist()  # the bands it shares
             explanation["sketch_jaccard"] = round(float(sketch_similarity(mine, other)[0]), 4)
             out.append(explanation)
             continue

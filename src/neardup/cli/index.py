@@ -18,10 +18,9 @@ import click
 import numpy as np
 from click.core import ParameterSource
 
-from ..bands import BandScheme
 from ..config import FingerprintConfig, IndexConfig
 from ..dedup.batch import BucketStats
-from ..dedup.incremental import IncrementalDeduper
+from ..dedup.incremental import IncrementalDeduper, text_index_config
 from ..dedup.verify import Verifier
 from ..distance import to_hex
 from ..documents import fingerprinter_of, resolve_keys, signatures_of, stored_verifier
@@ -98,7 +97,7 @@ def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfi
                 "--verify sketch searches by text sketches, not by Hamming distance: drop -k, "
                 "or give -k with --verify none, minhash or combined for a Simhash block index"
             )
-        return band_config(fingerprint)
+        return text_index_config(fingerprint)
     check_max_distance(ctx, fingerprint.bits, max_distance)
     verify = "none" if verify == "auto" else verify
     return IndexConfig(
@@ -106,16 +105,6 @@ def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfi
         max_distance=3 if max_distance is None else max_distance,
         fingerprint=fingerprint,
         verification=None if verify == "none" else verification_settings(verify),
-    )
-
-
-def band_config(fingerprint: FingerprintConfig) -> IndexConfig:
-    """The default index: band postings of each text's sketch, the sketch deciding."""
-    return IndexConfig(
-        bits=fingerprint.bits,
-        scheme=BandScheme(fingerprint.bits),
-        fingerprint=fingerprint,
-        verification=verification_settings("sketch"),
     )
 
 
@@ -136,7 +125,7 @@ def open_index(url: str, config: IndexConfig | None) -> SimhashIndex:
     if config is None:
         with contextlib.suppress(IndexNotFoundError):
             return SimhashIndex.open(url, create=False)
-        config = band_config(FingerprintConfig())
+        config = text_index_config(FingerprintConfig())
     context = click.get_current_context(silent=True)
     into_existing = bool(context and context.params.get("create_in_existing"))
     return SimhashIndex.open(url, config, create_in_existing=into_existing)

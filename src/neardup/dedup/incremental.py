@@ -30,14 +30,28 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..arrays import sorted_unique
+from ..bands import BandScheme
 from ..blocks import BlockScheme
+from ..config import FingerprintConfig, IndexConfig
 from ..distance import row_distances
 from ..errors import ConfigError, InputError, KeyExistsError
 from ..index import Match, SimhashIndex, match_order
 from ..minhash import signature_blobs
-from ..storage.base import Key, check_key, shown_key
+from ..storage.base import Key, check_key, match_blocks, shown_key
 from .batch import find_all_pairs
 from .verify import Verifier, verify_stored_matches
+
+
+def text_index_config(fingerprint: FingerprintConfig) -> IndexConfig:
+    """The index the command line and the service create by default: band postings of each
+    text's sketch, the sketch deciding (:mod:`neardup.bands`)."""
+    return IndexConfig(
+        bits=fingerprint.bits,
+        scheme=BandScheme(fingerprint.bits),
+        fingerprint=fingerprint,
+        verification=Verifier("sketch").settings(),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,21 +255,14 @@ def _band_neighbours(
     if len(rows) < 2 or index.bands is None:
         return neighbours
     keys = index.bands.keys(index.bands.compose(words, sketches))
-    pairs: set[tuple[int, int]] = set()
-    for band in range(keys.shape[1]):
-        order = np.argsort(keys[:, band], kind="stable")
-        ordered = keys[order, band]
-        same = ordered[1:] == ordered[:-1]
-        if not same.any():
-            continue
-        bounds = np.flatnonzero(np.r_[True, ~same, True])
-        for low, high in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            if high - low > 1:
-                group = sorted(order[low:high].tolist())
-                pairs.update((a, b) for position, a in enumerate(group) for b in group[position + 1 :])
-    if not pairs:
+    left, right = match_blocks(keys, keys)  # every (row, row) sharing a band, both ways
+    earlier = left < right
+    count = np.int64(len(rows))
+    # Each pair once, however many bands it shares.
+    pairs = np.asarray(sorted_unique(left[earlier] * count + right[earlier]), dtype=np.int64)
+    if not pairs.size:
         return neighbours
-    first, second = (np.array(side, dtype=np.int64) for side in zip(*sorted(pairs), strict=True))
+    first, second = pairs // count, pairs % count
     width = index.scheme.fingerprint_words
     distances = row_distances(words[first, :width] ^ words[second, :width]).tolist()
     for a, b, distance in zip(first.tolist(), second.tolist(), distances, strict=True):

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bands import BandScheme, scheme_from_dict
+from ..bands import scheme_from_dict
 from ..buckets import DEFAULT_MU
 from ..config import FingerprintConfig, IndexConfig
 from ..documents import fingerprinter_of, signatures_of, stored_verifier
@@ -32,6 +32,7 @@ from ..storage import open_storage
 from ..storage.base import Key, Storage, check_key, lookable
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
+from .incremental import text_index_config
 from .verify import Verifier
 
 #: Records per batch: one transaction each in the new store, as ``neardup index add`` does.
@@ -68,12 +69,7 @@ def rebuild_config(meta: Mapping[str, Any]) -> IndexConfig:
     the old index recorded none), as ``neardup index add`` creates it."""
     recorded = meta.get("fingerprint_config")
     fingerprint = FingerprintConfig.from_dict(recorded) if recorded else FingerprintConfig()
-    return IndexConfig(
-        bits=fingerprint.bits,
-        scheme=BandScheme(fingerprint.bits),
-        fingerprint=fingerprint,
-        verification=sketch_verification(),
-    )
+    return text_index_config(fingerprint)
 
 
 def rebuild_index(
