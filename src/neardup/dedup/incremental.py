@@ -38,9 +38,9 @@ from ..distance import row_distances
 from ..errors import ConfigError, InputError, KeyExistsError
 from ..index import Match, SimhashIndex, match_order
 from ..minhash import signature_blobs
-from ..storage.base import Key, check_key, match_blocks, shown_key
+from ..storage.base import Key, StoredRecord, check_key, match_blocks, shown_key
 from .batch import find_all_pairs
-from .verify import Verifier, verify_stored_matches
+from .verify import Verifier, check_verifiable, verify_with_records
 
 
 def text_index_config(fingerprint: FingerprintConfig) -> IndexConfig:
@@ -107,11 +107,21 @@ class IncrementalDeduper:
         signatures: npt.ArrayLike | None = None,
     ) -> list[list[Match]]:
         """:meth:`query` for a batch; ``signatures`` has one row per fingerprint."""
+        return self._query_records(fingerprints, max_distance, signatures)[0]
+
+    def _query_records(
+        self, fingerprints: npt.ArrayLike, max_distance: int | None, signatures: npt.ArrayLike | None
+    ) -> tuple[list[list[Match]], dict[Key, StoredRecord]]:
+        """The verified matches, and the stored records read to verify them (check-and-add
+        takes their cluster ids from these instead of reading them again)."""
         words = self.index.words(fingerprints)
         found = self.index.query_many(_flat(words), max_distance, signatures=signatures)
         if not self.verifying or self.verifier is None:
-            return found
-        return verify_stored_matches(self.index, found, self.verifier, signatures)
+            return found, {}
+        check_verifiable(self.verifier, signatures)
+        keys = list({match.key: None for matches in found for match in matches})
+        stored = {record.key: record for record in self.index.get_many(keys) if record is not None}
+        return verify_with_records(found, self.verifier, signatures, stored), stored
 
     # -- check-and-add -------------------------------------------------------------------
     def check_and_add(self, key: Key, fingerprint: int, signature: npt.ArrayLike | None = None) -> Assignment:
@@ -159,14 +169,17 @@ class IncrementalDeduper:
                         f"{where.at(first_row[key])}id {shown_key(key)} is already stored with another "
                         "fingerprint; remove it first or use another id (nothing of this batch was added)"
                     )
-            found = self.query_many(
+            found, read = self._query_records(
                 _flat(words[unique_rows]),
-                signatures=None if sig_rows is None or not self.verifying else sig_rows[unique_rows],
+                None,
+                None if sig_rows is None or not self.verifying else sig_rows[unique_rows],
             )
             matched = {match.key for matches in found for match in matches if match.key not in first_row}
+            unread = sorted(matched - read.keys(), key=_sort_key)
+            records = [read[key] for key in matched if key in read] + index.get_many(unread)
             clusters_of = {
                 record.key: record.cluster if record.cluster is not None else record.key
-                for record in index.get_many(sorted(matched, key=_sort_key))
+                for record in records
                 if record is not None
             }
             for key, record in stored.items():

@@ -53,7 +53,8 @@ from .shingles import Shingles
 from .stored_sketch import SKETCH_WORDS, sketch_similarity, text_sketches
 
 if TYPE_CHECKING:
-    from ..index import Match, SimhashIndex
+    from ..index import Match
+    from ..storage.base import Key, StoredRecord
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -421,11 +422,8 @@ def explain_pairs(
     ]
 
 
-def verify_stored_matches(
-    index: SimhashIndex, found: list[list[Match]], verifier: Verifier, signatures: npt.ArrayLike | None
-) -> list[list[Match]]:
-    """Keep the matches that the stored signatures confirm. A stored record without a
-    signature cannot be verified and is kept as Simhash found it."""
+def check_verifiable(verifier: Verifier, signatures: npt.ArrayLike | None) -> None:
+    """Refuse a verification an index cannot do before anything is read."""
     if not verifier.uses_signatures:
         raise ConfigError(
             f"--verify {verifier.mode} needs the texts, which an index does not keep; "
@@ -433,30 +431,41 @@ def verify_stored_matches(
         )
     if signatures is None:
         raise InputError(f"{verifier.mode} verification needs the queries' signatures (Verifier.signatures)")
+
+
+def verify_with_records(
+    found: list[list[Match]],
+    verifier: Verifier,
+    signatures: npt.ArrayLike | None,
+    stored: Mapping[Key, StoredRecord],
+) -> list[list[Match]]:
+    """Keep the matches that their stored signatures confirm (``stored``: the records the
+    caller read, which check-and-add reuses for their cluster ids). A stored record without
+    a signature cannot be verified and is kept as Simhash found it."""
+    check_verifiable(verifier, signatures)
     queries = np.asarray(signatures, dtype=np.uint64)
     width = verifier.signature_words
     if queries.ndim != 2 or queries.shape != (len(found), width):
         raise InputError(f"the query signatures must be ({len(found)}, {width}); got {queries.shape}")
-    keys = list({match.key: None for matches in found for match in matches})
-    stored = {record.key: record.signature for record in index.get_many(keys) if record is not None}
     # Every (query, signed match) pair in one comparison: a call per query cost a third of a
     # band index's check-and-add in numpy overheads alone.
     rows: list[int] = []
+    blobs: list[bytes] = []
     signed: list[Match] = []
     for row, matches in enumerate(found):
         for match in matches:
-            if stored.get(match.key) is not None:
+            record = stored.get(match.key)
+            if record is not None and record.signature is not None:
                 rows.append(row)
+                blobs.append(record.signature)
                 signed.append(match)
     if not signed:
         return found
-    blobs = np.frombuffer(b"".join(stored[match.key] for match in signed), dtype="<u8")  # type: ignore[misc]
-    if blobs.size != len(signed) * width:
-        wrong = next(len(blob) for match in signed if len(blob := stored[match.key] or b"") != 8 * width)
+    wrong = next((len(blob) for blob in blobs if len(blob) != 8 * width), None)
+    if wrong is not None:
         raise InputError(f"a stored signature has {wrong} bytes; expected {8 * width}")
+    stacked = np.frombuffer(b"".join(blobs), dtype="<u8").astype(np.uint64).reshape(len(signed), width)
     distances = np.array([match.distance for match in signed], dtype=np.int64)
-    verdict = verifier.verify_signatures(
-        distances, queries[rows], blobs.astype(np.uint64).reshape(len(signed), width)
-    )
+    verdict = verifier.verify_signatures(distances, queries[rows], stacked)
     dropped = {id(match) for match, keep in zip(signed, verdict.kept.tolist(), strict=True) if not keep}
     return [[match for match in matches if id(match) not in dropped] for matches in found]
