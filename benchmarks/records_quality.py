@@ -17,30 +17,87 @@ synthetic complaint rows (ids, names, phones, dates, amounts, categories, a Chin
 English complaint text; 10 % planted near-duplicates) streamed from an SQLite file, and the
 read-only rate of the same source for reference.
 
+Peers (``--peers``, nothing else is run): on all 8 sets of the folder (the 4 above and the
+test sets hpi_cora, bib_respiratory, bib_stroke, bib_digital_work; ``--sets`` picks some), one
+line per set and method with pairwise precision, recall, F1 and seconds, scored as above:
+
+- ``neardup default``  what ``neardup records FILE --key id --ignore cluster --clusters OUT``
+                       does, through the calls :mod:`neardup.cli.records` makes (open_source,
+                       the columns but ``cluster`` selected, -k auto, --verify auto, fields
+                       weighting, --keep first); its clusters equal the CLI's clusters file.
+- ``splink``           Splink (``pip install -e '.[peers]'``) on DuckDB; seconds from reading
+                       the CSV to the clusters. Every set: the prior from deterministic rules
+                       (``estimate_probability_two_random_records_match``), u by
+                       ``estimate_u_using_random_sampling(max_pairs=1e6, seed=2)``, m by
+                       ``estimate_parameters_using_expectation_maximisation`` once per training
+                       rule, ``predict(threshold_match_probability=0.2)`` (the febrl3 example's
+                       threshold) and ``cluster_pairwise_predictions_at_threshold`` at match
+                       probability 0.9 (connected components; tutorial "Predicting which records
+                       match"). ``id`` is only the unique_id, ``cluster`` is never read. A set on
+                       which Splink raises is printed as ``failed: <reason>``.
+
+  Per set (the settings were written down before the runs and not tuned on the results; the
+  bib and cora sets are test sets):
+
+  FEBRL 1-3 (person rows)   Splink's example "Deduplicating the febrl3 dataset" as it stands:
+      blocking soc_sec_id | given_name | surname | date_of_birth | postcode; comparisons
+      NameComparison(given_name), NameComparison(surname), DateOfBirthComparison(date_of_birth,
+      string, %Y%m%d), DamerauLevenshteinAtThresholds(soc_sec_id, [2]), ExactMatch with term
+      frequencies on street_number and postcode; prior from soc_sec_id | given_name + surname +
+      date_of_birth | names swapped + date_of_birth at recall 0.9; EM on date_of_birth, then on
+      postcode. (address_1/2, suburb and state are not used, as in the example.)
+  dedupe_csv_example (Chicago sites)   After Splink's "Matching businesses" example (a name,
+      the first number of the address, a postcode) and plain cleaning (lower case,
+      punctuation out, empty → null; no Splink page prescribes one for this data): site_name and
+      address lower-cased without punctuation, address_number = first number of the address,
+      zip = 5 digits of Zip, phone = its digits. Blocking phone | site_name | address |
+      address_number + first 3 letters of site_name | zip + same; comparisons
+      JaroWinklerAtThresholds(site_name, [0.95, 0.88, 0.7], term frequencies),
+      JaroWinklerAtThresholds(address, same), ExactMatch address_number, zip (term
+      frequencies), phone; prior from site_name + address | phone + address_number at recall
+      0.7; EM on phone, then on address_number. The other 30 columns are left out.
+  hpi_cora, bib_* (citations)   Splink has no citation example; the same generic comparison-
+      library model on each: title, authors (lower case, punctuation out), first_author (first
+      word of the authors), venue (journal; cora: journal or booktitle), year (first 19xx/20xx
+      of year; cora: of year or date), first_page (first number of pages), doi (digital_work
+      only; null elsewhere). Blocking first 20 letters of title | first_author + year | year +
+      first_page | doi; comparisons JaroWinklerAtThresholds title and authors [0.95, 0.88, 0.7],
+      venue [0.9, 0.7], ExactMatch first_author (term frequencies), year, first_page, doi; prior
+      from title + year | doi at recall 0.8; EM on year, then on the title prefix.
+
     python benchmarks/records_quality.py              # quality on the 4 sets + 1 M rows
     python benchmarks/records_quality.py --quick      # 100,000 synthetic rows
     python benchmarks/records_quality.py --rows 0     # quality only
+    pip install -e '.[peers]'                         # Splink, for --peers
+    python benchmarks/records_quality.py --peers      # neardup default vs Splink, 8 sets
+    python benchmarks/records_quality.py --peers --sets febrl_dataset1 hpi_cora
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import dataclasses
+import logging
 import random
 import sqlite3
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from neardup import Fingerprinter, cluster_records, find_all_pairs
-from neardup.record_dedup import DEFAULT_MAX_DISTANCE, Verification, find_duplicate_records
-from neardup.records import FieldSpec, RecordSchema
-from neardup.sources import CsvSource, SqlSource
+from neardup.config import FingerprintConfig
+from neardup.io import ErrorReport
+from neardup.record_dedup import AUTO, DEFAULT_MAX_DISTANCE, Verification, find_duplicate_records
+from neardup.records import FieldSpec, RecordSchema, schema_from_mapping
+from neardup.sources import DEFAULT_CHUNK_SIZE, CsvSource, SqlSource, open_source
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dev" / "records"
 SETS = ("febrl_dataset1", "febrl_dataset2", "febrl_dataset3", "dedupe_csv_example")
@@ -350,6 +407,255 @@ def throughput(count: int) -> None:
         )
 
 
+# -- peers: neardup's defaults against Splink ---------------------------------------------------
+
+PEER_SETS = (*SETS, "hpi_cora", "bib_respiratory", "bib_stroke", "bib_digital_work")
+PEERS_MISSING = "splink is not installed: pip install -e '.[peers]' (Splink 4+ with DuckDB)"
+#: Splink's thresholds: predict keeps pairs at match probability >= 0.2 (as the febrl3
+#: example), clustering joins pairs at >= 0.9; the u sample is fixed by its seed.
+SPLINK_PREDICT = 0.2
+SPLINK_CLUSTER = 0.9
+SPLINK_U_PAIRS = 1e6
+SPLINK_SEED = 2
+
+
+def read_gold(path: Path) -> dict[str, str]:
+    """id → gold cluster, in file order."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        return {row["id"]: row[GOLD] for row in csv.DictReader(handle)}
+
+
+def in_gold_order(assigned: dict[str, object], gold: dict[str, str]) -> list[object]:
+    """Predicted cluster of every gold row (a row the run did not return stands alone)."""
+    return [assigned.get(key, ("alone", key)) for key in gold]
+
+
+def run_neardup_default(path: Path, name: str = "") -> dict[str, object]:
+    """What ``neardup records FILE --key id --ignore cluster --clusters OUT`` does, through the
+    same calls as :mod:`neardup.cli.records` (source, selected columns, schema, fingerprint
+    settings, -k auto, --verify auto, --keep first); id → representative id."""
+    report = ErrorReport()
+    source = open_source(str(path), chunk_size=DEFAULT_CHUNK_SIZE, on_error="fail", report=report)
+    schema = schema_from_mapping({}, key="id", ignore=(GOLD,))
+    try:
+        wanted = schema.columns_to_read(source.columns)
+        if len(wanted) < len(source.columns):
+            source.select(wanted)
+        result = find_duplicate_records(
+            source.columns,
+            source.chunks(),
+            dataclasses.replace(schema, ignore=()),
+            config=FingerprintConfig().replace(weighting="fields"),
+            max_distance=None,
+            check=AUTO,
+            keep="first",
+            on_error="fail",
+            report=report,
+            source_name=source.name,
+        )
+    finally:
+        source.close()
+    keys = [str(key) for key in result.keys]
+    return {key: keys[index] for key, index in zip(keys, result.clusters.cluster.tolist(), strict=True)}
+
+
+def _splink_person(cl: Any, block_on: Any) -> dict[str, Any]:
+    """FEBRL: Splink's "Deduplicating the febrl3 dataset" example, as it stands."""
+    return {
+        "select": "given_name, surname, street_number, postcode, date_of_birth, soc_sec_id",
+        "blocking": [
+            block_on("soc_sec_id"),
+            block_on("given_name"),
+            block_on("surname"),
+            block_on("date_of_birth"),
+            block_on("postcode"),
+        ],
+        "comparisons": [
+            cl.NameComparison("given_name"),
+            cl.NameComparison("surname"),
+            cl.DateOfBirthComparison("date_of_birth", input_is_string=True, datetime_format="%Y%m%d"),
+            cl.DamerauLevenshteinAtThresholds("soc_sec_id", [2]),
+            cl.ExactMatch("street_number").configure(term_frequency_adjustments=True),
+            cl.ExactMatch("postcode").configure(term_frequency_adjustments=True),
+        ],
+        "deterministic": [
+            block_on("soc_sec_id"),
+            block_on("given_name", "surname", "date_of_birth"),
+            "l.given_name = r.surname and l.surname = r.given_name and l.date_of_birth = r.date_of_birth",
+        ],
+        "recall": 0.9,
+        "em": [block_on("date_of_birth"), block_on("postcode")],
+    }
+
+
+def _splink_sites(cl: Any, block_on: Any) -> dict[str, Any]:
+    """The Chicago sites: name, address, zip, phone, in the manner of Splink's "Matching
+    businesses" example (name + address number + postcode), with string-similarity levels."""
+    return {
+        "select": (
+            r"""nullif(trim(regexp_replace(lower("Site name"), '[^a-z0-9 ]', ' ', 'g')), '') as site_name,
+            nullif(trim(regexp_replace(lower("Address"), '[^a-z0-9 ]', ' ', 'g')), '') as address,
+            nullif(regexp_extract("Address", '(\d+[A-Za-z]?)'), '') as address_number,
+            nullif(regexp_extract("Zip", '(\d{5})'), '') as zip,
+            nullif(regexp_replace("Phone", '[^0-9]', '', 'g'), '') as phone"""
+        ),
+        "blocking": [
+            block_on("phone"),
+            block_on("site_name"),
+            block_on("address"),
+            block_on("address_number", "substr(site_name, 1, 3)"),
+            block_on("zip", "substr(site_name, 1, 3)"),
+        ],
+        "comparisons": [
+            cl.JaroWinklerAtThresholds("site_name", [0.95, 0.88, 0.7]).configure(
+                term_frequency_adjustments=True
+            ),
+            cl.JaroWinklerAtThresholds("address", [0.95, 0.88, 0.7]),
+            cl.ExactMatch("address_number"),
+            cl.ExactMatch("zip").configure(term_frequency_adjustments=True),
+            cl.ExactMatch("phone"),
+        ],
+        "deterministic": [block_on("site_name", "address"), block_on("phone", "address_number")],
+        "recall": 0.7,
+        "em": [block_on("phone"), block_on("address_number")],
+    }
+
+
+def _splink_bibliographic(name: str, cl: Any, block_on: Any) -> dict[str, Any]:
+    """Citations: title, first author, authors, venue, year, first page (and DOI where the
+    set has one); generic comparison-library levels, tutorial-style blocking and training."""
+    if name == "hpi_cora":
+        authors, venue, year = "authors", "coalesce(journal, booktitle)", "coalesce(year, date)"
+        first_page, doi = "pages", "null"
+    else:
+        authors, venue, year, first_page = "author", "journal", "year", "pages"
+        doi = "lower(doi)" if name == "bib_digital_work" else "null"
+    return {
+        "select": (
+            rf"""nullif(trim(regexp_replace(lower(title), '[^[:alnum:] ]+', ' ', 'g')), '') as title,
+            nullif(trim(regexp_replace(lower({authors}), '[^[:alnum:], ]+', ' ', 'g')), '') as authors,
+            nullif(lower(regexp_extract(trim({authors}), '^([^ ,.]+)')), '') as first_author,
+            nullif(trim(regexp_replace(lower({venue}), '[^[:alnum:] ]+', ' ', 'g')), '') as venue,
+            nullif(regexp_extract({year}, '((19|20)\d\d)'), '') as year,
+            nullif(regexp_extract({first_page}, '(\d+)'), '') as first_page,
+            nullif({doi}, '') as doi"""
+        ),
+        "blocking": [
+            block_on("substr(title, 1, 20)"),
+            block_on("first_author", "year"),
+            block_on("year", "first_page"),
+            block_on("doi"),
+        ],
+        "comparisons": [
+            cl.JaroWinklerAtThresholds("title", [0.95, 0.88, 0.7]),
+            cl.JaroWinklerAtThresholds("authors", [0.95, 0.88, 0.7]),
+            cl.ExactMatch("first_author").configure(term_frequency_adjustments=True),
+            cl.JaroWinklerAtThresholds("venue", [0.9, 0.7]),
+            cl.ExactMatch("year"),
+            cl.ExactMatch("first_page"),
+            cl.ExactMatch("doi"),
+        ],
+        "deterministic": [block_on("title", "year"), block_on("doi")],
+        "recall": 0.8,
+        "em": [block_on("year"), block_on("substr(title, 1, 20)")],
+    }
+
+
+def splink_config(name: str, cl: Any, block_on: Any) -> dict[str, Any]:
+    if name.startswith("febrl"):
+        return _splink_person(cl, block_on)
+    if name == "dedupe_csv_example":
+        return _splink_sites(cl, block_on)
+    return _splink_bibliographic(name, cl, block_on)
+
+
+def run_splink(path: Path, name: str) -> dict[str, object]:
+    """id → Splink cluster: DuckDB, the set's configuration (:func:`splink_config`), the prior
+    from deterministic rules, u by random sampling (seed :data:`SPLINK_SEED`), m by EM on
+    each training blocking rule, predict, connected components at :data:`SPLINK_CLUSTER`."""
+    import duckdb
+    import splink
+    import splink.comparison_library as cl
+    from splink import DuckDBAPI, Linker, SettingsCreator, block_on
+
+    config = splink_config(name, cl, block_on)
+    connection = duckdb.connect()
+    table = connection.sql(
+        f"select id as unique_id, {config['select']} "
+        f"from read_csv('{path}', header = true, all_varchar = true)"
+    )
+    db_api = DuckDBAPI(connection=connection)
+    settings = SettingsCreator(
+        link_type="dedupe_only",
+        blocking_rules_to_generate_predictions=config["blocking"],
+        comparisons=config["comparisons"],
+        retain_intermediate_calculation_columns=False,
+    )
+    if int(splink.__version__.split(".")[0]) >= 5:
+        linker = Linker(db_api.register(table), settings, log_level=logging.ERROR)
+    else:  # Splink 4 takes the table and the database API separately
+        linker = Linker(table, settings, db_api, set_up_basic_logging=False)
+    linker.training.estimate_probability_two_random_records_match(
+        config["deterministic"], recall=config["recall"]
+    )
+    linker.training.estimate_u_using_random_sampling(max_pairs=SPLINK_U_PAIRS, seed=SPLINK_SEED)
+    for rule in config["em"]:
+        linker.training.estimate_parameters_using_expectation_maximisation(rule)
+    predictions = linker.inference.predict(threshold_match_probability=SPLINK_PREDICT)
+    clusters = linker.clustering.cluster_pairwise_predictions_at_threshold(
+        predictions, threshold_match_probability=SPLINK_CLUSTER
+    )
+    rows = clusters.as_duckdbpyrelation().select("unique_id, cluster_id").fetchall()
+    connection.close()
+    return {str(key): cluster for key, cluster in rows}
+
+
+def peers(data: Path, names: Sequence[str]) -> None:
+    try:  # imported here once, so that no run's seconds include the imports
+        import splink.comparison_library  # noqa: F401
+        from splink import DuckDBAPI  # noqa: F401
+    except ImportError:
+        print(PEERS_MISSING)
+        sys.exit(1)
+    logging.getLogger("splink").setLevel(logging.ERROR)
+    header = (
+        f"{'set':19} {'method':16} {'pairs':>7} {'gold':>6} {'precision':>9} {'recall':>7} {'F1':>6} "
+        f"{'seconds':>8}"
+    )
+    table: list[str] = []
+    print(header, flush=True)
+    for name in names:
+        path = data / f"{name}.csv"
+        if not path.exists():
+            print(f"{name}: {path} is absent; skipped", file=sys.stderr)
+            continue
+        gold = read_gold(path)
+        truth = list(gold.values())
+        runs: tuple[tuple[str, Callable[[Path, str], dict[str, object]]], ...] = (
+            ("neardup default", run_neardup_default),
+            ("splink", run_splink),
+        )
+        for label, run in runs:
+            start = time.perf_counter()
+            try:
+                assigned = run(path, name)
+            except Exception as exc:  # a peer that fails on a set is reported, not fatal
+                reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
+                line = f"{name:19} {label:16} failed: {reason}"
+            else:
+                seconds = time.perf_counter() - start
+                precision, recall, f1, found, pairs = pairwise_scores(in_gold_order(assigned, gold), truth)
+                line = (
+                    f"{name:19} {label:16} {found:7d} {pairs:6d} {precision:9.3f} {recall:7.3f} "
+                    f"{f1:6.3f} {seconds:8.1f}"
+                )
+            print(line, flush=True)
+            table.append(line)
+    print()
+    print(header)
+    print("\n".join(table))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -358,7 +664,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=None, help="synthetic rows for the speed run (0: none)")
     parser.add_argument("--quick", action="store_true", help="100,000 synthetic rows instead of 1,000,000")
     parser.add_argument("--no-quality", action="store_true", help="skip the quality runs")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="only the peer comparison: neardup's defaults against Splink on every set (needs .[peers])",
+    )
+    parser.add_argument(
+        "--sets", nargs="+", metavar="NAME", choices=PEER_SETS, default=PEER_SETS, help="sets for --peers"
+    )
     args = parser.parse_args()
+    if args.peers:
+        peers(args.data, args.sets)
+        return
     if not args.no_quality:
         quality(args.data)
     rows = args.rows if args.rows is not None else (100_000 if args.quick else 1_000_000)
