@@ -49,12 +49,18 @@ def test_csv_every_row_gets_a_cluster_line(tmp_path: Path) -> None:
     source = write_csv(tmp_path / "people.csv")
     out = tmp_path / "groups.jsonl"
     pairs = tmp_path / "pairs.jsonl"
-    result = run("records", str(source), "--key", "id", "--clusters", str(out), "--pairs", str(pairs))
-    assert result.exit_code == 0, result.output
-    assert read_clusters(out) == {"a1": "a1", "a2": "a1", "b1": "b1", "c1": "c1", "b2": "b1"}
-    assert [json.loads(line)["a"] for line in pairs.read_text().splitlines()] == ["a1", "b1"]
-    assert "name: short ×2 (auto)" in result.output and "notes: text" in result.output
-    assert "5 rows, 2 pairs within distance 18" in result.output  # -k auto for a small input
+    for search in ([], ["-k", "auto"]):  # learned weights (the default), Simhash
+        result = run(
+            "records", str(source), "--key", "id", "--clusters", str(out), "--pairs", str(pairs), *search
+        )
+        assert result.exit_code == 0, result.output
+        assert read_clusters(out) == {"a1": "a1", "a2": "a1", "b1": "b1", "c1": "c1", "b2": "b1"}
+        assert [json.loads(line)["a"] for line in pairs.read_text().splitlines()] == ["a1", "b1"]
+        if search:
+            assert "name: short ×2 (auto)" in result.output and "notes: text" in result.output
+            assert "5 rows, 2 pairs within distance 18" in result.output  # -k auto for a small input
+        else:
+            assert "5 rows, 2 pairs agreeing on 70% of their filled columns" in result.output
 
 
 def test_parquet_source(tmp_path: Path) -> None:

@@ -197,6 +197,8 @@ class RecordsResult:
     clusters: Clusters
     max_distance: int = DEFAULT_MAX_DISTANCE
     check: Verification | None = None
+    #: The learned path's model (:class:`~neardup.record_learned.LearnedModel`); None for Simhash.
+    model: Any = None
 
     def distances(self) -> npt.NDArray[np.uint8]:
         """Each row's Hamming distance to its cluster's representative."""

@@ -31,6 +31,7 @@ from ..record_dedup import (
     find_duplicate_records,
     verification,
 )
+from ..record_learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT, learned_duplicate_records
 from ..records import RecordSchema, ResolvedSchema, parse_field, schema_from_mapping
 from ..sources import DEFAULT_CHUNK_SIZE, GroupRows, RowSource, SqlSource, open_source, write_groups
 from .common import (
@@ -48,6 +49,10 @@ _EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 _SETTINGS = {**TOKENIZER_SETTINGS, "bits": "bits", "hash_name": "hash", "no_stopwords": "stopwords"}
 # [records] keys of --config that a flag of the same meaning overrides.
 _RECORD_SETTINGS = ("max_distance", "verify", "min_similarity", "keep", "chunk_size")
+# Options (flags or [records] keys) that ask for the Simhash search; without any of them the
+# learned field weights (neardup.record_learned) find the duplicates.
+_SIMHASH_FLAGS = ("max_distance", "verify", "min_similarity", "fields", "only_fields", "bits", "hash_name")
+_SIMHASH_KEYS = ("max_distance", "verify", "min_similarity", "fields", "only_listed")
 
 
 @click.command(short_help="Find duplicate rows of a database table, a query, or a CSV/Parquet file.")
@@ -88,6 +93,13 @@ _RECORD_SETTINGS = ("max_distance", "verify", "min_similarity", "keep", "chunk_s
     "--min-similarity",
     type=click.FloatRange(0.0, 1.0),
     help="Similarity a pair needs to pass --verify [default: fields 0.7, jaccard 0.5].",
+)
+@click.option(
+    "--match-threshold",
+    type=click.FloatRange(0.0, 1.0),
+    default=DEFAULT_THRESHOLD,
+    show_default=True,
+    help="Learned weights (the default without -k/--verify/--field): match probability a pair needs.",
 )
 @click.option(
     "--keep",
@@ -148,7 +160,13 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
     """Find the duplicate rows of SOURCE: a database URL with --table or --query, or a CSV
     or Parquet file.
 
-    Each row becomes a Simhash fingerprint of its columns (seed 002's fields weighting):
+    By default, rows sharing a rare exact key (a column's value, a typo-tolerant name, a
+    title's first words, two columns' values) are compared column by column, and weights
+    learnt from those pairs without labels (Fellegi-Sunter, EM; printed to stderr) decide
+    which are duplicates (--match-threshold).
+
+    With -k, --verify, --min-similarity, --field or --only-fields (flags or [records] keys),
+    each row becomes a Simhash fingerprint of its columns (seed 002's fields weighting):
     short columns (names, codes, dates, numbers) are one feature each, `column=value`,
     weight 2; long text columns are cut into words weighted by their counts; nulls count
     for nothing. Kinds are chosen from the first 1,000 rows unless --field gives them.
@@ -224,6 +242,9 @@ def _settings(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
         flags_schema["only_listed"] = True
     settings["record_schema"] = schema_from_mapping(records_table, **flags_schema)
     settings["config"] = _fingerprint_config(ctx, data, options)
+    settings["learned"] = not any(
+        ctx.get_parameter_source(name) in _EXPLICIT for name in _SIMHASH_FLAGS
+    ) and not any(name in records_table for name in _SIMHASH_KEYS)
     distance = settings["max_distance"]
     settings["max_distance"] = None if distance in (None, AUTO) else int(distance)
     verify = str(settings["verify"])
@@ -270,6 +291,23 @@ def _run(row_source: RowSource, settings: dict[str, Any], report: ErrorReport) -
     def announce(resolved: ResolvedSchema) -> None:
         click.echo(f"neardup: {row_source.name}: {resolved.describe()}", err=True)
 
+    if settings["learned"]:
+        with progress_bar(progress, "rows", unit=" rows") as bar:
+            result = learned_duplicate_records(
+                row_source.columns,
+                row_source.chunks(),
+                schema,
+                threshold=float(settings["match_threshold"]),
+                keep=str(settings["keep"]),
+                on_error=settings["on_error"],
+                report=report,
+                source_name=row_source.name,
+                progress=bar.update,
+                on_schema=announce,
+            )
+        for line in result.model.describe():
+            click.echo(f"neardup: {line}", err=True)
+        return result
     with progress_bar(progress, "rows", unit=" rows") as bar:
         return find_duplicate_records(
             row_source.columns,
@@ -335,8 +373,16 @@ def _summary(result: RecordsResult, settings: dict[str, Any], seconds: float) ->
     duplicates = int(np.count_nonzero(clusters.representative != np.arange(n))) if n else 0
     verified = f" ({len(result.candidates)} candidates, {result.check.mode} verified)" if result.check else ""
     rate = n / seconds if seconds > 0 else 0.0
+    found = f"{len(result.pairs)} pairs within distance {result.max_distance}{verified}"
+    if result.model is not None:
+        rule = (
+            f"with match probability >= {result.model.threshold:g}"
+            if result.model.learned
+            else f"agreeing on {FEW_PAIRS_AGREEMENT:.0%} of their filled columns"
+        )
+        found = f"{len(result.pairs)} pairs {rule} ({len(result.candidates)} candidates)"
     return (
-        f"neardup: {n} rows, {len(result.pairs)} pairs within distance {result.max_distance}{verified}, "
+        f"neardup: {n} rows, {found}, "
         f"{groups} groups of 2+ rows, {duplicates} duplicates of a representative; {result.empty} empty; "
         f"{result.skipped} skipped; {seconds:.1f} s ({rate:,.0f} rows/s)"
     )
