@@ -62,7 +62,6 @@ from .base import (
     load_meta,
     match_blocks,
     words_to_bytes,
-    words_to_int,
 )
 from .lease import Lease
 from .urls import redacted
@@ -268,8 +267,16 @@ class RedisStorage(Storage):
     # -- records -------------------------------------------------------------------------
     def _bucket_names(self, words: UInt64Array) -> list[str]:
         """``P:t{table}:{hex}`` for every (row, table), row-major."""
-        blocks = self.scheme.keys(words).tolist()
-        return [f"{self.prefix}:t{table}:{block:x}" for row in blocks for table, block in enumerate(row)]
+        heads = self._bucket_heads()
+        return [
+            f"{head}{block:x}"
+            for row in self.scheme.keys(words).tolist()
+            for head, block in zip(heads, row, strict=True)
+        ]
+
+    def _bucket_heads(self) -> list[str]:
+        """``P:t{table}:`` per table (16 names per record: formatted once, not per name)."""
+        return [f"{self.prefix}:t{table}:" for table in range(self.scheme.table_count)]
 
     def add_many(self, batch: RecordBatch) -> None:
         if not len(batch):
@@ -357,21 +364,18 @@ class RedisStorage(Storage):
         ]
 
     def _record(self, key: Key, packed: bytes) -> StoredRecord:
-        width = self.scheme.words
-        fingerprint, cluster, signature = unpack_record(key, packed, width)
-        return StoredRecord(
-            key,
-            words_to_int(bytes_to_words([fingerprint], width)[0], self.scheme.fingerprint_words),
-            cluster,
-            signature,
-        )
+        fingerprint, cluster, signature = unpack_record(key, packed, self.scheme.words)
+        # The fingerprint is its first 1 or 2 little-endian words, low word first.
+        value = int.from_bytes(fingerprint[: 8 * self.scheme.fingerprint_words], "little")
+        return StoredRecord(key, value, cluster, signature)
 
     def candidates(self, words: UInt64Array) -> Candidates:
         """One round trip: a script reads each distinct (table, block) bucket of the batch;
         the members' own block keys then pair them with the queries in numpy."""
         blocks = self.scheme.keys(words)
+        heads = self._bucket_heads()
         names = [
-            f"{self.prefix}:t{table}:{block:x}"
+            f"{heads[table]}{block:x}"
             for table in range(blocks.shape[1])
             for block in np.unique(blocks[:, table]).tolist()
         ]
