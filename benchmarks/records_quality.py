@@ -23,8 +23,9 @@ line per set and method with pairwise precision, recall, F1 and seconds, scored 
 
 - ``neardup default``  what ``neardup records FILE --key id --ignore cluster --clusters OUT``
                        does, through the calls :mod:`neardup.cli.records` makes (open_source,
-                       the columns but ``cluster`` selected, -k auto, --verify auto, fields
-                       weighting, --keep first); its clusters equal the CLI's clusters file.
+                       the columns but ``cluster`` selected, learned weights, --keep first).
+- ``neardup -k auto``  the same with ``-k auto``: the Simhash path (-k auto, --verify auto,
+                       fields weighting), the default before the learned weights.
 - ``splink``           Splink (``pip install -e '.[peers]'``) on DuckDB; seconds from reading
                        the CSV to the clusters. Every set: the prior from deterministic rules
                        (``estimate_probability_two_random_records_match``), u by
@@ -96,6 +97,7 @@ from neardup import Fingerprinter, cluster_records, find_all_pairs
 from neardup.config import FingerprintConfig
 from neardup.io import ErrorReport
 from neardup.record_dedup import AUTO, DEFAULT_MAX_DISTANCE, Verification, find_duplicate_records
+from neardup.record_learned import learned_duplicate_records
 from neardup.records import FieldSpec, RecordSchema, schema_from_mapping
 from neardup.sources import DEFAULT_CHUNK_SIZE, CsvSource, SqlSource, open_source
 
@@ -432,8 +434,33 @@ def in_gold_order(assigned: dict[str, object], gold: dict[str, str]) -> list[obj
 
 def run_neardup_default(path: Path, name: str = "") -> dict[str, object]:
     """What ``neardup records FILE --key id --ignore cluster --clusters OUT`` does, through the
-    same calls as :mod:`neardup.cli.records` (source, selected columns, schema, fingerprint
-    settings, -k auto, --verify auto, --keep first); id → representative id."""
+    same calls as :mod:`neardup.cli.records`: learned weights (:mod:`neardup.record_learned`),
+    --keep first; id → representative id."""
+    report = ErrorReport()
+    source = open_source(str(path), chunk_size=DEFAULT_CHUNK_SIZE, on_error="fail", report=report)
+    schema = schema_from_mapping({}, key="id", ignore=(GOLD,))
+    try:
+        wanted = schema.columns_to_read(source.columns)
+        if len(wanted) < len(source.columns):
+            source.select(wanted)
+        result = learned_duplicate_records(
+            source.columns,
+            source.chunks(),
+            dataclasses.replace(schema, ignore=()),
+            keep="first",
+            on_error="fail",
+            report=report,
+            source_name=source.name,
+        )
+    finally:
+        source.close()
+    keys = [str(key) for key in result.keys]
+    return {key: keys[index] for key, index in zip(keys, result.clusters.cluster.tolist(), strict=True)}
+
+
+def run_neardup_simhash(path: Path, name: str = "") -> dict[str, object]:
+    """``neardup records FILE --key id --ignore cluster -k auto``: the Simhash path, the
+    default before the learned weights (-k auto, --verify auto, fields weighting)."""
     report = ErrorReport()
     source = open_source(str(path), chunk_size=DEFAULT_CHUNK_SIZE, on_error="fail", report=report)
     schema = schema_from_mapping({}, key="id", ignore=(GOLD,))
@@ -633,6 +660,7 @@ def peers(data: Path, names: Sequence[str]) -> None:
         truth = list(gold.values())
         runs: tuple[tuple[str, Callable[[Path, str], dict[str, object]]], ...] = (
             ("neardup default", run_neardup_default),
+            ("neardup -k auto", run_neardup_simhash),
             ("splink", run_splink),
         )
         for label, run in runs:
