@@ -79,6 +79,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import logging
 import random
 import sqlite3
@@ -433,34 +434,28 @@ def in_gold_order(assigned: dict[str, object], gold: dict[str, str]) -> list[obj
 
 
 def run_neardup_default(path: Path, name: str = "") -> dict[str, object]:
-    """What ``neardup records FILE --key id --ignore cluster --clusters OUT`` does, through the
-    same calls as :mod:`neardup.cli.records`: learned weights (:mod:`neardup.record_learned`),
-    --keep first; id → representative id."""
-    report = ErrorReport()
-    source = open_source(str(path), chunk_size=DEFAULT_CHUNK_SIZE, on_error="fail", report=report)
-    schema = schema_from_mapping({}, key="id", ignore=(GOLD,))
-    try:
-        wanted = schema.columns_to_read(source.columns)
-        if len(wanted) < len(source.columns):
-            source.select(wanted)
-        result = learned_duplicate_records(
-            source.columns,
-            source.chunks(),
-            dataclasses.replace(schema, ignore=()),
-            keep="first",
-            on_error="fail",
-            report=report,
-            source_name=source.name,
-        )
-    finally:
-        source.close()
-    keys = [str(key) for key in result.keys]
-    return {key: keys[index] for key, index in zip(keys, result.clusters.cluster.tolist(), strict=True)}
+    """What ``neardup records FILE --key id --ignore cluster --clusters OUT`` does: learned
+    weights (:mod:`neardup.record_learned`), --keep first; id → representative id."""
+    return _run_neardup(path, learned_duplicate_records)
 
 
 def run_neardup_simhash(path: Path, name: str = "") -> dict[str, object]:
     """``neardup records FILE --key id --ignore cluster -k auto``: the Simhash path, the
     default before the learned weights (-k auto, --verify auto, fields weighting)."""
+    return _run_neardup(
+        path,
+        functools.partial(
+            find_duplicate_records,
+            config=FingerprintConfig().replace(weighting="fields"),
+            max_distance=None,
+            check=AUTO,
+        ),
+    )
+
+
+def _run_neardup(path: Path, find: Callable[..., Any]) -> dict[str, object]:
+    """One neardup records path through the calls :mod:`neardup.cli.records` makes (source,
+    the columns but ``cluster`` selected, schema, --keep first); id → representative id."""
     report = ErrorReport()
     source = open_source(str(path), chunk_size=DEFAULT_CHUNK_SIZE, on_error="fail", report=report)
     schema = schema_from_mapping({}, key="id", ignore=(GOLD,))
@@ -468,13 +463,10 @@ def run_neardup_simhash(path: Path, name: str = "") -> dict[str, object]:
         wanted = schema.columns_to_read(source.columns)
         if len(wanted) < len(source.columns):
             source.select(wanted)
-        result = find_duplicate_records(
+        result = find(
             source.columns,
             source.chunks(),
             dataclasses.replace(schema, ignore=()),
-            config=FingerprintConfig().replace(weighting="fields"),
-            max_distance=None,
-            check=AUTO,
             keep="first",
             on_error="fail",
             report=report,

@@ -291,38 +291,36 @@ def _run(row_source: RowSource, settings: dict[str, Any], report: ErrorReport) -
     def announce(resolved: ResolvedSchema) -> None:
         click.echo(f"neardup: {row_source.name}: {resolved.describe()}", err=True)
 
-    if settings["learned"]:
-        with progress_bar(progress, "rows", unit=" rows") as bar:
-            result = learned_duplicate_records(
+    common = {
+        "keep": str(settings["keep"]),
+        "on_error": settings["on_error"],
+        "report": report,
+        "source_name": row_source.name,
+        "on_schema": announce,
+    }
+    with progress_bar(progress, "rows", unit=" rows") as bar:
+        if not settings["learned"]:
+            return find_duplicate_records(
                 row_source.columns,
                 row_source.chunks(),
                 schema,
-                threshold=float(settings["match_threshold"]),
-                keep=str(settings["keep"]),
-                on_error=settings["on_error"],
-                report=report,
-                source_name=row_source.name,
+                config=settings["config"],
+                max_distance=settings["max_distance"],
+                check=settings["check"],
                 progress=bar.update,
-                on_schema=announce,
+                **common,
             )
-        for line in result.model.describe():
-            click.echo(f"neardup: {line}", err=True)
-        return result
-    with progress_bar(progress, "rows", unit=" rows") as bar:
-        return find_duplicate_records(
+        result = learned_duplicate_records(
             row_source.columns,
             row_source.chunks(),
             schema,
-            config=settings["config"],
-            max_distance=settings["max_distance"],
-            check=settings["check"],
-            keep=str(settings["keep"]),
-            on_error=settings["on_error"],
-            report=report,
-            source_name=row_source.name,
+            threshold=float(settings["match_threshold"]),
             progress=bar.update,
-            on_schema=announce,
+            **common,
         )
+    for line in result.model.describe():
+        click.echo(f"neardup: {line}", err=True)
+    return result
 
 
 def _write_outputs(result: RecordsResult, row_source: RowSource, settings: dict[str, Any]) -> None:
