@@ -15,6 +15,7 @@ from neardup.bands import SKETCH_BYTES, BandScheme
 from neardup.config import IndexConfig
 from neardup.errors import KeyExistsError
 from neardup.minhash import signature_from_bytes
+from neardup.storage.postgres import PostgresStorage
 from neardup.storage.sql import SqlStorage
 
 RECENT = 40
@@ -29,7 +30,8 @@ def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
 
 @pytest.fixture
 def small_moves(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(SqlStorage, "recent_rows", RECENT)
+    for store in (SqlStorage, PostgresStorage):  # PostgreSQL sets its own
+        monkeypatch.setattr(store, "recent_rows", RECENT)
     yield
 
 

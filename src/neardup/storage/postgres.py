@@ -29,6 +29,11 @@ class PostgresStorage(SqlStorage):
     placeholder = "%s"
     blob_type = "BYTEA"
     id_column = "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+    #: A move touches nearly every leaf page of the 16 block indexes of the records table (and
+    #: writes them to the WAL after each checkpoint) whatever its size, so fewer, larger moves
+    #: cost less per record: band check-and-add sustained over 140,000 documents into 10^6
+    #: stored ran at 2,507 docs/s with 131,072 against 1,289 with 32,768.
+    recent_rows = 131_072
 
     def __init__(self, connection: Any, prefix: str = DEFAULT_PREFIX, where: str = "") -> None:
         super().__init__(connection, prefix, where)
