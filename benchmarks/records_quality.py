@@ -72,6 +72,7 @@ line per set and method with pairwise precision, recall, F1 and seconds, scored 
     pip install -e '.[peers]'                         # Splink, for --peers
     python benchmarks/records_quality.py --peers      # neardup default vs Splink, 8 sets
     python benchmarks/records_quality.py --peers --sets febrl_dataset1 hpi_cora
+    python benchmarks/records_quality.py --peers --sets febrl_dataset3 dedupe_csv_example --thresholds 0.5 0.9
 """
 
 from __future__ import annotations
@@ -439,6 +440,13 @@ def run_neardup_default(path: Path, name: str = "") -> dict[str, object]:
     return _run_neardup(path, learned_duplicate_records)
 
 
+def _at_threshold(value: float) -> Callable[[Path, str], dict[str, object]]:
+    """The default at ``--match-threshold value``."""
+    return lambda path, name: _run_neardup(
+        path, functools.partial(learned_duplicate_records, threshold=value)
+    )
+
+
 def run_neardup_simhash(path: Path, name: str = "") -> dict[str, object]:
     """``neardup records FILE --key id --ignore cluster -k auto``: the Simhash path, the
     default before the learned weights (-k auto, --verify auto, fields weighting)."""
@@ -629,7 +637,9 @@ def run_splink(path: Path, name: str) -> dict[str, object]:
     return {str(key): cluster for key, cluster in rows}
 
 
-def peers(data: Path, names: Sequence[str]) -> None:
+def peers(data: Path, names: Sequence[str], thresholds: Sequence[float] = ()) -> None:
+    """The peer table; each of ``thresholds`` adds a run of the default at that
+    --match-threshold (how the default's 0.99 was chosen)."""
     try:  # imported here once, so that no run's seconds include the imports
         import splink.comparison_library  # noqa: F401
         from splink import DuckDBAPI  # noqa: F401
@@ -650,11 +660,12 @@ def peers(data: Path, names: Sequence[str]) -> None:
             continue
         gold = read_gold(path)
         truth = list(gold.values())
-        runs: tuple[tuple[str, Callable[[Path, str], dict[str, object]]], ...] = (
+        runs: list[tuple[str, Callable[[Path, str], dict[str, object]]]] = [
             ("neardup default", run_neardup_default),
+            *[(f"neardup P>={value:g}", _at_threshold(value)) for value in thresholds],
             ("neardup -k auto", run_neardup_simhash),
             ("splink", run_splink),
-        )
+        ]
         for label, run in runs:
             start = time.perf_counter()
             try:
@@ -692,9 +703,17 @@ def main() -> None:
     parser.add_argument(
         "--sets", nargs="+", metavar="NAME", choices=PEER_SETS, default=PEER_SETS, help="sets for --peers"
     )
+    parser.add_argument(
+        "--thresholds",
+        nargs="+",
+        type=float,
+        default=[],
+        metavar="P",
+        help="with --peers: also run the default at these --match-threshold values",
+    )
     args = parser.parse_args()
     if args.peers:
-        peers(args.data, args.sets)
+        peers(args.data, args.sets, args.thresholds)
         return
     if not args.no_quality:
         quality(args.data)

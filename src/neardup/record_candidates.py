@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .arrays import sorted_unique
-from .dedup.batch import pairs_in_runs
+from .dedup.batch import expand_runs, pairs_in_runs
 
 IntArray = npt.NDArray[np.int64]
 
@@ -172,9 +172,7 @@ def _groups(codes: IntArray) -> _Groups:
     lengths = np.diff(np.append(starts, ordered.size))
     small = (lengths >= 2) & (lengths <= MAX_CAP)
     starts, lengths = starts[small], lengths[small]
-    positions = np.repeat(starts, lengths) + (
-        np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    )
+    positions = expand_runs(starts, lengths)
     new_starts = np.cumsum(lengths) - lengths
     return _Groups(order[positions].astype(np.int64), new_starts.astype(np.int64), lengths.astype(np.int64))
 

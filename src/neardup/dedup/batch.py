@@ -158,7 +158,7 @@ class _PairFinder:
         stats: TableStats,
     ) -> None:
         """Seed 000: re-bucket oversized buckets on sub-blocks of the bits outside the key."""
-        members = order[_expand_runs(starts, lengths)]
+        members = order[expand_runs(starts, lengths)]
         bucket_of = np.repeat(np.arange(lengths.size, dtype=np.uint64), lengths)
         local_bits = max(1, (members.size - 1).bit_length())
         bucket_bits = max(1, (lengths.size - 1).bit_length())
@@ -225,7 +225,7 @@ def _runs_by_key(keys: UInt64Array, index_bits: int) -> tuple[IntArray, IntArray
     return order, starts.astype(np.int64), lengths.astype(np.int64), buckets
 
 
-def _expand_runs(starts: IntArray, lengths: IntArray) -> IntArray:
+def expand_runs(starts: IntArray, lengths: IntArray) -> IntArray:
     """Every position covered by the runs, run by run."""
     total = int(lengths.sum())
     offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
@@ -238,7 +238,7 @@ def pairs_in_runs(
     """Yield (a, b) position arrays of all pairs inside runs, at most ~``chunk`` at a time."""
     if starts.size == 0:
         return
-    positions = _expand_runs(starts, lengths)
+    positions = expand_runs(starts, lengths)
     run_end = np.repeat(starts + lengths, lengths)
     partners = run_end - positions - 1
     cumulative = np.cumsum(partners)
