@@ -11,7 +11,8 @@ from neardup.record_candidates import (
     KeyColumn,
     candidate_pairs,
     candidates_for,
-    choose_cap,
+    MAX_CAP,
+    choose_caps,
     factorize,
     key_types,
 )
@@ -41,9 +42,9 @@ def random_table(seed: int, rows: int = 300, width: int = 6) -> list[KeyColumn]:
     return columns
 
 
-def brute_force(keys: list[tuple[str, np.ndarray]], rows: int, cap: int) -> set[tuple[int, int]]:
+def brute_force(keys: list[tuple[str, np.ndarray]], rows: int, caps: tuple[int, ...]) -> set[tuple[int, int]]:
     expected: set[tuple[int, int]] = set()
-    for _, codes in keys:
+    for (_, codes), cap in zip(keys, caps, strict=True):
         sizes = np.bincount(codes[codes >= 0]) if (codes >= 0).any() else np.zeros(0, dtype=np.int64)
         for a, b in itertools.combinations(range(rows), 2):
             if codes[a] >= 0 and codes[a] == codes[b] and sizes[codes[a]] <= cap:
@@ -57,9 +58,9 @@ def test_candidates_are_exactly_the_pairs_sharing_a_rare_key(seed: int, cap: int
     columns = random_table(seed)
     keys = key_types(columns)
     found = candidate_pairs(keys, 300, cap)
-    assert cap is None or found.cap == cap
+    assert cap is None or set(found.caps) == {cap}
     pairs = set(zip(found.i.tolist(), found.j.tolist(), strict=True))
-    assert pairs == brute_force(keys, 300, found.cap)
+    assert pairs == brute_force(keys, 300, found.caps)
     assert all(i < j for i, j in pairs)
     order = list(zip(found.i.tolist(), found.j.tolist(), strict=True))
     assert order == sorted(order) and len(order) == len(pairs)
@@ -96,7 +97,27 @@ def test_common_values_make_no_pairs_and_cap_fits_the_budget() -> None:
     assert len(found) == 0
     histogram = np.zeros(51, dtype=np.int64)
     histogram[3] = 10**6  # 3 M pairs from groups of 3, beyond the 2 M budget: the cap falls to 2
-    assert choose_cap([histogram], 1000) == 2
+    assert choose_caps([histogram], 1000) == [2]
+
+
+def test_caps_share_the_budget_so_selective_key_types_keep_large_groups() -> None:
+    """One cap for all would fall to 2 here; the selective type keeps every group."""
+    selective = np.zeros(MAX_CAP + 1, dtype=np.int64)
+    selective[[2, 12, 40]] = [1000, 50, 3]  # one person's many records share its rare keys
+    common = np.zeros(MAX_CAP + 1, dtype=np.int64)
+    common[2:] = 100_000  # a state: groups of every size, far beyond the budget
+    caps = choose_caps([selective, common], 100_000)
+    assert caps[0] == MAX_CAP and 2 <= caps[1] < MAX_CAP
+    sizes = np.arange(MAX_CAP + 1)
+    pairs = sum(
+        int((h[: c + 1] * sizes[: c + 1] * (sizes[: c + 1] - 1) // 2).sum())
+        for h, c in zip([selective, common], caps, strict=True)
+    )
+    assert pairs <= 2_000_000
+    # the next larger cap of the cut type would not fit
+    one_more = pairs + int(common[caps[1] + 1] * (caps[1] + 1) * caps[1] // 2)
+    assert one_more > 2_000_000
+    assert choose_caps([], 10) == []
 
 
 def test_many_rows_stay_within_the_budget() -> None:
@@ -107,4 +128,4 @@ def test_many_rows_stay_within_the_budget() -> None:
         values = [f"{name}{k}" for k in range(spread)]
         columns.append(KeyColumn(name, "code", rng.integers(0, spread, rows).astype(np.int64), values))
     found = candidates_for(columns, rows)
-    assert found.cap >= 2 and len(found) <= max(2_000_000, 5 * rows)
+    assert min(found.caps) >= 2 and len(found) <= max(2_000_000, 5 * rows)

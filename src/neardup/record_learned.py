@@ -76,7 +76,7 @@ class LearnedModel:
 
     weights: FieldWeights
     threshold: float
-    cap: int
+    caps: str
     candidates: int
     fitted_on: int
 
@@ -89,12 +89,12 @@ class LearnedModel:
         """Lines for stderr: the candidates, then :meth:`FieldWeights.describe`."""
         if not self.learned:
             return [
-                f"learned: {self.candidates} candidate pairs (keys held by ≤ {self.cap} rows), too few to "
+                f"learned: {self.candidates} candidate pairs (keys held by {self.caps} rows), too few to "
                 f"learn weights from (< {MIN_FIT_PAIRS}): a pair counts when it agrees on "
                 f"{FEW_PAIRS_AGREEMENT:.0%} of the columns both rows fill"
             ]
         return [
-            f"learned: {self.candidates} candidate pairs (keys held by ≤ {self.cap} rows), "
+            f"learned: {self.candidates} candidate pairs (keys held by {self.caps} rows), "
             f"weights fitted on {self.fitted_on}, match probability ≥ {self.threshold:g}",
             *self.weights.describe(),
         ]
@@ -253,7 +253,7 @@ def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tu
     index = np.concatenate(accepted) if accepted else np.zeros(0, dtype=np.int64)
     distance = np.concatenate(differing) if differing else np.zeros(0, dtype=np.uint8)
     pairs = Pairs(candidates.i[index], candidates.j[index], distance)
-    model = LearnedModel(weights, threshold, candidates.cap, total, len(sample))
+    model = LearnedModel(weights, threshold, candidates.describe_caps(), total, len(sample))
     return pairs, _Scored(model, candidates.i, candidates.j)
 
 
