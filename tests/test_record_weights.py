@@ -71,6 +71,16 @@ def test_text_jaccard_bands() -> None:
     assert levels_of(left, right, "text") == [3, 2, 1, 0]
 
 
+def test_close_values_with_other_numbers_are_different() -> None:
+    """Numbers inside names and text must agree (as multisets); values without numbers on
+    either side, and exact values, keep their levels."""
+    left = ["4217 W. 18th St.", "1400 w augusta blvd", "smith street 21", "editorial 2003 notes", "pages 1 2"]
+    right = ["4216 W. 19th St.", "1400 w augusta", "smith street", "editorial 2008 notes", "pages 2 1"]
+    assert levels_of(left[:3], right[:3], "name") == [0, 2, 2]
+    assert levels_of(left[3:], right[3:], "text") == [0, 3]
+    assert levels_of(["editorial 2003"], ["editorial 2003"], "name") == [3]
+
+
 def test_kinds_from_values() -> None:
     assert comparison_kind("phone", ["+61 2 9876 5432", "(02) 9876 5432", "0412 345 678"]) == "code"
     assert comparison_kind("postcode", ["2600", "4011", "3465"]) == "code"
