@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from neardup.record_candidates import (
+    MAX_CAP,
     KeyColumn,
     candidate_pairs,
     candidates_for,
-    MAX_CAP,
     choose_caps,
     factorize,
     key_types,
