@@ -12,7 +12,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from neardup.cli.main import main
-from neardup.record_learned import learned_duplicate_records
+from neardup.record_learned import guarded_pairs, learned_duplicate_records
 from neardup.records import RecordSchema, RowChunk
 
 from .conftest import shared_file
@@ -110,3 +110,31 @@ def test_a_small_table_is_decided_by_column_agreement_not_by_an_empty_fit() -> N
         (result.keys[a], result.keys[b]) for a, b in zip(result.pairs.i, result.pairs.j, strict=True)
     } == {("1", "2")}
     assert len(result.candidates) >= 2  # the city key made 1-3 and 2-3 candidates, then refused
+
+
+def _guard(pairs: dict[tuple[int, int], float], threshold: float = 0.99) -> set[tuple[int, int]]:
+    ordered = sorted(pairs)
+    i = np.array([a for a, _ in ordered], dtype=np.int64)
+    j = np.array([b for _, b in ordered], dtype=np.int64)
+    probability = np.array([pairs[pair] for pair in ordered])
+    kept = guarded_pairs(i, j, probability, np.flatnonzero(probability >= threshold))
+    return {ordered[k] for k in kept.tolist()}
+
+
+def test_a_likely_pair_does_not_bridge_two_groups_whose_other_pairs_do_not_match() -> None:
+    """Rows 0-2 and 3-5 are two groups; 2-3 is likely on its own, but the other compared pairs
+    between the groups are unlikely, so 2-3 is left out and the groups stay apart."""
+    pairs = {pair: 0.999 for pair in itertools.combinations(range(3), 2)}
+    pairs |= {pair: 0.998 for pair in itertools.combinations(range(3, 6), 2)}
+    pairs |= {(2, 3): 0.995, (0, 3): 0.01, (1, 4): 0.2, (2, 5): 0.3}
+    assert _guard(pairs) == {pair for pair, p in pairs.items() if p >= 0.99} - {(2, 3)}
+    # the same bridge between groups whose other compared pairs mostly match is kept
+    pairs |= {(0, 3): 0.9, (1, 4): 0.8}
+    assert (2, 3) in _guard(pairs)
+    # a chain of single likely pairs, with nothing else compared, stays one group
+    chain = {(0, 1): 0.999, (1, 2): 0.999, (2, 3): 0.995}
+    assert _guard(chain) == set(chain)
+    assert (
+        len(guarded_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)))
+        == 0
+    )
