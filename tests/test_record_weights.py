@@ -174,6 +174,27 @@ def test_rare_value_agreement_outweighs_a_common_one() -> None:
     assert adjusted[1] > adjusted[0] + 5  # 1/200 against 60/200: log2(60) ≈ 5.9 bits
 
 
+def test_common_text_weighs_less_and_near_equal_text_keeps_the_column_weight() -> None:
+    """Term frequencies for text: a title 30 rows share ("editorial") weighs less than a rare
+    one; two near-equal titles (the top level, not one shared value) keep the column weight."""
+    rng = np.random.default_rng(4)
+    titles = ["editorial"] * 30 + [
+        f"a long study of topic {k} in depth and detail with many words" for k in range(170)
+    ]
+    titles[199] = titles[31] + " today"  # near-equal to row 31: word Jaccard 13/14
+    table = prepare_table({"title": titles}, {"title": "text"})
+    i = rng.integers(0, 200, 3000)
+    j = (i + rng.integers(1, 200, 3000)) % 200
+    fitted = fit_weights(compare_pairs(table, i, j))
+    pairs = compare_pairs(table, [0, 40, 31], [1, 40, 199])  # common equal, rare equal, near-equal
+    assert pairs.levels[:, 0].tolist() == [3, 3, 3]
+    assert pairs.left[0].tolist() == ["editorial", titles[40], None]
+    plain = match_weights(fitted, pairs)
+    adjusted = match_weights(fitted, pairs, term_counts(table))
+    assert adjusted[1] > adjusted[0] + 4  # 1/200 against 30/200: log2(30) ≈ 4.9 bits
+    assert adjusted[2] == pytest.approx(plain[2])
+
+
 # -- (e) FEBRL ---------------------------------------------------------------------------------
 
 

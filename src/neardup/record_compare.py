@@ -52,8 +52,12 @@ LEVELS: dict[str, tuple[str, ...]] = {
     "text": ("jaccard<0.3", "jaccard≥0.3", "jaccard≥0.6", "jaccard≥0.9"),
 }
 COMPARE_KINDS: tuple[str, ...] = (*LEVELS, "ignore")
-#: Kinds whose top level is equality of one value, so term frequencies apply to it.
-TF_KINDS: tuple[str, ...] = ("name", "number", "date", "code")
+#: Kinds whose exact agreement is weighed by how common the shared value is (term
+#: frequencies). For text only pairs whose whole normalised values are equal count as sharing
+#: a value; its top level (word Jaccard ≥ 0.9) also holds near-equal values, which keep the
+#: column's weight. Text joined (bib_digital_work F1 0.725 → 0.794): two "Editorial" records
+#: share a title that 30 records hold.
+TF_KINDS: tuple[str, ...] = ("name", "number", "date", "code", "text")
 JARO_WINKLER = (0.88, 0.94)
 JACCARD = (0.3, 0.6, 0.9)
 #: Long digit strings (phone numbers) are compared on their last digits only, dropping
@@ -221,8 +225,8 @@ def prepare_table(
 
 @dataclass(frozen=True)
 class PairLevels:
-    """The levels of N pairs × C columns, and each pair's left value per column (the value
-    both rows hold when they agree exactly, for term frequencies)."""
+    """The levels of N pairs × C columns, and per column the value both rows of a pair hold
+    when their normalised values are equal (None otherwise), for term frequencies."""
 
     names: tuple[str, ...]
     kinds: tuple[str, ...]
@@ -239,7 +243,8 @@ def compare_pairs(table: PreparedTable, i: npt.ArrayLike, j: npt.ArrayLike) -> P
     levels = np.full((len(first), len(table.names)), -1, dtype=np.int8)
     for column, (kind, keys) in enumerate(zip(table.kinds, table.keys, strict=True)):
         levels[:, column] = compare_values(keys[first], keys[second], kind)
-    return PairLevels(table.names, table.kinds, levels, tuple(keys[first] for keys in table.keys))
+    shared = tuple(np.where(keys[first] == keys[second], keys[first], None) for keys in table.keys)
+    return PairLevels(table.names, table.kinds, levels, shared)
 
 
 def term_counts(table: PreparedTable) -> dict[str, Counter[str]]:

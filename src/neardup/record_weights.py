@@ -258,7 +258,7 @@ def match_weights(
         bits = table[np.where(levels >= 0, levels, len(column.weights))]
         counter = counts.get(name) if counts is not None else None
         if counter and column.kind in TF_KINDS:
-            exact = np.flatnonzero(levels == len(column.weights) - 1)
+            exact = np.flatnonzero((levels == len(column.weights) - 1) & (pairs.left[position] != None))  # noqa: E711
             size = sum(counter.values())
             agreement = sum(count * count for count in counter.values()) / size / size
             values = pairs.left[position][exact].tolist()
