@@ -210,14 +210,14 @@ def choose_caps(histograms: Sequence[IntArray], rows: int) -> list[int]:
     allowances = np.unique(cumulative)
     low, high = 0, len(allowances) - 1  # binary search: the largest allowance that fits
     if total(caps_for(int(allowances[high]))) <= budget:
-        return caps_for(int(allowances[high])).tolist()
+        return [int(cap) for cap in caps_for(int(allowances[high]))]
     while low < high:
         middle = (low + high + 1) // 2
         if total(caps_for(int(allowances[middle]))) <= budget:
             low = middle
         else:
             high = middle - 1
-    return caps_for(int(allowances[low])).tolist()
+    return [int(cap) for cap in caps_for(int(allowances[low]))]
 
 
 def candidate_pairs(keys: Sequence[tuple[str, IntArray]], rows: int, cap: int | None = None) -> Candidates:

@@ -243,8 +243,16 @@ def compare_pairs(table: PreparedTable, i: npt.ArrayLike, j: npt.ArrayLike) -> P
     levels = np.full((len(first), len(table.names)), -1, dtype=np.int8)
     for column, (kind, keys) in enumerate(zip(table.kinds, table.keys, strict=True)):
         levels[:, column] = compare_values(keys[first], keys[second], kind)
-    shared = tuple(np.where(keys[first] == keys[second], keys[first], None) for keys in table.keys)
-    return PairLevels(table.names, table.kinds, levels, shared)
+    return PairLevels(
+        table.names, table.kinds, levels, tuple(_shared(keys[first], keys[second]) for keys in table.keys)
+    )
+
+
+def _shared(a: Keys, b: Keys) -> Keys:
+    """``a[k]`` where ``a[k] == b[k]``, None elsewhere."""
+    out = a.copy()
+    out[a != b] = None
+    return out
 
 
 def term_counts(table: PreparedTable) -> dict[str, Counter[str]]:
