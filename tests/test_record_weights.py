@@ -51,6 +51,7 @@ def test_numbers_transposed_and_one_digit() -> None:
     left = ["19800512", "19800512", "19800512", "19800512", "1,000", "123"]
     right = ["19800521", "19800513", "19800512", "19811512", "1000", "1234"]
     assert levels_of(left, right, "number") == [1, 2, 3, 0, 3, 0]
+    assert levels_of(["5", "12", "12", "123"], ["6", "21", "13", "124"], "number") == [0, 0, 0, 2]
 
 
 def test_dates_in_any_year_first_form() -> None:
