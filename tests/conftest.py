@@ -4,12 +4,14 @@ fingerprinters, which are built once per session because loading the default IDF
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from neardup import Fingerprinter
+from neardup import Fingerprinter, SimhashIndex
+from neardup.config import IndexConfig
 
 pytest_plugins = ["tests.servers"]
 
@@ -44,3 +46,24 @@ def write_lines(path: Path, *lines: bytes | str | dict[str, Any]) -> Path:
 @pytest.fixture(scope="session")
 def default_fingerprinter() -> Fingerprinter:
     return Fingerprinter()
+
+
+def with_option(url: str, option: str) -> str:
+    """The store URL with one more query option (``prefix=P``, ``table=T``)."""
+    return url + ("&" if "?" in url else "?") + option
+
+
+@pytest.fixture
+def opened() -> Iterator[Callable[..., SimhashIndex]]:
+    """``SimhashIndex.open`` whose indexes are closed after the test (some test modules
+    define their own ``opened`` over a parametrised store)."""
+    indexes: list[SimhashIndex] = []
+
+    def open_index(url: str, config: IndexConfig | None = None) -> SimhashIndex:
+        index = SimhashIndex.open(url, config)
+        indexes.append(index)
+        return index
+
+    yield open_index
+    for index in indexes:
+        index.close()

@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 
 from neardup import IncrementalDeduper, SimhashIndex
-from neardup.config import IndexConfig
 from neardup.errors import ConfigError, KeyExistsError, StorageError, StorageUnavailableError
 from neardup.storage import open_storage
 from neardup.storage.base import RecordBatch
+
+from .conftest import with_option
 
 redis = pytest.importorskip("redis")
 pymongo = pytest.importorskip("pymongo")
@@ -31,24 +32,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def with_option(url: str, option: str) -> str:
-    return url + ("&" if "?" in url else "?") + option
-
-
-@pytest.fixture
-def opened() -> Iterator[Callable[..., SimhashIndex]]:
-    indexes: list[SimhashIndex] = []
-
-    def open_index(url: str, config: IndexConfig | None = None) -> SimhashIndex:
-        index = SimhashIndex.open(url, config)
-        indexes.append(index)
-        return index
-
-    yield open_index
-    for index in indexes:
-        index.close()
 
 
 def hold_lock(index: SimhashIndex, seconds: float, started: threading.Event) -> threading.Thread:
@@ -68,34 +51,6 @@ def redis_client(fresh_redis_url: str) -> Iterator[Any]:
     client = redis.Redis.from_url(fresh_redis_url)
     yield client
     client.close()
-
-
-def test_redis_layout_is_seed_000_buckets(
-    fresh_redis_url: str, redis_client: Any, opened: Callable[..., SimhashIndex]
-) -> None:
-    index = opened(with_option(fresh_redis_url, "prefix=dd"), IndexConfig(bits=64, max_distance=3))
-    value = 0x1234_5678_9ABC_DEF0
-    index.storage.add_many(
-        RecordBatch([7, "7"], np.array([[value], [value ^ 1]], np.uint64), ["c", None], [b"sig", None])
-    )
-    assert json.loads(redis_client.get("dd:meta"))["bits"] == 64
-    fingerprint = struct.pack("<Q", value)
-    # fingerprint, flags (cluster + signature), cluster length and typed key, signature
-    assert (
-        redis_client.hget("dd:records", "i:7")
-        == fingerprint + b"\x03" + struct.pack("<I", 3) + b"s:c" + b"sig"
-    )
-    assert redis_client.hget("dd:records", "s:7") == struct.pack("<Q", value ^ 1) + b"\x00"
-    blocks = [(value >> shift) & 0xFFFF for shift in (48, 32, 16)]  # the 4 x 16-bit pigeonhole tables
-    for table, block in enumerate(blocks):
-        assert redis_client.hgetall(f"dd:t{table}:{block:x}") == {
-            b"i:7": fingerprint,
-            b"s:7": struct.pack("<Q", value ^ 1),
-        }
-    record = index.get_many([7])[0]
-    assert record is not None and (record.cluster, record.signature) == ("c", b"sig")
-    index.remove_many([7, "7"])
-    assert redis_client.keys("dd:*") == [b"dd:meta"]  # Redis drops a hash with its last field
 
 
 def test_redis_prefixes_separate_stores_and_drop_removes_only_its_own(

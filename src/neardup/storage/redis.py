@@ -1,28 +1,38 @@
 """Redis store (redis-py): ``redis://[:password@]host[:port]/db[?prefix=P]``, ``rediss://`` for TLS.
 
 Seed 000 §1 keeps each table's block values as Redis keys whose values are the fingerprints
-that carry them. Keys (``P`` is the prefix, ``neardup`` by default):
+that carry them. Keys (``P`` is the prefix, ``neardup`` by default), layout 2:
 
-- ``P:meta``: the index configuration, a JSON string.
+- ``P:meta``: the index configuration, a JSON string; ``P:layout``: ``2``, written with it.
 - ``P:records``: a hash, typed key (``i:42`` / ``s:doc``, see :func:`~.base.encode_key`) →
-  packed record: the fingerprint (8 or 16 little-endian bytes), one flag byte (bit 0: a
-  cluster follows, bit 1: a signature follows), the cluster as a 4-byte little-endian length
-  and its typed key in UTF-8, then the signature bytes to the end. No pickle.
-- ``P:t{table}:{block key in hex}``: one hash per (table, block value) bucket, typed key →
-  fingerprint bytes, so a query reads a bucket with one HGETALL and verifies it in numpy.
-  Redis deletes a hash with its last field, so empty buckets cost nothing.
+  packed record: the stored words (the fingerprint's 8 or 16 little-endian bytes, then a band
+  index's band keys), one flag byte (bit 0: a cluster follows, bit 1: a signature follows),
+  the cluster as a 4-byte little-endian length and its typed key in UTF-8, then the
+  signature bytes to the end. No pickle.
+- ``P:b{table}:{block key}``: one string per (table, block value) bucket, the table number
+  and the block key (lower-case hex) zero-padded so that every name of a store is as long
+  (``P:b03:00a1f2`` in the default band index: 16 tables of 24-bit keys). It holds
+  one entry per record: the fingerprint (8 or 16 little-endian bytes), the typed key's length
+  (2 bytes, little-endian) and the typed key. An add APPENDs (one MSET for the new buckets),
+  a query reads a batch's buckets with one native MGET, and a removal rewrites the buckets it
+  touches (its cost grows with their size) or deletes those it empties.
 - ``P:lock``: the writer lock of check-and-add (a random token with an expiry).
 
-Writes are Lua scripts (EVALSHA): Redis runs a script to completion before any other
-command, so the existence check and every record and posting of a batch happen at once,
-and with ``appendfsync always`` the script's writes reach the AOF as one MULTI/EXEC block,
-fsynced before the reply; Redis drops an incomplete trailing MULTI block when it loads the
-AOF, so a killed server keeps a batch whole or not at all. A killed client never leaves half
-a batch either: the script runs entirely inside the server. Removals read the records,
-compute their buckets in numpy and delete in one script that first checks the records are
-unchanged (retried if another writer replaced one meanwhile). Queries are one script per
-batch that reads every bucket the batch names (one command, not one per bucket). Redis
-Cluster is not supported (a batch's keys span slots).
+Layout 1 (neardup before ``P:layout``) kept a hash per bucket, ``P:t{table}:{hex}``, read by
+one Lua call per bucket: at 10^6 records a check-and-add batch spent about half its time in
+those calls. A store without ``P:layout`` still opens and its records can be read (``neardup
+index rebuild`` reads them), but adding, removing, querying and bucket statistics refuse it
+with the rebuild command.
+
+Writes are Lua scripts (EVALSHA, text in :mod:`.redis_scripts`): Redis runs a script to
+completion before any other command, so the existence check and every record and posting of
+a batch happen at once, and with ``appendfsync always`` the script's writes reach the AOF as
+one MULTI/EXEC block, fsynced before the reply; Redis drops an incomplete trailing MULTI
+block when it loads the AOF, so a killed server keeps a batch whole or not at all. A killed
+client never leaves half a batch either: the script runs entirely inside the server. Removals
+read the records, compute their buckets in numpy and delete in one script that first checks
+the records are unchanged (retried if another writer replaced one meanwhile). Redis Cluster
+is not supported (a batch's keys span slots).
 """
 
 from __future__ import annotations
@@ -40,15 +50,17 @@ from ..bands import scheme_from_dict
 from ..buckets import BucketStats, TableStats
 from ..errors import (
     ConfigError,
+    IndexConfigMismatchError,
     KeyExistsError,
     KeyNotFoundError,
     MissingDependencyError,
     StorageError,
     StorageUnavailableError,
 )
-from . import check_options
+from . import check_options, redis_scripts
 from .base import (
     Candidates,
+    IntArray,
     Key,
     RecordBatch,
     Storage,
@@ -60,10 +72,11 @@ from .base import (
     encode_key,
     key_not_found_error,
     load_meta,
-    match_blocks,
+    verified,
     words_to_bytes,
 )
 from .lease import Lease
+from .redis_scripts import Buckets, bucket_args, bucket_entries, bucket_names, entry, name_widths
 from .urls import redacted
 
 if TYPE_CHECKING:
@@ -76,76 +89,11 @@ CONNECT_TIMEOUT_S = 5.0
 SOCKET_TIMEOUT_S = 120.0
 #: Retries of a removal whose records another writer replaced between read and delete.
 REMOVE_RETRIES = 5
+#: The bucket layout this module writes and reads (``P:layout``; see the module docstring).
+LAYOUT = "2"
+#: Queries per MGET of their buckets (16 buckets per query in the default band index).
+LOOKUP_QUERIES = 4096
 _HAS_CLUSTER, _HAS_SIGNATURE = 1, 2
-
-# Returns {0} when written, {1, key} for a key already stored, {2, key} for a key twice in
-# the batch, {3} when the caller's writer lock is no longer held (expired; nothing written).
-_ADD_SCRIPT = """
-local tables = tonumber(ARGV[1])
-if ARGV[2] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[2] then return {3} end
-local count = (#ARGV - 2) / 3
-local seen = {}
-for i = 0, count - 1 do
-  local key = ARGV[3 + 3 * i]
-  if seen[key] then return {2, key} end
-  seen[key] = true
-  if redis.call('HEXISTS', KEYS[1], key) == 1 then return {1, key} end
-end
-for i = 0, count - 1 do
-  local key, fingerprint = ARGV[3 + 3 * i], ARGV[5 + 3 * i]
-  redis.call('HSET', KEYS[1], key, ARGV[4 + 3 * i])
-  for t = 1, tables do redis.call('HSET', KEYS[2 + i * tables + t], key, fingerprint) end
-end
-return {0}
-"""
-
-# ARGV after the lock token: (key, packed record the caller read) pairs. Returns {0}, {1, key}
-# for a key not stored, {3} for a lost lock, {4, key} for a record changed since it was read.
-_REMOVE_SCRIPT = """
-local tables = tonumber(ARGV[1])
-if ARGV[2] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[2] then return {3} end
-local count = (#ARGV - 2) / 2
-for i = 0, count - 1 do
-  local key = ARGV[3 + 2 * i]
-  local stored = redis.call('HGET', KEYS[1], key)
-  if not stored then return {1, key} end
-  if stored ~= ARGV[4 + 2 * i] then return {4, key} end
-end
-for i = 0, count - 1 do
-  local key = ARGV[3 + 2 * i]
-  redis.call('HDEL', KEYS[1], key)
-  for t = 1, tables do redis.call('HDEL', KEYS[2 + i * tables + t], key) end
-end
-return {0}
-"""
-
-#: Every bucket of a query batch in one call: (bucket position, [field, value, ...]) for each
-#: non-empty bucket, the names given as one space-separated argument. A pipeline of one
-#: HGETALL per bucket spent 59 % of a band index's check-and-add in redis-py's per-command
-#: packing and parsing (16 buckets per query). Names hold no spaces (see check_prefix).
-_LOOKUP_SCRIPT = """
-local out = {}
-local position = 0
-for name in string.gmatch(ARGV[1], '[^ ]+') do
-  position = position + 1
-  local fields = redis.call('HGETALL', name)
-  if #fields > 0 then
-    out[#out + 1] = position
-    out[#out + 1] = fields
-  end
-end
-return out
-"""
-
-_RELEASE_SCRIPT = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-_RENEW_SCRIPT = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
 
 
 def check_prefix(prefix: str) -> str:
@@ -158,10 +106,10 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def pack_record(fingerprint: bytes, cluster: Key | None, signature: bytes | None) -> bytes:
-    """The ``P:records`` value: fingerprint, flags, optional cluster, optional signature."""
+def pack_record(stored: bytes, cluster: Key | None, signature: bytes | None) -> bytes:
+    """The ``P:records`` value: stored words, flags, optional cluster, optional signature."""
     flags = (0 if cluster is None else _HAS_CLUSTER) | (0 if signature is None else _HAS_SIGNATURE)
-    parts = [fingerprint, bytes((flags,))]
+    parts = [stored, bytes((flags,))]
     if cluster is not None:
         text = encode_key(cluster).encode("utf-8", "surrogatepass")
         parts += [struct.pack("<I", len(text)), text]
@@ -171,7 +119,7 @@ def pack_record(fingerprint: bytes, cluster: Key | None, signature: bytes | None
 
 
 def unpack_record(key: Key, packed: bytes, width: int) -> tuple[bytes, Key | None, bytes | None]:
-    """(fingerprint bytes, cluster, signature) of a packed record; a short value is damage."""
+    """(stored words as bytes, cluster, signature) of a packed record; a short value is damage."""
     size = width * 8
     if len(packed) < size + 1:
         raise StorageError(f"the stored record of key {key!r} is truncated: the Redis store is damaged")
@@ -203,13 +151,16 @@ class RedisStorage(Storage):
         self.prefix = check_prefix(prefix)
         self.where = where
         self.meta_key = f"{self.prefix}:meta"
+        self.layout_key = f"{self.prefix}:layout"
         self.records_key = f"{self.prefix}:records"
         self.lock_key = f"{self.prefix}:lock"
-        self._add = client.register_script(_ADD_SCRIPT)
-        self._remove = client.register_script(_REMOVE_SCRIPT)
-        self._release = client.register_script(_RELEASE_SCRIPT)
-        self._lookup = client.register_script(_LOOKUP_SCRIPT)
-        self._renew = client.register_script(_RENEW_SCRIPT)
+        #: The stored layout once read or written (None: not known yet).
+        self.layout: str | None = None
+        self._add = client.register_script(redis_scripts.ADD)
+        self._remove = client.register_script(redis_scripts.REMOVE)
+        self._create = client.register_script(redis_scripts.CREATE)
+        self._release = client.register_script(redis_scripts.RELEASE)
+        self._renew = client.register_script(redis_scripts.RENEW)
         self.lease = Lease(
             f"{where} (key {self.lock_key})",
             take=lambda token: bool(self.client.set(self.lock_key, token, nx=True, px=self.lease.ttl_ms)),
@@ -238,18 +189,42 @@ class RedisStorage(Storage):
     # -- meta ----------------------------------------------------------------------------
     def read_meta(self) -> dict[str, Any] | None:
         with self._errors("reading the index meta"):
-            text = self.client.get(self.meta_key)
-        return None if text is None else load_meta(text, f"{self.where} key {self.meta_key}")
+            text, layout = self.client.mget(self.meta_key, self.layout_key)
+        if text is None:
+            return None
+        self.layout = _layout(layout)
+        return load_meta(text, f"{self.where} key {self.meta_key}")
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         scheme_from_dict(meta["scheme"])  # refuse a bad scheme before anything is written
         with self._errors("writing the index meta"):
-            created = self.client.set(self.meta_key, dump_meta(meta), nx=True)
+            created = self._create(keys=[self.meta_key, self.layout_key], args=[dump_meta(meta), LAYOUT])
         if not created:
             raise StorageError(
                 f"another process created an index at {self.where} (key {self.meta_key}) meanwhile; "
                 "open it again"
             )
+        self.layout = LAYOUT
+
+    def _check_layout(self) -> None:
+        """Refuse buckets of another layout. Only buckets: records read the same in every
+        layout, so ``neardup index rebuild`` can still read an old store's ids and clusters."""
+        if self.layout is None:
+            with self._errors("reading the store layout"):
+                self.layout = _layout(self.client.get(self.layout_key))
+        if self.layout == LAYOUT:
+            return
+        made = (
+            f"one hash per bucket, {self.prefix}:t{{table}}:{{hex}}, made by an earlier neardup"
+            if self.layout == "1"
+            else "made by another version of neardup"
+        )
+        raise IndexConfigMismatchError(
+            f"the index at {self.where} keeps its buckets in Redis layout {self.layout} ({made}); this "
+            f"neardup reads layout {LAYOUT} ({self.prefix}:b{{table}}:{{hex}} strings). Rebuild it into a "
+            f"new store, keeping its ids and cluster ids: `neardup index rebuild {self.where} NEW_URL "
+            "TEXTS.jsonl`"
+        )
 
     # -- the writer lock -----------------------------------------------------------------
     @contextlib.contextmanager
@@ -264,52 +239,37 @@ class RedisStorage(Storage):
         """The lock token a write must still hold, or '' outside ``exclusive()``."""
         return self.lease.token
 
+    # -- buckets -------------------------------------------------------------------------
+    def _script_args(self, fields: list[bytes], records: list[bytes], words: UInt64Array) -> list[Any]:
+        """ARGV of the add and remove scripts after the lock token."""
+        width = self.scheme.fingerprint_words
+        prints = words_to_bytes(words[:, :width])
+        entries = [entry(fp, field) for fp, field in zip(prints, fields, strict=True)]
+        head: list[Any] = [len(fields), 8 * width]
+        return head + fields + records + entries + bucket_args(self.prefix, self.scheme, words, entries)
+
     # -- records -------------------------------------------------------------------------
-    def _bucket_names(self, words: UInt64Array) -> list[str]:
-        """``P:t{table}:{hex}`` for every (row, table), row-major."""
-        heads = self._bucket_heads()
-        return [
-            f"{head}{block:x}"
-            for row in self.scheme.keys(words).tolist()
-            for head, block in zip(heads, row, strict=True)
-        ]
-
-    def _bucket_heads(self) -> list[str]:
-        """``P:t{table}:`` per table (16 names per record: formatted once, not per name)."""
-        return [f"{self.prefix}:t{table}:" for table in range(self.scheme.table_count)]
-
     def add_many(self, batch: RecordBatch) -> None:
         if not len(batch):
             return
-        fingerprints = words_to_bytes(np.ascontiguousarray(batch.words, dtype=np.uint64))
-        args: list[Any] = [self.scheme.table_count, ""]
-        for row, key in enumerate(batch.keys):
-            args += [
-                _field(key),
-                pack_record(fingerprints[row], batch.cluster(row), batch.signature(row)),
-                fingerprints[row],
-            ]
-        keys = [self.records_key, self.lock_key, *self._bucket_names(batch.words)]
-        with self._local_lock:
-            args[1] = self._fence()
-            with self._errors("adding records"):
-                answer = self._add(keys=keys, args=args)
-        code = int(answer[0])
-        if code == 1:
+        self._check_layout()
+        words = np.ascontiguousarray(batch.words, dtype=np.uint64)
+        fields = [_field(key) for key in batch.keys]
+        stored = words_to_bytes(words)
+        records = [
+            pack_record(stored[row], batch.cluster(row), batch.signature(row)) for row in range(len(fields))
+        ]
+        answer = self._write(self._add, "added", self._script_args(fields, records, words))
+        if answer[0] == 1:
             raise KeyExistsError(
                 f"key {decode_key(answer[1])!r} is already in {self.where}; nothing of the batch was "
                 "added: remove it first or use another key"
             )
-        if code == 2:
-            raise KeyExistsError(
-                f"key {decode_key(answer[1])!r} appears twice in the batch; nothing was added"
-            )
-        if code == 3:
-            raise StorageError(self._lost_lock("added"))
 
     def remove_many(self, keys: Sequence[Key]) -> None:
         if not keys:
             return
+        self._check_layout()
         unique = list(dict.fromkeys(keys))
         fields = [_field(key) for key in unique]
         width = self.scheme.words
@@ -320,36 +280,46 @@ class RedisStorage(Storage):
                 missing = [key for key, value in zip(unique, packed, strict=True) if value is None]
                 if missing:
                     raise key_not_found_error(missing[0], len(missing), self.where)
-                values: list[bytes] = [value for value in packed if value is not None]
+                values = cast("list[bytes]", packed)
                 words = bytes_to_words([value[: width * 8] for value in values], width)
-                args: list[Any] = [self.scheme.table_count, self._fence()]
-                for name, value in zip(fields, values, strict=True):
-                    args += [name, value]
-                with self._errors("removing records"):
-                    answer = self._remove(
-                        keys=[self.records_key, self.lock_key, *self._bucket_names(words)], args=args
-                    )
-                code = int(answer[0])
-                if code == 0:
+                answer = self._write(self._remove, "removed", self._script_args(fields, values, words))
+                if answer[0] == 0:
                     return
-                if code == 1:
+                if answer[0] == 1:
                     raise KeyNotFoundError(
                         f"key {decode_key(answer[1])!r} was removed from {self.where} by another writer "
                         "meanwhile; nothing of this batch was removed"
                     )
-                if code == 3:
-                    raise StorageError(self._lost_lock("removed"))
             raise StorageError(
                 f"records of this batch kept changing in {self.where} while they were being removed; "
                 "nothing was removed: retry"
             )
 
-    def _lost_lock(self, what: str) -> str:
-        return (
-            f"the writer lock {self.lock_key} at {self.where} expired before the batch was {what} "
-            "(the process stalled or lost the server for longer than the lock lives); nothing was "
-            f"{what}: retry"
-        )
+    def _write(self, script: Any, what: str, args: list[Any]) -> list[Any]:
+        """Run a write script under the lock token; its answer when it wrote (0), or found a
+        key stored (1) or changed (4). Nothing was written unless the answer is 0."""
+        doing = "adding records" if what == "added" else "removing records"
+        with self._local_lock, self._errors(doing):
+            answer = cast(
+                "list[Any]", script(keys=[self.records_key, self.lock_key], args=[self._fence(), *args])
+            )
+        answer[0] = int(answer[0])
+        if answer[0] == 2:
+            raise KeyExistsError(
+                f"key {decode_key(answer[1])!r} appears twice in the batch; nothing was added"
+            )
+        if answer[0] == 3:
+            raise StorageError(
+                f"the writer lock {self.lock_key} at {self.where} expired before the batch was {what} "
+                "(the process stalled or lost the server for longer than the lock lives); nothing was "
+                f"{what}: retry"
+            )
+        if answer[0] == 5:
+            raise StorageError(
+                f"the Redis bucket {answer[1].decode()} at {self.where} is damaged (its entries do not "
+                f"parse); nothing was {what}"
+            )
+        return answer
 
     def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
         if not keys:
@@ -364,33 +334,57 @@ class RedisStorage(Storage):
         ]
 
     def _record(self, key: Key, packed: bytes) -> StoredRecord:
-        fingerprint, cluster, signature = unpack_record(key, packed, self.scheme.words)
+        stored, cluster, signature = unpack_record(key, packed, self.scheme.words)
         # The fingerprint is its first 1 or 2 little-endian words, low word first.
-        value = int.from_bytes(fingerprint[: 8 * self.scheme.fingerprint_words], "little")
+        value = int.from_bytes(stored[: 8 * self.scheme.fingerprint_words], "little")
         return StoredRecord(key, value, cluster, signature)
 
+    # -- search --------------------------------------------------------------------------
+    def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:
+        """As :meth:`Storage.search_many`, one MGET per :data:`LOOKUP_QUERIES` queries (not per
+        256); the words returned are the fingerprint's."""
+        width = self.scheme.fingerprint_words
+        parts = [
+            verified(self.candidates(words[at : at + LOOKUP_QUERIES]), words, max_distance, at, width)
+            for at in range(0, words.shape[0], LOOKUP_QUERIES)
+        ] or [Candidates(np.empty(0, np.int64), [], np.empty((0, width), np.uint64))]
+        return (
+            np.concatenate([part.rows for part in parts]),
+            [key for part in parts for key in part.keys],
+            np.concatenate([part.words for part in parts]),
+        )
+
     def candidates(self, words: UInt64Array) -> Candidates:
-        """One round trip: a script reads each distinct (table, block) bucket of the batch;
-        the members' own block keys then pair them with the queries in numpy."""
-        blocks = self.scheme.keys(words)
-        heads = self._bucket_heads()
-        names = [
-            f"{heads[table]}{block:x}"
-            for table in range(blocks.shape[1])
-            for block in np.unique(blocks[:, table]).tolist()
-        ]
+        """One MGET of each distinct (table, block) bucket of the batch; a member found in
+        bucket b is a candidate of every query whose block in b's table is b's. The words
+        returned are the members' fingerprint words (all that a bucket keeps)."""
+        self._check_layout()
+        width = self.scheme.fingerprint_words
+        found = Buckets(self.scheme.keys(words))
+        rows = bucket_names(self.prefix, name_widths(self.scheme), found.tables, found.keys)
+        names = cast("list[bytes]", rows.view(f"S{rows.shape[1]}").reshape(-1).tolist())
         with self._errors("querying"):
-            found = self._lookup(args=[" ".join(names)]) if names else []
-        members: dict[bytes, bytes] = {}
-        for fields in found[1::2]:
-            members.update(zip(fields[::2], fields[1::2], strict=True))
-        width = words.shape[1]
+            values = cast("list[bytes | None]", self.client.mget(names)) if names else []
+        positions: list[int] = []
+        prints: list[bytes] = []
+        members: list[bytes] = []
+        for position, value in enumerate(values):
+            if value is not None:
+                entries = bucket_entries(value, 8 * width, names[position])
+                positions += [position] * len(entries)
+                prints += [entry[0] for entry in entries]
+                members += [entry[1] for entry in entries]
         if not members:
             return Candidates(np.empty(0, np.int64), [], np.empty((0, width), np.uint64))
-        found_words = bytes_to_words(list(members.values()), width)
-        query_rows, found_rows = match_blocks(blocks, self.scheme.keys(found_words))
-        keys = [decode_key(name) for name in members]
-        return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows])
+        # Member i of bucket b is a candidate of each row that named b (its block in b's table).
+        at = np.asarray(positions, dtype=np.int64)
+        sizes = found.counts[at]
+        member_rows = np.repeat(np.arange(at.size), sizes)
+        offsets = np.arange(member_rows.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        query_rows = found.rows[np.repeat(found.starts[at], sizes) + offsets].astype(np.int64)
+        decoded = {member: decode_key(member) for member in members}
+        keys = [decoded[members[row]] for row in member_rows.tolist()]
+        return Candidates(query_rows, keys, bytes_to_words(prints, width)[member_rows])
 
     def size(self) -> int:
         with self._errors("counting records"):
@@ -417,17 +411,17 @@ class RedisStorage(Storage):
                 return
 
     def stats(self) -> BucketStats:
-        """Bucket sizes from a SCAN over the bucket keys and a pipelined HLEN of each."""
+        """Bucket sizes from a SCAN over the bucket keys and an MGET of each page of them."""
+        self._check_layout()
         sizes: list[list[int]] = [[] for _ in range(self.scheme.table_count)]
+        width = 8 * self.scheme.fingerprint_words
         with self._errors("collecting bucket statistics"):
-            for names in self._keys_matching(f"{self.prefix}:t*"):
-                pipe = self.client.pipeline(transaction=False)
-                for name in names:
-                    pipe.hlen(name)
-                for name, length in zip(names, pipe.execute(), strict=True):
+            for names in self._keys_matching(f"{self.prefix}:b*"):
+                values = cast("list[bytes | None]", self.client.mget(names))
+                for name, value in zip(names, values, strict=True):
                     table = int(name.split(b":")[-2][1:])
-                    if table < len(sizes):
-                        sizes[table].append(int(length))
+                    if value is not None and table < len(sizes):
+                        sizes[table].append(len(bucket_entries(value, width, name)))
         stats = BucketStats(scheme=self.scheme.describe())
         for table, lengths in enumerate(sizes):
             stats.tables.append(
@@ -460,6 +454,13 @@ class RedisStorage(Storage):
 
 def _field(key: Key) -> bytes:
     return encode_key(key).encode("utf-8", "surrogatepass")
+
+
+def _layout(stored: bytes | str | None) -> str:
+    """The layout ``P:layout`` names; a store without it is of layout 1."""
+    if stored is None:
+        return "1"
+    return stored.decode("utf-8", "replace") if isinstance(stored, bytes) else str(stored)
 
 
 def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> RedisStorage:
