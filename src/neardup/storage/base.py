@@ -3,7 +3,7 @@
 A store holds three things (DESIGN §5): *records* (key → fingerprint, plus the cluster id
 that :meth:`~neardup.IncrementalDeduper.check_and_add` assigned and an optional MinHash signature),
 *postings* ((table, block key) → keys, in whatever layout suits the backend: indexed block
-columns in SQL, one hash per bucket in Redis, bucket documents in MongoDB) and *meta* (the
+columns in SQL, one string per bucket in Redis, bucket documents in MongoDB) and *meta* (the
 index configuration, written once when the store is created and checked on every open).
 
 The interface is batch-first: every call takes or returns a batch, so a backend can make it
