@@ -107,8 +107,8 @@ class LearnedModel:
             ]
         return [
             f"learned: {self.candidates} candidate pairs (keys held by {self.caps} rows), "
-            f"weights fitted on {self.fitted_on}, match probability ≥ {self.threshold:g}; {self.guarded} "
-            "such pairs left out, as they would join groups whose other pairs mostly do not match",
+            f"weights fitted on {self.fitted_on}, match probability ≥ {self.threshold:g}; {self.guarded} of "
+            "those left out because they would join groups whose other pairs mostly do not match",
             *self.weights.describe(),
         ]
 
