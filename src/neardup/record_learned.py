@@ -262,7 +262,8 @@ def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tu
             probability[part] = np.where(_agreement(levels.levels, tops) >= FEW_PAIRS_AGREEMENT, 1.0, 0.0)
         differ = ((levels.levels >= 0) & (levels.levels < tops)).sum(axis=1)
         differing[part] = np.minimum(differ, 255).astype(np.uint8)
-    accepted = np.flatnonzero(probability >= threshold)
+    # with too few pairs to learn from, the agreement rule alone decides (not the threshold)
+    accepted = np.flatnonzero(probability >= (threshold if total >= MIN_FIT_PAIRS else 1.0))
     index = guarded_pairs(candidates.i, candidates.j, probability, accepted)
     pairs = Pairs(candidates.i[index], candidates.j[index], differing[index])
     model = LearnedModel(
