@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import json
 import os
 import random
@@ -49,6 +48,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from store_speed import load_servers  # scripts/servers.py, loaded by path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "dev" / "records"
@@ -178,15 +179,6 @@ def build_table(febrl: Febrl, path: Path, rows: int, planted: int, seed: int) ->
 
 
 # --------------------------------------------------------------------------- PostgreSQL
-
-
-def load_servers() -> Any:
-    spec = importlib.util.spec_from_file_location("neardup_servers", ROOT / "scripts" / "servers.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["neardup_servers"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def copy_to_postgres(table: Table, url: str) -> float:
