@@ -29,6 +29,7 @@ the other bib sets within 0.004). Levels are computed a whole column of pairs at
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -176,8 +177,14 @@ def _numbers_differ(a: str, b: str) -> bool:
     """Both values hold numbers and not the same ones (as multisets): ``4217 w 18th st`` is
     another address than ``4216 w 19th st``, ``editorial 2003`` another record than
     ``editorial 2008``, however close their letters."""
-    left, right = _DIGIT_RUNS.findall(a), _DIGIT_RUNS.findall(b)
-    return bool(left) and bool(right) and sorted(left) != sorted(right)
+    left, right = _numbers(a), _numbers(b)
+    return bool(left) and bool(right) and left != right
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _numbers(value: str) -> tuple[str, ...]:
+    """The digit runs of a value, sorted; cached, as candidate pairs repeat their values."""
+    return tuple(sorted(_DIGIT_RUNS.findall(value)))
 
 
 def _lengths(texts: list[str]) -> IntArray:
