@@ -197,26 +197,36 @@ class SqlStorage(Storage):
                 "indexed block columns: choose a scheme with fewer tables (e.g. --scheme 4,1) "
                 "or a smaller max_distance"
             )
-        blocks = ", ".join(f"b{table} BIGINT NOT NULL" for table in range(tables))
         p = self.placeholder
         with self._transaction(write=True) as cursor:
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.meta_table} "
                 f"(name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL){self._table_options()}"
             )
-            for name in self.tables:
-                cursor.execute(
-                    f"CREATE TABLE IF NOT EXISTS {name} ({self.id_column}, "
-                    f"key_text {self.key_type} NOT NULL, key_int SMALLINT NOT NULL, "
-                    f"fingerprint {self.blob_type} NOT NULL, cluster_text {self.key_type}, "
-                    f"cluster_int SMALLINT, signature {self.signature_type()}, {blocks}, "
-                    f"UNIQUE (key_text, key_int)){self._table_options()}"
-                )
-                for table in range(tables):
-                    cursor.execute(f"CREATE INDEX {name}_b{table} ON {name} (b{table})")
+            self._create_tables(cursor, tables)
             cursor.execute(
                 f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p})", ("config", dump_meta(meta))
             )
+
+    def _create_tables(self, cursor: Any, tables: int) -> None:
+        """The record tables with one indexed column per block table (PostgreSQL lays out
+        its postings apart, see :mod:`neardup.storage.postgres_runs`)."""
+        blocks = ", ".join(f"b{table} BIGINT NOT NULL" for table in range(tables))
+        for name in self.tables:
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {name} ({self.record_columns(self.id_column)}, {blocks}, "
+                f"UNIQUE (key_text, key_int)){self._table_options()}"
+            )
+            for table in range(tables):
+                cursor.execute(f"CREATE INDEX {name}_b{table} ON {name} (b{table})")
+
+    def record_columns(self, id_column: str) -> str:
+        """The columns every layout's record table has, as SQL column definitions."""
+        return (
+            f"{id_column}, key_text {self.key_type} NOT NULL, key_int SMALLINT NOT NULL, "
+            f"fingerprint {self.blob_type} NOT NULL, cluster_text {self.key_type}, "
+            f"cluster_int SMALLINT, signature {self.signature_type()}"
+        )
 
     def attach(self, scheme: Scheme, mu: float) -> None:
         super().attach(scheme, mu)

@@ -1,0 +1,202 @@
+"""PostgreSQL's runs layout (:mod:`neardup.storage.postgres_runs`): with runs cut every few
+records, postings move through cuts and merges and the index still answers like a brute-force
+scan; removed records vanish from reads and from merged runs; runs stay few; a reader in
+another connection never misses a record acknowledged before it asked, while a writer cuts and
+merges; stores of the earlier column layout are still served."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from neardup import IncrementalDeduper, SimhashIndex, Verifier
+from neardup.bands import BandScheme
+from neardup.config import IndexConfig
+from neardup.errors import KeyExistsError
+from neardup.storage import postgres_runs
+from neardup.storage.postgres import PostgresStorage
+from neardup.storage.postgres_runs import LAYOUT, build_filter, may_contain, posting_keys
+
+from .test_sql_recent import sketches
+
+pytestmark = pytest.mark.servers
+
+RUN = 30
+BANDS = IndexConfig(scheme=BandScheme(64), verification={"mode": "sketch"})
+
+
+@pytest.fixture
+def url(fresh_postgres_url: str) -> str:
+    return fresh_postgres_url
+
+
+@pytest.fixture
+def small_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(postgres_runs, "RUN_RECORDS", RUN)
+    yield
+
+
+def storage_of(index: SimhashIndex) -> PostgresStorage:
+    storage = index.storage
+    assert isinstance(storage, PostgresStorage)
+    return storage
+
+
+def runs_state(index: SimhashIndex) -> dict[str, object]:
+    storage = storage_of(index)
+    with storage._transaction() as cursor:
+        return storage.runs.state(cursor)
+
+
+def expected_matches(
+    index: SimhashIndex, keys: list[object], values: np.ndarray, sketch: np.ndarray
+) -> list[set]:  # type: ignore[type-arg]
+    bands = index.bands
+    assert bands is not None
+    every = bands.keys(bands.compose(values.reshape(-1, 1), sketch))
+    return [
+        {keys[other] for other in np.flatnonzero(np.any(every == every[row], axis=1))}
+        for row in range(len(keys))
+    ]
+
+
+def test_posting_keys_keep_the_table_in_the_top_bits_and_tell_keys_apart() -> None:
+    blocks = np.array([[0, 0, 1], [1, 0, 2**64 - 1]], dtype=np.uint64)
+    keys = posting_keys(blocks).view(np.uint64)
+    assert (keys >> np.uint64(58)).tolist() == [[0, 1, 2], [0, 1, 2]]
+    assert keys[0, 0] != keys[1, 0] and keys[0, 1] == keys[1, 1] and keys[0, 2] != keys[1, 2]
+
+
+def test_run_filters_let_every_stored_key_through_and_few_others() -> None:
+    rng = np.random.default_rng(11)
+    stored = posting_keys(rng.integers(0, 2**63, size=(20_000, 16), dtype=np.uint64)).ravel()
+    others = posting_keys(rng.integers(0, 2**63, size=(20_000, 16), dtype=np.uint64)).ravel()
+    words = build_filter(stored)
+    assert may_contain(words, stored).all()
+    assert may_contain(words, others).mean() < 0.01
+    assert not may_contain(build_filter(stored[:0]), others).any()
+
+
+def test_records_cross_runs_and_stay_searchable(url: str, small_runs: None) -> None:
+    count = 400
+    keys: list[object] = [f"k{row}" if row % 2 else row for row in range(count)]
+    values = np.random.default_rng(3).integers(0, 2**63, size=count, dtype=np.uint64)
+    sketch = sketches(count, seed=4)
+    with SimhashIndex.open(url, BANDS) as index:
+        deduper = IncrementalDeduper(index, Verifier("sketch"))
+        for low in range(0, count, 25):
+            deduper.check_and_add_many(
+                keys[low : low + 25], values[low : low + 25], signatures=sketch[low : low + 25]
+            )
+        state = runs_state(index)
+        runs = state["runs"]
+        assert isinstance(runs, list) and 1 <= len(runs) <= 4  # ~log2(400 / 30), not 13
+        sizes = [run["postings"] for run in runs]
+        assert sizes == sorted(sizes, reverse=True)
+        assert len(index) == count
+        assert {record.key for batch in index.storage.scan() for record in batch} == set(keys)
+        expected = expected_matches(index, keys, values, sketch)
+        found = index.query_many(values, signatures=sketch)
+        for row, matches in enumerate(found):
+            assert {match.key for match in matches} == expected[row] and len(matches) == len(expected[row])
+        with pytest.raises(KeyExistsError):  # a key in a run is refused, not stored twice
+            index.add_many([keys[0]], values[:1], sketch[:1])
+        removed = [keys[0], keys[count - 1]]  # one in a run, one among the recent postings
+        index.remove_many(removed)
+        assert len(index) == count - 2 and index.get_many(removed) == [None, None]
+        found = index.query_many(values, signatures=sketch)
+        for row, matches in enumerate(found):
+            assert {match.key for match in matches} == expected[row] - set(removed)
+        index.add_many([keys[0]], values[1:2], sketch[1:2])  # the key again, another text
+        assert keys[0] in {match.key for match in index.query_many(values[1:2], signatures=sketch[1:2])[0]}
+        assert keys[0] not in {match.key for match in index.query_many(values[:1], signatures=sketch[:1])[0]}
+
+
+def test_merges_drop_the_postings_of_removed_records(url: str, small_runs: None) -> None:
+    count = 8 * RUN
+    values = np.random.default_rng(5).integers(0, 2**63, size=count, dtype=np.uint64)
+    sketch = sketches(count, seed=6)
+    tables = BANDS.scheme.table_count  # type: ignore[union-attr]
+    with SimhashIndex.open(url, BANDS) as index:
+        index.add_many(list(range(RUN)), values[:RUN], sketch[:RUN])
+        index.remove_many(list(range(RUN // 2)))
+        for low in range(RUN, count, RUN):
+            index.add_many(list(range(low, low + RUN)), values[low : low + RUN], sketch[low : low + RUN])
+        storage = storage_of(index)
+        with storage._transaction() as cursor:
+            state = storage.runs.state(cursor)
+            total = 0
+            for table in storage.runs.tables(state):
+                cursor.execute(f"SELECT COUNT(*) FROM {table}")
+                total += int(cursor.fetchone()[0])
+        # Every run was merged into one by now: only the live records' postings are left.
+        assert [run["postings"] for run in state["runs"]] == [(count - RUN // 2) * tables]
+        assert total == (count - RUN // 2) * tables
+        stats = index.stats()
+        assert sum(table.buckets for table in stats.tables) > 0
+        assert all(round(table.mean * table.buckets) == count - RUN // 2 for table in stats.tables)
+
+
+def test_a_reader_never_misses_an_acknowledged_record_while_runs_change(url: str, small_runs: None) -> None:
+    count = 600
+    values = np.random.default_rng(7).integers(0, 2**63, size=count, dtype=np.uint64)
+    sketch = sketches(count, seed=8)
+    SimhashIndex.open(url, BANDS).close()
+    acknowledged = 0
+    failures: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        with SimhashIndex.open(url, create=False) as reader:
+            while not done.is_set():
+                known = acknowledged
+                if not known:
+                    continue
+                matches = reader.query_many(values[:known], signatures=sketch[:known])
+                missing = [row for row in range(known) if row not in {match.key for match in matches[row]}]
+                if missing:
+                    failures.append(f"rows {missing[:5]} of {known} acknowledged were not found")
+                    return
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        with SimhashIndex.open(url, create=False) as writer:
+            for low in range(0, count, 10):
+                writer.add_many(list(range(low, low + 10)), values[low : low + 10], sketch[low : low + 10])
+                acknowledged = low + 10
+            assert len(runs_state(writer)["runs"]) >= 1  # type: ignore[arg-type]
+    finally:
+        done.set()
+        thread.join()
+    assert not failures, failures[0]
+
+
+def test_a_store_of_the_column_layout_is_still_served(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    values = np.random.default_rng(9).integers(0, 2**63, size=60, dtype=np.uint64)
+    sketch = sketches(60, seed=10)
+    with monkeypatch.context() as patch:
+        patch.setattr(PostgresStorage, "create_layout", "columns")
+        with SimhashIndex.open(url, BANDS) as index:
+            index.add_many(list(range(30)), values[:30], sketch[:30])
+    with SimhashIndex.open(url, create=False) as index:
+        storage = storage_of(index)
+        assert not storage._runs_layout and storage._table_exists(storage.recent_table)
+        index.add_many(list(range(30, 60)), values[30:], sketch[30:])
+        found = index.query_many(values, signatures=sketch)
+        assert all(row in {match.key for match in matches} for row, matches in enumerate(found))
+
+
+def test_new_stores_record_the_runs_layout(url: str) -> None:
+    with SimhashIndex.open(url, BANDS) as index:
+        storage = storage_of(index)
+        assert storage._runs_layout
+        with storage._transaction() as cursor:
+            cursor.execute(f"SELECT value FROM {storage.meta_table} WHERE name = 'layout'")
+            assert cursor.fetchone()[0] == LAYOUT
+        storage.drop()
+        assert not storage._table_exists(storage.records_table)
+        assert not storage._table_exists(storage.runs.postings_table)
