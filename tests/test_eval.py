@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from itertools import combinations
 from pathlib import Path
@@ -193,6 +194,93 @@ def test_eval_errors_name_the_problem(files: tuple[Path, Path, Path], tmp_path: 
     twice = write_lines(tmp_path / "twice.jsonl", GOLD_ROWS[0], GOLD_ROWS[0])
     result = CliRunner().invoke(main, ["eval", str(twice), str(odd)])
     assert result.exit_code == 1 and "duplicate id 'r0'" in result.output
+
+
+def write_csv_gold(path: Path, rows: list[dict[str, str]], columns: tuple[str, ...]) -> Path:
+    """A CSV gold of ``rows`` (absent fields are empty cells), as labelled record sets come."""
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns))
+        writer.writeheader()
+        writer.writerows({name: row.get(name, "") for name in columns} for row in rows)
+    return path
+
+
+def test_csv_gold_scores_like_the_same_jsonl_gold(files: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    gold, pairs, clusters = files
+    columns = ("id", "cluster", "level", "topic", "derived_from")
+    csv_gold = write_csv_gold(tmp_path / "gold.csv", GOLD_ROWS, columns)
+    ids, loaded = load_gold(csv_gold)
+    assert ids == [f"r{i}" for i in range(7)] and loaded.derived_from.tolist() == [-1] * 6 + [0]
+    for predictions in (pairs, clusters):
+        expected = CliRunner().invoke(main, ["eval", str(gold), str(predictions), "--format", "json"])
+        result = CliRunner().invoke(main, ["eval", str(csv_gold), str(predictions), "--format", "json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout) == json.loads(expected.stdout)
+
+
+def test_csv_gold_with_other_column_names_and_integer_prediction_ids(tmp_path: Path) -> None:
+    """CSV cells are text: a prediction's integer id 1 (a database key) matches the cell "1"."""
+    rows = [{"key": "1", "entity": "e1"}, {"key": "2", "entity": "e1"}, {"key": "3", "entity": "e3"}]
+    gold = write_csv_gold(tmp_path / "people.CSV", rows, ("key", "name", "entity"))
+    pairs = write_lines(tmp_path / "pairs.jsonl", {"a": 1, "b": 2, "distance": 0})
+    args = [
+        "eval",
+        str(gold),
+        str(pairs),
+        "--id-field",
+        "key",
+        "--cluster-field",
+        "entity",
+        "--format",
+        "json",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["f1"] == 1.0
+
+
+def test_csv_gold_without_the_columns_is_one_line_naming_them(tmp_path: Path) -> None:
+    gold = write_csv_gold(tmp_path / "gold.csv", [{"doc": "r0", "group": "A"}], ("doc", "group"))
+    pairs = write_lines(tmp_path / "pairs.jsonl", *PAIR_ROWS)
+    result = CliRunner().invoke(main, ["eval", str(gold), str(pairs)])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    message = result.stderr
+    assert "gold.csv" in message and "'id' and 'cluster' columns" in message and "doc, group" in message
+    assert "--id-field/--cluster-field" in message
+    one_missing = write_csv_gold(tmp_path / "half.csv", [{"id": "r0", "group": "A"}], ("id", "group"))
+    result = CliRunner().invoke(main, ["eval", str(one_missing), str(pairs)])
+    assert result.exit_code == 1 and "no 'cluster' column" in result.stderr
+
+
+def test_records_then_eval_on_the_same_labelled_csv(tmp_path: Path) -> None:
+    """The labelled-records workflow: dedup a CSV with a gold column, score against that CSV."""
+    rows = [
+        {"id": "p1", "cluster": "A", "name": "Zhang San", "city": "Guangzhou", "phone": "020 8888 1234"},
+        {"id": "p2", "cluster": "A", "name": "zhang  san", "city": "Guangzhou", "phone": "020-8888-1234"},
+        {"id": "p3", "cluster": "B", "name": "Mary Jones", "city": "Boston", "phone": "617 555 0100"},
+        {"id": "p4", "cluster": "B", "name": "MARY JONES", "city": "Boston", "phone": "617 555 0100"},
+        {"id": "p5", "cluster": "C", "name": "Li Si", "city": "Beijing", "phone": "010 6666 0000"},
+    ]
+    source = write_csv_gold(tmp_path / "people.csv", rows, ("id", "cluster", "name", "city", "phone"))
+    groups = tmp_path / "groups.jsonl"
+    args = [
+        "records",
+        str(source),
+        "--key",
+        "id",
+        "--ignore",
+        "cluster",
+        "-k",
+        "auto",
+        "--clusters",
+        str(groups),
+    ]
+    made = CliRunner().invoke(main, args)
+    assert made.exit_code == 0, made.output
+    result = CliRunner().invoke(main, ["eval", str(source), str(groups), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["gold_pairs"] == 2
 
 
 def test_gold_conventions_match_the_dev_set_benchmarks() -> None:

@@ -1,75 +1,124 @@
 """neardup: near-duplicate detection with Simhash fingerprints, for Chinese and English.
 
-The public surface is what ``__all__`` lists; everything else is internal. The names of
-:mod:`neardup.dedup` (the policy layer, above the index) load on first use, so ``import
-neardup.index`` or a store stays free of them (the layers import downwards only).
+The public surface is what ``__all__`` lists; everything else is internal. Every public name
+loads on first use (PEP 562), so ``import neardup`` and the ``neardup`` command's start-up
+(``neardup --help``) stay free of numpy and scipy until something needs them, and ``import
+neardup.index`` or a store stays free of :mod:`neardup.dedup` (the layers import downwards
+only). ``from neardup import X`` works as for an eager import.
 """
 
-from importlib import import_module, metadata
+from importlib import import_module
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from .bands import BandScheme
-from .blocks import BlockScheme
-from .buckets import BucketStats
-from .config import FingerprintConfig
-from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
-from .errors import (
-    ConfigError,
-    IndexConfigMismatchError,
-    InputError,
-    KeyExistsError,
-    KeyNotFoundError,
-    MissingDependencyError,
-    NeardupError,
-    StorageError,
-    StorageUnavailableError,
-)
-from .fingerprint import EncodedBatch, Feature, Fingerprinter, simhash
-from .hashing import HASH_NAMES, hash_tokens
-from .idf import IdfModel
-from .index import Match, SimhashIndex
-from .minhash import MinHasher, combined_score, estimate_jaccard, signature_from_bytes, signature_to_bytes
-from .records import FieldSpec, RecordSchema
-from .weighting import WEIGHTINGS
-
 if TYPE_CHECKING:
+    from .bands import BandScheme
+    from .blocks import BlockScheme
+    from .buckets import BucketStats
+    from .config import FingerprintConfig
     from .dedup.batch import Pairs, brute_force_pairs, find_all_pairs, single_pass
     from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
     from .dedup.incremental import Assignment, IncrementalDeduper
     from .dedup.pipeline import DedupResult, DedupSettings, dedup_documents
     from .dedup.verify import VERIFY_MODES, Verifier
+    from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
+    from .errors import (
+        ConfigError,
+        IndexConfigMismatchError,
+        InputError,
+        KeyExistsError,
+        KeyNotFoundError,
+        MissingDependencyError,
+        NeardupError,
+        StorageError,
+        StorageUnavailableError,
+    )
+    from .fingerprint import EncodedBatch, Feature, Fingerprinter, simhash
+    from .hashing import HASH_NAMES, hash_tokens
+    from .idf import IdfModel
+    from .index import Match, SimhashIndex
+    from .minhash import (
+        MinHasher,
+        combined_score,
+        estimate_jaccard,
+        signature_from_bytes,
+        signature_to_bytes,
+    )
     from .record_dedup import find_duplicate_records
+    from .records import FieldSpec, RecordSchema
+    from .weighting import WEIGHTINGS
 
-#: Public names loaded on first use, by module (relative to this package).
+    __version__: str
+
+#: Public names by the module (relative to this package) that defines them.
 _LAZY: dict[str, tuple[str, ...]] = {
+    ".bands": ("BandScheme",),
+    ".blocks": ("BlockScheme",),
+    ".buckets": ("BucketStats",),
+    ".config": ("FingerprintConfig",),
     ".dedup.batch": ("Pairs", "brute_force_pairs", "find_all_pairs", "single_pass"),
     ".dedup.clusters": ("KEEP_POLICIES", "Clusters", "cluster_records"),
     ".dedup.incremental": ("Assignment", "IncrementalDeduper"),
     ".dedup.pipeline": ("DedupResult", "DedupSettings", "dedup_documents"),
     ".dedup.verify": ("VERIFY_MODES", "Verifier"),
+    ".distance": ("from_hex", "hamming", "hamming_many", "hex_many", "to_array", "to_hex", "to_ints"),
+    ".errors": (
+        "ConfigError",
+        "IndexConfigMismatchError",
+        "InputError",
+        "KeyExistsError",
+        "KeyNotFoundError",
+        "MissingDependencyError",
+        "NeardupError",
+        "StorageError",
+        "StorageUnavailableError",
+    ),
+    ".fingerprint": ("EncodedBatch", "Feature", "Fingerprinter", "simhash"),
+    ".hashing": ("HASH_NAMES", "hash_tokens"),
+    ".idf": ("IdfModel",),
+    ".index": ("Match", "SimhashIndex"),
+    ".minhash": (
+        "MinHasher",
+        "combined_score",
+        "estimate_jaccard",
+        "signature_from_bytes",
+        "signature_to_bytes",
+    ),
     ".record_dedup": ("find_duplicate_records",),
+    ".records": ("FieldSpec", "RecordSchema"),
+    ".weighting": ("WEIGHTINGS",),
 }
 _LAZY_MODULE = {name: module for module, names in _LAZY.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    """Load a lazy public name (PEP 562) and keep it, so later lookups are plain."""
-    module = _LAZY_MODULE.get(name)
-    if module is None:
+    """Load a public name (or, as an eager import used to, a submodule) on first use and
+    keep it, so later lookups are plain attribute reads."""
+    if name == "__version__":
+        value: Any = _version()
+    elif name in _LAZY_MODULE:
+        value = getattr(import_module(_LAZY_MODULE[name], __name__), name)
+    elif not name.startswith("_") and find_spec(f"{__name__}.{name}") is not None:
+        value = import_module(f".{name}", __name__)
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module, __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY_MODULE))
+    return sorted(set(globals()) | set(_LAZY_MODULE) | {"__version__"})
 
 
-try:
-    __version__ = metadata.version("neardup")
-except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+def _version() -> str:
+    """The installed distribution's version (importlib.metadata costs ~20 ms, so on demand)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("neardup")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
 
 __all__ = [
     "HASH_NAMES",

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse
 
 from .config import FingerprintConfig
 from .distance import FingerprintArray, to_ints
@@ -277,6 +276,8 @@ class Fingerprinter:
     ) -> EncodedBatch:
         """sign(W · S) for the batch: W from (document, column, weight) triples with documents
         non-decreasing, S the ±1 bits of ``table`` (one hash per column)."""
+        from scipy import sparse  # here, not at the top: scipy takes ~0.2 s to import
+
         feature_counts = np.bincount(documents, minlength=count).astype(np.int64)
         indptr = np.concatenate([[0], np.cumsum(feature_counts)])
         matrix = sparse.csr_matrix((weights, columns, indptr), shape=(count, len(table)))

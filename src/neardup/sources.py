@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -115,12 +116,6 @@ class RowSource:
         raise NotImplementedError
 
 
-def _check_chunk_size(chunk_size: int) -> int:
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ConfigError(f"chunk_size must be a positive integer; got {chunk_size!r}")
-    return chunk_size
-
-
 def open_source(
     source: str,
     *,
@@ -135,7 +130,8 @@ def open_source(
     """A database (URL, with ``table`` or ``query``), a CSV or a Parquet file. ``columns``
     limits what is read (a table's or file's columns, checked by the caller); a CSV row
     with bad quoting stops the run or, with ``on_error="skip"``, is counted in ``report``."""
-    _check_chunk_size(chunk_size)
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ConfigError(f"chunk_size must be a positive integer; got {chunk_size!r}")
     if is_database_url(source):
         return SqlSource(source, table=table, query=query, schema=schema, chunk_size=chunk_size)
     if table is not None or query is not None:
@@ -167,6 +163,7 @@ class SqlSource(RowSource):
             raise ConfigError("a database source needs exactly one of --table TABLE or --query SQL")
         sa = _sqlalchemy()
         if isinstance(url, str):
+            _check_sqlite_file(sa.engine.make_url(url))
             self.engine = sa.create_engine(driver_url(url))
             self._own_engine = True
         else:
@@ -252,6 +249,14 @@ class SqlSource(RowSource):
         self.close()
         if self._own_engine:
             self.engine.dispose()
+
+
+def _check_sqlite_file(url: Any) -> None:
+    """Refuse a missing SQLite file up front: connecting would create an empty one."""
+    path = url.database if url.get_backend_name() == "sqlite" and not url.query.get("uri") else None
+    if path and path != ":memory:" and not Path(path).exists():
+        hint = "sqlite:///relative/path.db, or sqlite:////absolute/path.db with four slashes"
+        raise InputError(f"no SQLite database file {path}; check the path in the URL ({hint})")
 
 
 def table_columns(engine: Any, table: str, schema: str | None = None) -> list[str]:
@@ -476,13 +481,8 @@ def write_groups(
                 target.drop(connection)
             target.create(connection)
             names = ("row_key", "group_id", "representative", "distance")
-            batch: list[dict[str, Any]] = []
-            for values in zip(rows.keys, rows.groups, rows.representatives, rows.distances, strict=True):
-                batch.append(dict(zip(names, values, strict=True)))
-                if len(batch) == INSERT_BATCH:
-                    connection.execute(target.insert(), batch)
-                    batch = []
-            if batch:
+            values = zip(rows.keys, rows.groups, rows.representatives, rows.distances, strict=True)
+            while batch := [dict(zip(names, row, strict=True)) for row in islice(values, INSERT_BATCH)]:
                 connection.execute(target.insert(), batch)
     except sa.exc.SQLAlchemyError as exc:
         raise _database_error(exc, f"writing table {table!r}") from exc

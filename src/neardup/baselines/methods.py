@@ -32,7 +32,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse
 
 from ..blocks import BlockScheme
 from ..dedup.batch import find_all_pairs
@@ -125,6 +124,8 @@ def word_shingles(documents: list[list[str]], width: int) -> tuple[IntArray, UIn
 
 def _binary_matrix(rows: IntArray, keys: npt.NDArray[Any], n: int) -> Any:
     """The n × distinct-keys 0/1 CSR matrix of (row, key) occurrences."""
+    from scipy import sparse  # loaded on use: `neardup --help` must stay fast
+
     if keys.size == 0:
         return sparse.csr_matrix((n, 0), dtype=np.float64)
     _, columns = np.unique(keys, return_inverse=True)
@@ -231,6 +232,8 @@ def imatch(texts: Sequence[str], max_df: float = 0.1, *, min_df: int = 1, min_te
 
 def vsm_cosine(texts: Sequence[str], threshold: float = 0.8) -> ScoredPairs:
     """Cosine of tf·idf word vectors (IDF fitted on the batch, smoothed) >= ``threshold``."""
+    from scipy import sparse  # loaded on use: `neardup --help` must stay fast
+
     n = len(texts)
     rows, ids, size = _vocabulary(_word_tokens(texts))
     if size == 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 from urllib.parse import unquote
@@ -28,6 +29,9 @@ from ..weighting import FIELDS_ON_TEXT, WEIGHTINGS
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_BATCH_SIZE = 2048
+#: Seconds between progress lines when stderr is not a terminal (a log, a pipe, CI): often
+#: enough to show a long run is alive, rarely enough to keep the log readable.
+PROGRESS_INTERVAL = 10.0
 _DEFAULTS = FingerprintConfig()
 _EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 # CLI parameter name → FingerprintConfig field, for the settings a flag can override.
@@ -260,14 +264,63 @@ def open_records(ctx: click.Context, source: str, report: ErrorReport) -> Iterat
 def progress_bar(
     show: bool | None, description: str, *, unit: str = " records", total: int | None = None
 ) -> Any:
-    """A tqdm bar on stderr; shown by default only when stderr is a terminal, so logs and
-    pipes stay clean."""
+    """Progress on stderr: a tqdm bar on a terminal or with --progress; by default elsewhere
+    (logs, pipes, CI, where a bar is one ever-growing line of carriage returns) the throttled
+    plain lines of :class:`ProgressLines`, so a long run is never silent; none with
+    --no-progress."""
+    if show is None and not sys.stderr.isatty():
+        return ProgressLines(description, unit=unit, total=total)
     from tqdm import tqdm
 
-    enabled = sys.stderr.isatty() if show is None else show
     return tqdm(
-        desc=description, unit=unit, total=total, file=sys.stderr, disable=not enabled, dynamic_ncols=True
+        desc=description, unit=unit, total=total, file=sys.stderr, disable=show is False, dynamic_ncols=True
     )
+
+
+class ProgressLines:
+    """Progress as plain stderr lines, ``neardup: sweep: 12/60 settings (20%), 35 s``, at most
+    one every :data:`PROGRESS_INTERVAL` seconds, and none in a run shorter than that (its
+    summary line says it all). The part of tqdm's interface the commands use."""
+
+    def __init__(
+        self,
+        description: str,
+        *,
+        unit: str = " records",
+        total: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.description = description
+        self.unit = unit
+        self.total = total
+        self.count = 0
+        self.interval = PROGRESS_INTERVAL
+        self.clock = clock
+        self.started = self.shown = clock()
+
+    def update(self, n: int = 1) -> None:
+        self.count += n
+        now = self.clock()
+        if now - self.shown >= self.interval:
+            self.shown = now
+            click.echo(self.line(now - self.started), err=True)
+
+    def line(self, seconds: float) -> str:
+        done = f"{self.count:,}"
+        if self.total:
+            done += f"/{self.total:,}{self.unit} ({self.count / self.total:.0%})"
+        else:
+            done += self.unit
+        return f"neardup: {self.description}: {done}, {seconds:.0f} s"
+
+    def close(self) -> None:
+        """Nothing to clear: every line is complete when written."""
+
+    def __enter__(self) -> ProgressLines:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def output_option(name: str, help: str) -> Callable[[F], F]:
@@ -286,7 +339,8 @@ def progress_option(function: F) -> F:
     return click.option(
         "--progress/--no-progress",
         default=None,
-        help="Show a progress bar on stderr [default: only when stderr is a terminal].",
+        help="Show a progress bar on stderr [default: a bar on a terminal, else a line every "
+        f"{PROGRESS_INTERVAL:g} s]; --no-progress shows none.",
     )(function)
 
 

@@ -4,6 +4,7 @@ adapters over :mod:`neardup.eval` and :mod:`neardup.baselines`."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,14 @@ from ..baselines import BASELINES, ScoredPairs, run_baseline
 from ..dedup.clusters import cluster_records
 from ..dedup.verify import VERIFY_MODES, metadata_of
 from ..errors import InputError
-from ..eval.files import load_gold, load_prediction
+from ..eval.files import find_id, load_gold, load_prediction
 from ..eval.metrics import Gold, Scores, evaluate
-from ..eval.sweep import Grid, check_grid, format_rows, run_sweep
+from ..eval.sweep import Grid, SweepRow, check_grid, format_rows, run_sweep
 from ..hashing import BITS_CHOICES, HASH_NAMES
 from ..io import ErrorReport, RecordId, write_jsonl
 from ..output import write_text
 from ..weighting import WEIGHTINGS
+from . import common
 from .common import (
     check_outputs_not_inputs,
     input_options,
@@ -48,9 +50,16 @@ from .common import (
     is_flag=True,
     help="Score the clusters the pairs imply (a near-duplicate of a near-duplicate counts).",
 )
-@click.option("--id-field", default="id", show_default=True, help="Gold field holding the id.")
-@click.option("--cluster-field", default="cluster", show_default=True, help="Gold field holding the cluster.")
-@click.option("--topic-field", default="topic", show_default=True, help="Gold field holding the topic.")
+@click.option("--id-field", default="id", show_default=True, help="Gold field (or column) holding the id.")
+@click.option(
+    "--cluster-field",
+    default="cluster",
+    show_default=True,
+    help="Gold field (or column) holding the cluster.",
+)
+@click.option(
+    "--topic-field", default="topic", show_default=True, help="Gold field (or column) holding the topic."
+)
 def eval_command(
     gold_path: str,
     predictions_path: str,
@@ -63,7 +72,8 @@ def eval_command(
     """Score PREDICTIONS (a --pairs or --clusters file of `neardup dedup`) against GOLD.
 
     GOLD is JSON lines with an id and a cluster per record, optionally a level
-    (original, light, medium, heavy, unique) and a topic. Records of one cluster are
+    (original, light, medium, heavy, unique) and a topic; or a .csv file with those
+    columns (a labelled table, as `neardup records` reads). Records of one cluster are
     near-duplicates; unique records are singletons; heavy copies are related but not
     near-duplicates, so pairs with them are left out of the scores (and reported apart).
 
@@ -77,6 +87,8 @@ def eval_command(
       neardup dedup docs.jsonl --pairs pairs.jsonl
       neardup eval docs.jsonl pairs.jsonl
       neardup eval gold.jsonl clusters.jsonl --format json
+      neardup records people.csv --key id --ignore cluster --clusters groups.jsonl
+      neardup eval people.csv groups.jsonl
     """
     ids, gold = load_gold(gold_path, id_field=id_field, cluster_field=cluster_field, topic_field=topic_field)
     prediction = load_prediction(predictions_path, ids)
@@ -220,13 +232,14 @@ def _numbers(ctx: click.Context, param: click.Parameter, value: str) -> list[int
 def aligned_gold(gold_ids: list[RecordId], gold: Gold, input_ids: list[RecordId]) -> Gold:
     """The gold in the input's record order; every input id must be in the gold."""
     position = {record_id: index for index, record_id in enumerate(gold_ids)}
-    missing = [record_id for record_id in input_ids if record_id not in position]
+    found = [find_id(position, record_id) for record_id in input_ids]
+    missing = [record_id for record_id, index in zip(input_ids, found, strict=True) if index is None]
     if missing:
         raise InputError(
             f"{len(missing)} input ids are not in the gold file, e.g. {missing[0]!r}; "
             "the gold must label every input record"
         )
-    return gold.reorder([position[record_id] for record_id in input_ids])
+    return gold.reorder([index for index in found if index is not None])
 
 
 @click.command(short_help="Score a grid of settings on labelled data, best F1 first.")
@@ -315,6 +328,7 @@ def sweep(
       neardup sweep gold.jsonl docs.jsonl --weighting tfidf-len -k 3,8,16 --verify none,jaccard
       neardup sweep docs.jsonl docs.jsonl --baselines all --output-format markdown
     """
+    started = time.perf_counter()
     wrong_bits = [b for b in bits if b not in BITS_CHOICES]
     if wrong_bits:
         raise click.BadParameter(f"{wrong_bits[0]}: choose from {BITS_CHOICES}", ctx, param_hint="--bits")
@@ -336,7 +350,17 @@ def sweep(
             click.echo(json.dumps(row.as_dict(), ensure_ascii=False))
     else:
         click.echo(format_rows(rows, top, markdown=output_format == "markdown"))
+    seconds = time.perf_counter() - started
+    if seconds >= common.PROGRESS_INTERVAL:  # a short sweep's table says it all
+        click.echo(sweep_summary(rows, len(records), seconds, report.count), err=True)
     report_skipped(report)
+
+
+def sweep_summary(rows: Sequence[SweepRow], records: int, seconds: float, skipped: int) -> str:
+    """The stderr line that ends a long sweep, so a log shows it finished and what won."""
+    best = f"; best F1 {rows[0].scores.f1:.4f} with {rows[0].setting.describe()}" if rows else ""
+    done = f"{len(rows)} settings on {records} records in {seconds:.1f} s"
+    return f"neardup: sweep: {done}{best}; {skipped} skipped"
 
 
 @click.command(short_help="Write an HTML report of plots on labelled data and synthetic scaling runs.")

@@ -3,7 +3,10 @@
 Errors neardup raises on purpose (:class:`~neardup.errors.NeardupError`) already say what is
 wrong and how to fix it, so they are printed as one line and exit 1; a traceback would only
 bury the message, and is shown with ``--verbose`` for bug reports. Usage errors stay click's
-(exit 2).
+(exit 2). A reader that closes stdout early (``| head``) ends the command quietly with exit 0.
+
+Commands are imported when they run, not when the group is built: their modules pull in
+numpy, scipy and the rest, which ``neardup --help`` and ``neardup --version`` never need.
 """
 
 from __future__ import annotations
@@ -12,50 +15,152 @@ import contextlib
 import os
 import sys
 import traceback
-from typing import Any
+from collections.abc import Iterator
+from importlib import import_module
+from typing import Any, NamedTuple
 
 import click
 
-from .. import __version__
 from ..errors import NeardupError
-from .dedup import dedup
-from .fingerprint import fingerprint
-from .idf import idf
-from .index import index
-from .records import records
-from .serve import serve
-from .spark import spark
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
 
+class LazyCommand(NamedTuple):
+    """Where a command lives (module relative to this package, attribute) and the short help
+    ``neardup --help`` lists without importing it (a test keeps it equal to the command's)."""
+
+    module: str
+    attribute: str
+    short_help: str
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "baseline": LazyCommand(
+        ".eval", "baseline", "Run a baseline method (evaluation only) with dedup's outputs."
+    ),
+    "dedup": LazyCommand(
+        ".dedup", "dedup", "Find near-duplicates: pairs, clusters and the deduplicated records."
+    ),
+    "eval": LazyCommand(".eval", "eval_command", "Score a PAIRS or CLUSTERS file against labelled data."),
+    "fingerprint": LazyCommand(
+        ".fingerprint",
+        "fingerprint",
+        "Fingerprint records: JSONL/CSV/Parquet in, {id, fingerprint} JSON lines out.",
+    ),
+    "idf": LazyCommand(".idf", "idf", "Fit IDF tables on your own corpus (neardup idf fit)."),
+    "index": LazyCommand(
+        ".index",
+        "index",
+        "A persistent index: add, query, remove, stats (SQLite, Redis, SQL servers, MongoDB).",
+    ),
+    "records": LazyCommand(
+        ".records", "records", "Find duplicate rows of a database table, a query, or a CSV/Parquet file."
+    ),
+    "report": LazyCommand(
+        ".eval", "report", "Write an HTML report of plots on labelled data and synthetic scaling runs."
+    ),
+    "serve": LazyCommand(".serve", "serve", "Serve an index over HTTP: check, add and query documents."),
+    "spark": LazyCommand(".spark", "spark", "Run neardup on Apache Spark (needs neardup[spark])."),
+    "sweep": LazyCommand(".eval", "sweep", "Score a grid of settings on labelled data, best F1 first."),
+}
+#: Subcommands registered on a group once it is loaded (kept apart to avoid an import cycle).
+SUBCOMMANDS: dict[str, tuple[tuple[str, str], ...]] = {"index": ((".index_rebuild", "rebuild"),)}
+
+
+@contextlib.contextmanager
+def _closed_pipe_ends_quietly() -> Iterator[None]:
+    """Stop with exit 0 and no message when the reader of stdout went away (``| head``), as
+    other tools do; stdout goes to /dev/null so the flush at exit cannot fail again."""
+    try:
+        yield
+    except BrokenPipeError as exc:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # e.g. no real stdout
+            stdout = sys.stdout.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stdout)
+            os.close(devnull)
+        raise click.exceptions.Exit(0) from exc
+
+
 class NeardupGroup(click.Group):
-    """A group that turns neardup errors into one-line messages and exit code 1."""
+    """A group that loads its commands on first use and turns neardup errors into one-line
+    messages and exit code 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            spec = COMMANDS[cmd_name]
+            command = _load(spec.module, spec.attribute)
+            if isinstance(command, click.Group):
+                for module, attribute in SUBCOMMANDS.get(cmd_name, ()):
+                    command.add_command(_load(module, attribute))
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from :data:`COMMANDS`, so ``--help`` imports no command module."""
+        rows = [
+            (
+                name,
+                COMMANDS[name].short_help if name in COMMANDS else self.commands[name].get_short_help_str(),
+            )
+            for name in self.list_commands(ctx)
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        with _closed_pipe_ends_quietly():  # --help and --version write to stdout here
+            return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with _closed_pipe_ends_quietly():
+                return super().invoke(ctx)
         except NeardupError as exc:
             if ctx.params.get("verbose"):
                 traceback.print_exc(file=sys.stderr)
             click.echo(f"neardup: error: {exc}", err=True)
-            raise click.exceptions.Exit(EXIT_ERROR) from exc
-        except BrokenPipeError as exc:
-            # The reader of stdout went away (e.g. `| head`): stop quietly, like other tools,
-            # and point stdout at /dev/null so the final flush at exit cannot fail again.
-            with contextlib.suppress(OSError, ValueError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise click.exceptions.Exit(EXIT_ERROR) from exc
         except KeyboardInterrupt as exc:
             click.echo("neardup: interrupted", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from exc
 
 
+def _load(module: str, attribute: str) -> click.Command:
+    command = getattr(import_module(module, __package__), attribute)
+    assert isinstance(command, click.Command)
+    return command
+
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """--version, reading the version only when asked (importlib.metadata is slow to load)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .. import __version__
+
+    click.echo(f"neardup, version {__version__}")
+    ctx.exit()
+
+
 @click.group(
     cls=NeardupGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
 )
-@click.version_option(__version__, "--version", "-V", prog_name="neardup")
+@click.option(
+    "--version",
+    "-V",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of errors (for bug reports).")
 def main(verbose: bool) -> None:
     """Find near-duplicate Chinese and English documents and database rows with Simhash
@@ -78,17 +183,3 @@ def main(verbose: bool) -> None:
       neardup spark dedup docs.jsonl --pairs pairs.jsonl --master 'local[*]'
       neardup serve news.db --port 8000
     """
-
-
-main.add_command(dedup)
-main.add_command(fingerprint)
-main.add_command(idf)
-main.add_command(index)
-main.add_command(records)
-main.add_command(serve)
-main.add_command(spark)
-main.add_command(__import__("neardup.cli.eval", fromlist=["eval_command"]).eval_command)
-main.add_command(__import__("neardup.cli.eval", fromlist=["baseline"]).baseline)
-main.add_command(__import__("neardup.cli.eval", fromlist=["sweep"]).sweep)
-main.add_command(__import__("neardup.cli.eval", fromlist=["report"]).report)
-index.add_command(__import__("neardup.cli.index_rebuild", fromlist=["rebuild"]).rebuild)

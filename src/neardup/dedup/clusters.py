@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from ..errors import ConfigError
 
@@ -53,6 +51,9 @@ def check_keep(policy: str) -> str:
 def components(n: int, i: npt.ArrayLike, j: npt.ArrayLike) -> IntArray:
     """Connected components of the graph with edges (i, j); each record's label is the index
     of its component's earliest record."""
+    from scipy.sparse import coo_matrix  # scipy loads on use: `neardup --help` must stay fast
+    from scipy.sparse.csgraph import connected_components
+
     left = np.asarray(i, dtype=np.int64)
     right = np.asarray(j, dtype=np.int64)
     if n == 0:

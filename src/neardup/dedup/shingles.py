@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse
 
 from ..arrays import unique_inverse
 from ..text.normalize import Normalizer
@@ -84,6 +83,8 @@ class Shingles:
     def matrix(self) -> Any:
         """The texts × distinct shingles 0/1 matrix (CSR), built once."""
         if self._matrix is None:
+            from scipy import sparse  # loaded on use: `neardup --help` must stay fast
+
             _, columns = unique_inverse(self.hashes)
             data = np.ones(len(columns), dtype=np.float64)
             shape = (self.count, int(columns.max()) + 1 if len(columns) else 0)

@@ -2,8 +2,11 @@
 the file and line, because a mismatched pair of files is the usual mistake.
 
 Gold is JSON lines with ``id`` and ``cluster`` (optional ``level``, ``topic``,
-``derived_from``); predictions are the PAIRS (``{"a", "b", ...}``) or CLUSTERS
-(``{"id", "cluster"}``) output of ``neardup dedup``, told apart by the first line's keys.
+``derived_from``), or a CSV file (by its ``.csv`` suffix) with those columns, as labelled
+record sets for ``neardup records`` come; predictions are the PAIRS (``{"a", "b", ...}``) or
+CLUSTERS (``{"id", "cluster"}``) output of ``neardup dedup`` or ``neardup records``, told
+apart by the first line's keys. CSV values are text, so an integer id of a prediction also
+matches the same digits in a CSV gold.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..csv_strict import StrictCsvReader
 from ..errors import InputError
 from ..io import RecordId
 from .metrics import Gold, Prediction
@@ -41,6 +45,38 @@ def read_json_lines(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
             yield location, data
 
 
+def read_csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location, row) per non-blank CSV record, empty fields left out (as absent JSON keys);
+    a header without the ``required`` columns is one error naming them and the fix."""
+    if not Path(path).is_file():
+        raise InputError(f"cannot read {path}: no such file")
+    with Path(path).open("rb") as handle:
+        reader = StrictCsvReader(handle, str(path))
+        header = reader.header() or []
+        missing = [name for name in required if name not in header]
+        if missing:
+            names = " and ".join(map(repr, missing)) + (" columns" if len(missing) > 1 else " column")
+            raise InputError(
+                f"the CSV gold {path} has no {names} (its header: {', '.join(header) or 'none'}); "
+                f"rename the columns, or pass --id-field/--cluster-field to neardup eval"
+            )
+        for row in reader:
+            if isinstance(row, InputError):
+                raise row
+            location = f"{path}:{row.line}"
+            if not any(row.values):
+                continue  # a blank line
+            if len(row.values) != len(header):
+                raise InputError(f"{len(row.values)} fields but the header has {len(header)}", location)
+            yield location, {name: value for name, value in zip(header, row.values, strict=True) if value}
+
+
+def _gold_rows(path: str | Path, id_field: str, cluster_field: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if Path(path).suffix.lower() == ".csv":
+        return read_csv_rows(path, (id_field, cluster_field))
+    return read_json_lines(path)
+
+
 def _hashable(value: Any, name: str, location: str) -> RecordId:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"{name} must be a string or an integer; got {value!r}", location)
@@ -58,7 +94,7 @@ def load_gold(
     sources: list[RecordId | None] = []
     position: dict[RecordId, int] = {}
     first_seen: dict[RecordId, str] = {}
-    for location, row in read_json_lines(path):
+    for location, row in _gold_rows(path, id_field, cluster_field):
         if id_field not in row or cluster_field not in row:
             raise InputError(f"gold records need {id_field!r} and {cluster_field!r} fields", location)
         record_id = _hashable(row[id_field], id_field, location)
@@ -126,12 +162,20 @@ def _kind(row: dict[str, Any], location: str) -> str:
     )
 
 
+def find_id(position: dict[RecordId, int], record_id: RecordId) -> int | None:
+    """The position of ``record_id``; an integer also matches its digits (a CSV gold's ids are text)."""
+    found = position.get(record_id)
+    if found is None and isinstance(record_id, int):
+        found = position.get(str(record_id))
+    return found
+
+
 def _position(value: Any, position: dict[RecordId, int], location: str, path: str | Path) -> int:
     record_id = _hashable(value, "id", location)
-    try:
-        return position[record_id]
-    except KeyError:
+    found = find_id(position, record_id)
+    if found is None:
         raise InputError(
             f"id {record_id!r} is not in the gold file; were {path} and the gold made from the same records?",
             location,
-        ) from None
+        )
+    return found
