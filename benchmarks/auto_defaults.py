@@ -1,10 +1,12 @@
-"""What `neardup dedup` with no options costs and finds (the -k auto / --verify auto rule).
+"""What `neardup dedup` finds with no options, and what the -k auto rule of `--search simhash` costs.
 
-1. Cost: the exact pair search of uniform 64-bit fingerprints at each step of the size rule
-   (neardup.dedup.auto.AUTO_STEPS), against the classic k = 3 on the same fingerprints in the
-   same run; uniform fingerprints are the worst case for candidates per true pair.
+1. Cost: the exact pair search of uniform 64-bit fingerprints at each step of the -k auto size
+   rule of `--search simhash` (neardup.dedup.auto.AUTO_STEPS), against the classic k = 3 on
+   the same fingerprints in the same run; uniform fingerprints are the worst case for
+   candidates per true pair.
 2. Quality: pairwise precision/recall/F1 of `neardup dedup INPUT` with no options on the
-   labelled dev sets (`neardup eval`), beside `-k 3` (Simhash alone, the old default).
+   labelled dev sets (`neardup eval`), beside `--search simhash` (the -k auto Simhash search
+   that was the default before the shingle LSH) and `-k 3` (Simhash alone, the seeds' default).
 
     python3 benchmarks/auto_defaults.py              # both parts
     python3 benchmarks/auto_defaults.py --quality    # only part 2
@@ -63,7 +65,7 @@ def quality() -> None:
             if not source.exists():
                 print(f"| {name} | (absent: {source}) | | | | |")
                 continue
-            for options in ([], ["-k", "3"]):
+            for options in ([], ["--search", "simhash"], ["-k", "3"]):
                 pairs = Path(folder) / f"{name}.pairs.jsonl"
                 started = time.perf_counter()
                 neardup("dedup", str(source), "--pairs", str(pairs), *options)

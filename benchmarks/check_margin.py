@@ -39,7 +39,9 @@ def main() -> None:
     fingerprinter = Fingerprinter()
     stage = LshStage(DedupSettings().lsh_settings(), fingerprinter)
     with tempfile.TemporaryDirectory() as folder:
+        print(f"check_margin: building {args.size:,} haystack documents", file=sys.stderr, flush=True)
         path, _ = build_corpus(args.lang, args.size, Path(folder))
+        print("check_margin: sketching and the LSH stage", file=sys.stderr, flush=True)
         batch = []
         for record in read_records(path):
             batch.append(record)
@@ -53,6 +55,7 @@ def main() -> None:
     _, is_short, _, _ = stage.search._lookups()
     chosen = ~(is_short[found[:, 0]] & is_short[found[:, 1]]) & (estimate >= 0.2) & (estimate < 0.8)
     pairs, estimate = found[chosen], estimate[chosen]
+    print(f"check_margin: exact Jaccard of {len(pairs):,} candidates", file=sys.stderr, flush=True)
     involved, inverse = unique_inverse(pairs)
     rows = inverse.reshape(-1, 2)
     texts = stage.texts

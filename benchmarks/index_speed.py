@@ -24,7 +24,9 @@ Sections (each comparison runs side by side in one run; the machine is noisy, so
      skewed collection (a quarter of the fingerprints share one 16-bit block) under the pigeonhole
      scheme. 200 k fingerprints by default (``--skew-size``): without splitting, the work grows
      with the square of the shared bucket (about 10 minutes at 1 M), so 1 M is only extrapolated.
-``--quick`` shrinks every size about tenfold for a smoke run; targets are judged at the sizes they name.
+``--quick`` shrinks every size about tenfold for a smoke run (under a minute); targets are judged at
+the sizes they name. The defaults take a few minutes on 2 cores; each section announces itself
+on stderr, and a summary table ends the output.
 
 Memory: resident set size from /proc/self/status. Each measured size runs in its own subprocess
 (sections 1 and 4), the peak is reset through /proc/self/clear_refs right before the measured
@@ -91,6 +93,26 @@ class Row:
 
 def verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else ("yes" if ok else "NO")
+
+
+#: Times below this (seconds) are too short to divide by: timer resolution and call overhead.
+MEASURABLE = 1e-5
+
+
+def ratio(numerator: float, denominator: float) -> str:
+    """``numerator / denominator`` as "113 x", "3.7 x" or "0.24 x" (two significant digits below 1,
+    so never "0 x"), or "n/a" when either time is too small to measure."""
+    if min(numerator, denominator) < MEASURABLE:
+        return "n/a"
+    value = numerator / denominator
+    return f"{value:,.0f} x" if value >= 100 else f"{value:.1f} x" if value >= 1 else f"{value:.2g} x"
+
+
+_STARTED = time.perf_counter()
+
+
+def progress(text: str) -> None:
+    print(f"index_speed: [{time.perf_counter() - _STARTED:.0f} s] {text}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- data
@@ -413,7 +435,7 @@ def section_all_pairs(sizes: Sequence[int]) -> list[Row]:
         print("   (/proc/self/clear_refs not writable: peaks are whole-process peaks, upper bounds)")
     print(
         f"   pigeonhole / auto at {size_label(sizes[0])}: "
-        f"{pigeon['seconds'] / auto_small['seconds']:.2f} x time, "
+        f"{ratio(pigeon['seconds'], auto_small['seconds'])} time, "
         f"{pigeon['peak_growth'] / max(auto_small['peak_growth'], 1):.2f} x peak memory"
     )
     # time = sort_cost * tables * n + pair_cost * candidates, solved for two schemes (one run each).
@@ -421,14 +443,23 @@ def section_all_pairs(sizes: Sequence[int]) -> list[Row]:
     matrix = np.array(
         [[run["tables"] * n, run["candidates"]] for run in (fit_partner, pigeon)], dtype=np.float64
     )
-    sort_cost, pair_cost = np.linalg.solve(matrix, [fit_partner["seconds"], pigeon["seconds"]])
-    implied = float(pair_cost / sort_cost)
-    print(
-        f"   cost fit at {size_label(n)} ({fit_partner['tables']} vs {pigeon['tables']} tables): "
-        f"{sort_cost * 1e9:.0f} ns per table entry, {pair_cost * 1e9:.0f} ns per candidate "
-        f"-> PAIR_COST {implied:.2f} (blocks.PAIR_COST = {PAIR_COST})"
-    )
-    if implied > 0:
+    try:
+        sort_cost, pair_cost = np.linalg.solve(matrix, [fit_partner["seconds"], pigeon["seconds"]])
+    except np.linalg.LinAlgError:
+        sort_cost = pair_cost = 0.0
+    implied = float(pair_cost / sort_cost) if sort_cost > 0 and pair_cost > 0 else None
+    fit_at = f"   cost fit at {size_label(n)} ({fit_partner['tables']} vs {pigeon['tables']} tables): "
+    if implied is None:
+        print(
+            fit_at + "no fit: the sizes were too small (runs too short against timing noise) to fit "
+            f"positive costs; a larger size may fit them (blocks.PAIR_COST = {PAIR_COST})"
+        )
+    else:
+        print(
+            fit_at + f"{sort_cost * 1e9:.0f} ns per table entry, {pair_cost * 1e9:.0f} ns per candidate "
+            f"-> PAIR_COST {implied:.2f} (blocks.PAIR_COST = {PAIR_COST})"
+        )
+    if implied is not None:
         costs = sorted({PAIR_COST, round(implied, 2)})
         print(
             "   auto-tuner's choice (blocks m / key blocks t) with "
@@ -460,7 +491,12 @@ def section_all_pairs(sizes: Sequence[int]) -> list[Row]:
                 verdict(run["recovered"] == run["planted"]),
             )
         )
-    rows.append(Row(f"PAIR_COST fitted (library {PAIR_COST})", f"{implied:.2f}"))
+    rows.append(
+        Row(
+            f"PAIR_COST fitted (library {PAIR_COST})",
+            "n/a (too small to fit)" if implied is None else f"{implied:.2f}",
+        )
+    )
     return rows
 
 
@@ -493,14 +529,14 @@ def section_brute(size: int, samples: int, repeat: int) -> list[Row]:
         if set(hits.tolist()) - {row} != set(expected.tolist()):
             mismatched += 1
     brute_total = per_query * size / 2
-    ratio = brute_total / index_seconds
+    speedup = ratio(brute_total, index_seconds)
     print(f"   find_all_pairs                      {index_seconds:9.2f} s  ({len(pairs)} pairs)")
     print(f"   brute force, one row against all    {per_query * 1e3:9.2f} ms ({samples} rows sampled)")
     print(f"   brute force, scaled to n²/2 pairs   {brute_total:9.1f} s")
-    print(f"   brute / find_all_pairs              {ratio:9.0f} x")
+    print(f"   brute / find_all_pairs              {speedup:>11s}")
     print(f"   sampled rows whose brute-force neighbours differ from find_all_pairs: {mismatched}\n")
     return [
-        Row(f"brute force / find_all_pairs at {size_label(size)}", f"{ratio:.0f} x"),
+        Row(f"brute force / find_all_pairs at {size_label(size)}", speedup),
         Row("brute-force rows differing from find_all_pairs", str(mismatched), "0", verdict(mismatched == 0)),
     ]
 
@@ -523,7 +559,7 @@ def section_pypi(size: int, repeat: int) -> list[Row]:
     pypi_pairs = (sum(len(answer) for answer in answers) - size) // 2
     ours_seconds, pairs = best_of(lambda: find_all_pairs(fingerprints, K), repeat)
     pypi_seconds = build_seconds + query_seconds
-    ratio = pypi_seconds / ours_seconds
+    speedup = ratio(pypi_seconds, ours_seconds)
     defaults = inspect.signature(SimhashIndex.__init__).parameters
     print(
         f"   SimhashIndex(f={index.f}, k={index.k}) (its defaults: f={defaults['f'].default}, "
@@ -533,9 +569,9 @@ def section_pypi(size: int, repeat: int) -> list[Row]:
     print(f"   SimhashIndex build                   {build_seconds:8.2f} s")
     print(f"   get_near_dups for every document     {query_seconds:8.2f} s   -> {pypi_pairs} pairs")
     print(f"   find_all_pairs                       {ours_seconds:8.3f} s   -> {len(pairs)} pairs")
-    print(f"   SimhashIndex (build + query) / find_all_pairs  {ratio:8.0f} x\n")
+    print(f"   SimhashIndex (build + query) / find_all_pairs  {speedup:>10s}\n")
     return [
-        Row(f"PyPI SimhashIndex / find_all_pairs at {size_label(size)}", f"{ratio:.0f} x"),
+        Row(f"PyPI SimhashIndex / find_all_pairs at {size_label(size)}", speedup),
         Row("PyPI SimhashIndex pairs = find_all_pairs pairs", f"{pypi_pairs} / {len(pairs)}", "equal",
             verdict(pypi_pairs == len(pairs))),
     ]  # fmt: skip
@@ -577,8 +613,8 @@ def section_index(
     near, random = run["query_near_p50"], run["query_random_p50"]
     print(f"   {'index.query p50 (near-dup / random)':34s} {near:9.1f} {random:9.1f}")
     print(f"   {'linear numpy scan':34s} {run['scan_p50']:9.0f} {run['scan_p99']:9.0f}")
-    speedup = run["scan_p50"] / run["query_p50"]
-    print(f"   scan / index (p50)                  {speedup:9.0f} x")
+    speedup = ratio(run["scan_p50"] * 1e-6, run["query_p50"] * 1e-6)
+    print(f"   scan / index (p50)                  {speedup:>11s}")
     batch_rate = run["batch_queries"] / run["batch_seconds"]
     print(
         f"   query_many of {run['batch_queries']} queries         {run['batch_seconds']:8.2f} s = "
@@ -607,7 +643,7 @@ def section_index(
             f"<= {QUERY_TARGET_US:g} µs at 10 M",
             verdict(run["query_p99"] <= QUERY_TARGET_US if at_target else None),
         ),
-        Row("linear scan / index query (p50)", f"{speedup:.0f} x"),
+        Row("linear scan / index query (p50)", speedup),
         Row(f"query_many throughput at {size_label(size)}", f"{batch_rate:,.0f} q/s"),
         Row("index bytes per fingerprint (RSS)", f"{per_fp:.1f} B", f"<= {BYTES_TARGET:g} B",
             verdict(per_fp <= BYTES_TARGET)),
@@ -681,13 +717,13 @@ def section_single_pass(sizes: Sequence[int], data: Path, repeat: int) -> list[R
             return cluster_records(subset.size, pairs.i, pairs.j).count
 
         ix_seconds, clusters = best_of(index_clusters, repeat)
-        ratio = sp_seconds / ix_seconds
+        times = ratio(sp_seconds, ix_seconds)
         sp_clusters = int(np.unique(labels).size)
         print(
-            f"   {size_label(size):>6s} {sp_seconds * 1e3:15.1f} {ix_seconds * 1e3:10.1f} {ratio:7.0f}x "
+            f"   {size_label(size):>6s} {sp_seconds * 1e3:15.1f} {ix_seconds * 1e3:10.1f} {times:>8s} "
             f"{sp_clusters:12d} {clusters:9d}"
         )
-        rows.append(Row(f"Single-Pass / index at {size_label(size)}", f"{ratio:.0f} x"))
+        rows.append(Row(f"Single-Pass / index at {size_label(size)}", times))
     print("   (Single-Pass joins the first centre within k: its clusters differ from connected components)\n")
     return rows
 
@@ -720,10 +756,10 @@ def section_second_hash(size: int, fraction: float, full_size: int) -> list[Row]
         )
     (_, without_s, without_pairs, without_stats), (_, with_s, with_pairs, with_stats) = results
     same = np.array_equal(without_pairs.i, with_pairs.i) and np.array_equal(without_pairs.j, with_pairs.j)
-    speedup = without_s / with_s
+    speedup = ratio(without_s, with_s)
     scale = (full_size / size) ** 2
-    fewer = without_stats.candidates / with_stats.candidates
-    print(f"   without / with: {speedup:.0f} x time, {fewer:.0f} x candidates")
+    fewer = without_stats.candidates / max(with_stats.candidates, 1)
+    print(f"   without / with: {speedup} time, {fewer:,.0f} x candidates")
     print(f"   identical pair lists: {same}")
     if full_size != size:
         print(
@@ -733,7 +769,7 @@ def section_second_hash(size: int, fraction: float, full_size: int) -> list[Row]
     else:
         print()
     return [
-        Row(f"second hash speed-up, skewed {size_label(size)}", f"{speedup:.0f} x"),
+        Row(f"second hash speed-up, skewed {size_label(size)}", speedup),
         Row("second hash: same pairs with and without", str(same), "True", verdict(same)),
     ]
 
@@ -785,20 +821,26 @@ def main() -> None:
     started = time.perf_counter()
     rows: list[Row] = []
     if 1 in sections:
+        progress(f"1. all pairs at {size_label(small)} and {size_label(large)}")
         rows += section_all_pairs([small, large])
     if 2 in sections:
+        progress(f"2. brute force at {size_label(small)}")
         rows += section_brute(small, 200, args.repeat)
     if 3 in sections:
+        progress("3. PyPI simhash")
         if args.skip_pypi:
             print("== 3. PyPI simhash: skipped (--skip-pypi)\n")
         else:
             rows += section_pypi(20_000 if quick else 100_000, args.repeat)
     if 4 in sections:
+        progress(f"4. online index at {size_label(large)}")
         rows += section_index(large, 2000, 10 if quick else 30, 100_000, args.index_scheme)
     if 5 in sections:
+        progress("5. Single-Pass vs index")
         sizes = [1000, 5000] if quick else [1000, 5000, 10_000, 30_000]
         rows += section_single_pass(sizes, args.data, args.repeat)
     if 6 in sections:
+        progress(f"6. second hash at {size_label(skew_size)}")
         rows += section_second_hash(skew_size, 0.25, 1_000_000)
 
     print(f"== Summary ({time.perf_counter() - started:.0f} s)")

@@ -3,19 +3,24 @@
 Quality: for each set of ../shared/data/dev/records/ (FEBRL 1-3 and the dedupe csv_example;
 gold column ``cluster``, which is never a feature, nor is the key ``id``) the predicted
 clusters are scored pair by pair: a pair is two rows in one cluster, precision = right pairs
-/ predicted pairs, recall = right pairs / gold pairs. Three runs per set, all through
+/ predicted pairs, recall = right pairs / gold pairs. These runs measure the Simhash path
+(``-k``, ``--verify``, ``--field``), not the default of ``neardup records`` (learned weights:
+``--peers`` and records_scale.py measure that). Per set, all through
 :func:`neardup.record_dedup.find_duplicate_records` over a streamed CSV source:
 
-- ``default``   what ``neardup records FILE --key id --ignore cluster`` does (automatic
-                kinds, weight 2 per short field, k = 8, no verification);
-- ``tuned``     the per-set field kinds and weights, k and verification of :data:`TUNED`;
-- ``row text``  plain Simhash of the whole row as one text (the values joined by spaces,
-                ``neardup dedup``'s default settings), at k = 8 and at the tuned k.
+- ``-k auto``     ``neardup records FILE --key id --ignore cluster -k auto`` (automatic kinds,
+                  weight 2 per short field, k and verification by row count: the default
+                  before the learned weights);
+- ``-k 8 alone``  the same at k = 8 without verification;
+- ``tuned``       the per-set field kinds and weights, k and verification of :data:`TUNED`;
+- ``row text``    plain Simhash of the whole row as one text (the values joined by spaces,
+                  ``neardup dedup``'s default settings), at k = 8 and at the tuned k.
 
-Throughput: rows/s of the whole pipeline (read, fingerprint, pairs, clusters) on 1,000,000
-synthetic complaint rows (ids, names, phones, dates, amounts, categories, a Chinese or
-English complaint text; 10 % planted near-duplicates) streamed from an SQLite file, and the
-read-only rate of the same source for reference.
+Throughput: rows/s of the Simhash path (read, fingerprint, pairs, clusters) on ``--rows``
+synthetic complaint rows (default 100,000; ids, names, phones, dates, amounts, categories, a
+Chinese or English complaint text; 10 % planted near-duplicates) streamed from an SQLite file,
+and the read-only rate of the same source for reference. The defaults take a minute or two on
+2 cores; ``--rows 1000000`` about ten (progress on stderr).
 
 Peers (``--peers``, nothing else is run): on all 8 sets of the folder (the 4 above and the
 test sets hpi_cora, bib_respiratory, bib_stroke, bib_digital_work; ``--sets`` picks some), one
@@ -66,9 +71,9 @@ line per set and method with pairwise precision, recall, F1 and seconds, scored 
       venue [0.9, 0.7], ExactMatch first_author (term frequencies), year, first_page, doi; prior
       from title + year | doi at recall 0.8; EM on year, then on the title prefix.
 
-    python benchmarks/records_quality.py              # quality on the 4 sets + 1 M rows
-    python benchmarks/records_quality.py --quick      # 100,000 synthetic rows
-    python benchmarks/records_quality.py --rows 0     # quality only
+    python benchmarks/records_quality.py                  # quality on the 4 sets + 100,000 rows
+    python benchmarks/records_quality.py --rows 1000000   # 1,000,000 synthetic rows
+    python benchmarks/records_quality.py --rows 0         # quality only
     pip install -e '.[peers]'                         # Splink, for --peers
     python benchmarks/records_quality.py --peers      # neardup default vs Splink, 8 sets
     python benchmarks/records_quality.py --peers --sets febrl_dataset1 hpi_cora
@@ -227,7 +232,7 @@ def quality(data: Path) -> None:
         tuned = TUNED.for_set(name)
         runs: list[tuple[str, int, list[object]]] = []
         default, gold, searched = run_fields(path, Setting())
-        runs.append(("default (auto)", searched, default))
+        runs.append(("-k auto", searched, default))
         plain, _, _ = run_fields(path, Setting(max_distance=DEFAULT_MAX_DISTANCE, check=None))
         runs.append(("-k 8 alone", DEFAULT_MAX_DISTANCE, plain))
         predicted, _, _ = run_fields(path, tuned)
@@ -363,6 +368,7 @@ def synthetic_rows(count: int, seed: int = 7) -> list[tuple[object, ...]]:
 def throughput(count: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "complaints.db"
+        print(f"records_quality: writing {count:,} synthetic rows to SQLite", file=sys.stderr, flush=True)
         start = time.perf_counter()
         connection = sqlite3.connect(path)
         connection.execute(
@@ -388,9 +394,10 @@ def throughput(count: int) -> None:
         runs: tuple[tuple[str, int | None, Verification | str | None], ...] = (
             ("k 8, no verification", DEFAULT_MAX_DISTANCE, None),
             ("k 8, --verify fields", DEFAULT_MAX_DISTANCE, Verification("fields")),
-            ("neardup records defaults (-k auto)", None, "auto"),
+            ("-k auto", None, "auto"),
         )
         for label, distance, check in runs:
+            print(f"records_quality: {count:,} rows, {label}", file=sys.stderr, flush=True)
             start = time.perf_counter()
             source = SqlSource(url, table="complaints")
             result = find_duplicate_records(
@@ -403,7 +410,8 @@ def throughput(count: int) -> None:
                 f"{len(result.keys):,} rows from SQLite, {label} (k = {result.max_distance}): "
                 f"{seconds:.1f} s = "
                 f"{len(result.keys) / seconds:,.0f} rows/s ({len(result.pairs):,} pairs, {groups:,} rows "
-                f"joined to a representative; {source.fetches} fetches of {source.chunk_size:,} rows)"
+                f"joined to a representative; {source.fetches} fetches of {source.chunk_size:,} rows)",
+                flush=True,
             )
         print(
             f"(reading alone: {read:,} rows in {read_seconds:.1f} s = {read / read_seconds:,.0f} rows/s; "
@@ -692,8 +700,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", type=Path, default=DATA, help="folder of the record sets")
-    parser.add_argument("--rows", type=int, default=None, help="synthetic rows for the speed run (0: none)")
-    parser.add_argument("--quick", action="store_true", help="100,000 synthetic rows instead of 1,000,000")
+    parser.add_argument(
+        "--rows", type=int, default=100_000, help="synthetic rows for the speed run (default 100000; 0: none)"
+    )
     parser.add_argument("--no-quality", action="store_true", help="skip the quality runs")
     parser.add_argument(
         "--peers",
@@ -717,9 +726,8 @@ def main() -> None:
         return
     if not args.no_quality:
         quality(args.data)
-    rows = args.rows if args.rows is not None else (100_000 if args.quick else 1_000_000)
-    if rows:
-        throughput(rows)
+    if args.rows:
+        throughput(args.rows)
 
 
 if __name__ == "__main__":

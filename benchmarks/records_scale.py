@@ -287,6 +287,7 @@ def measure(store: str, url: str, table: Table, folder: Path) -> list[Result]:
         clusters.unlink(missing_ok=True)
         command = [*neardup_command(), "records", url, "--table", TABLE, "--key", "id"]
         command += [*extra, "--clusters", str(clusters)]
+        print(f"records_scale: {store} {run}: neardup {' '.join(command[1:])}", file=sys.stderr, flush=True)
         status, seconds, peak = run_child(command, log)
         if status != 0 or not clusters.exists():
             tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
@@ -367,6 +368,7 @@ def main() -> None:
         folder = args.keep or Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
+        print(f"records_scale: building a table of {args.rows:,} rows", file=sys.stderr, flush=True)
         table = build_table(febrl, folder / "table.db", args.rows, args.planted, args.seed)
         print(
             f"table {TABLE}: {table.rows:,} rows ({table.rows - 2 * table.planted:,} synthetic, "

@@ -1,6 +1,8 @@
 """Recall at scale: the labelled dev news hidden among N haystack documents, every candidate
-design of ``neardup.dedup.candidates`` against today's default ``neardup dedup`` and rensa
-MinHash-LSH, side by side on the same input (DESIGN.md §4b, issue 16).
+design of ``neardup.dedup.candidates`` (``oph``, ``segments``, ``minhash``) against today's
+default ``neardup dedup`` (``neardup``), ``neardup dedup --search simhash`` (``simhash``: the
+-k auto Simhash search, the default before the shingle LSH; k = 3 alone above 10⁶ records) and
+rensa MinHash-LSH (``rensa``), side by side on the same input (issue 16; docs/candidates.md).
 
 Haystack. ../shared/data/raw/zh_news.txt (one People's Daily paragraph a line) and
 en_reuters.jsonl (Reuters bodies, wrapping undone) are cut into sentences, each tagged with its
@@ -52,7 +54,7 @@ from neardup.eval.metrics import Gold, Prediction, evaluate
 from neardup.text.normalize import Normalizer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-METHODS = ("oph", "segments", "minhash", "neardup", "rensa")
+METHODS = ("oph", "segments", "minhash", "neardup", "simhash", "rensa")
 CHUNK = 4096
 VERIFY_CHUNK = 1 << 16
 _ZH_SENTENCE = re.compile(r"(?<=[。！？])")
@@ -226,13 +228,14 @@ def run_rensa(path: Path) -> dict[str, Any]:
     return {"seconds": seconds, "documents": len(texts), "candidates": candidates, "pairs": pairs}
 
 
-def run_neardup(path: Path) -> dict[str, Any]:
-    """Today's default ``neardup dedup`` (the command itself, so its own peak memory)."""
+def run_neardup(path: Path, *options: str) -> dict[str, Any]:
+    """Today's default ``neardup dedup`` with ``options`` (the command itself, so its own peak
+    memory); ``simhash`` is ``--search simhash``, the default before the shingle LSH."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "pairs.jsonl"
         start = time.perf_counter()
         process = subprocess.Popen(
-            ["neardup", "dedup", str(path), "--pairs", str(out)], stderr=subprocess.DEVNULL
+            ["neardup", "dedup", str(path), "--pairs", str(out), *options], stderr=subprocess.DEVNULL
         )
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - start
@@ -255,6 +258,8 @@ def peak_kb() -> int:
 def worker(method: str, path: Path, out: Path) -> None:
     if method == "neardup":
         result = run_neardup(path)
+    elif method == "simhash":
+        result = run_neardup(path, "--search", "simhash")
     elif method == "rensa":
         result = run_rensa(path)
     else:
@@ -309,6 +314,10 @@ def measure(
     return row
 
 
+def progress(text: str) -> None:
+    print(f"scale_quality: {text}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -334,6 +343,7 @@ def main() -> None:
         args.methods = [method for method in args.methods if method != "rensa"]
     for lang in ("zh", "en") if args.lang == "both" else (args.lang,):
         with tempfile.TemporaryDirectory() as folder:
+            progress(f"{lang}: building the corpus ({args.size:,} haystack documents)")
             start = time.perf_counter()
             path, dev = build_corpus(lang, args.size, Path(folder))
             truth = brute_force(dev)
@@ -342,6 +352,7 @@ def main() -> None:
                 f"(built in {time.perf_counter() - start:.0f} s); {len(truth)} dev pairs of Jaccard >= 0.5"
             )
             for method in args.methods:
+                progress(f"{lang}: {method}")
                 row = measure(method, path, dev, truth)
                 stages = ", ".join(f"{name} {value:.1f}" for name, value in row["seconds"].items())
                 extra = ""

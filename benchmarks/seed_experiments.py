@@ -1,5 +1,6 @@
-"""The seeds' experiments reproduced on real data, one markdown table per experiment under
-docs/results/ (each file names the command that made it).
+"""The seeds' experiments reproduced on real data, one markdown table per experiment, printed
+to stdout; ``--write-docs`` writes them to docs/results/ (each file names the command that
+made it), ``--out DIR`` to another folder.
 
 1. seed 002 table 2: fingerprint time per hash function for 1k ... 30k records (People's Daily text)
 2. seed 002 table 3 / seed 003 fig. 1-2 / seed 000 fig. 4-5: precision and recall of the improved
@@ -12,9 +13,10 @@ docs/results/ (each file names the command that made it).
 5. seed 000 fig. 6: time as the load grows, with and without second hashing (skewed buckets)
 6. the semantic tier: zh_pairs.tsv (LCQMC, PAWS-X) paraphrase pairs scored as near-duplicates
 
-    python benchmarks/seed_experiments.py            # everything (several minutes)
-    python benchmarks/seed_experiments.py --quick    # smaller sizes, ~1-2 minutes
+    python benchmarks/seed_experiments.py                # everything (several minutes), printed
+    python benchmarks/seed_experiments.py --quick        # smaller sizes, ~1-2 minutes
     python benchmarks/seed_experiments.py --only 2 6
+    python benchmarks/seed_experiments.py --write-docs   # the tables of docs/results/
 """
 
 from __future__ import annotations
@@ -45,17 +47,33 @@ from neardup.eval.metrics import Gold, Prediction, Scores, evaluate, pair_keys  
 
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "docs" / "results"
+#: Where write() puts the tables: None prints them only (main sets it from --write-docs / --out).
+OUT: Path | None = None
 #: The ten largest Reuters-21578 (ModApte) TOPICS; other topics and none count as "other".
 REUTERS_TOPICS = ("earn", "acq", "money-fx", "grain", "crude", "trade", "interest", "ship", "wheat", "corn")
 HASHES = ("city64", "farm64", "murmur3_64", "xxh3_64", "bkdr64", "java", "md5_64")
 
 
 def write(name: str, title: str, command: str, body: str) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / name
-    path.write_text(f"# {title}\n\nMade by `{command}`.\n\n{body.rstrip()}\n", encoding="utf-8")
-    print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
-    print(f"\n## {title}\n\n{body}")
+    """Print one table; with an output folder (OUT) also write it there as ``name``."""
+    if OUT is not None:
+        OUT.mkdir(parents=True, exist_ok=True)
+        path = OUT / name
+        path.write_text(f"# {title}\n\nMade by `{command}`.\n\n{body.rstrip()}\n", encoding="utf-8")
+        print(f"wrote {path}", file=sys.stderr)
+    print(f"\n## {title}\n\n{body}", flush=True)
+
+
+def progress(text: str) -> None:
+    print(f"seed_experiments: {text}", file=sys.stderr, flush=True)
+
+
+def ratio(numerator: float, denominator: float) -> str:
+    """``numerator / denominator`` as "16.2x", with two significant digits below 1 (never "0.0x")."""
+    if numerator <= 0 or denominator <= 0:
+        return "n/a"
+    value = numerator / denominator
+    return f"{value:,.0f}x" if value >= 100 else f"{value:.1f}x" if value >= 1 else f"{value:.2g}x"
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -126,7 +144,9 @@ def neardup_pairs(
 
 METHODS: dict[str, Callable[[list[dict[str, Any]]], tuple[np.ndarray, np.ndarray]]] = {
     "neardup -k 3 (Simhash alone; the old default)": lambda rs: neardup_pairs(rs, 3),
-    "neardup defaults (-k auto, --verify auto)": lambda rs: neardup_pairs(rs, *auto_search(len(rs))),
+    "neardup --search simhash (-k auto, --verify auto)": lambda rs: neardup_pairs(
+        rs, auto_search(len(rs)).max_distance, auto_search(len(rs)).verify
+    ),
     "neardup composite java -k 16 --verify jaccard": lambda rs: neardup_pairs(
         rs, 16, "jaccard", weighting="composite", hash="java"
     ),
@@ -257,7 +277,7 @@ def experiment_single_pass(sizes: Sequence[int], command: str) -> None:
                 f"{n:,}",
                 f"{single_ms:,.0f}",
                 f"{index_ms:,.0f}",
-                f"{single_ms / index_ms:,.1f}x",
+                ratio(single_ms, index_ms),
                 len(set(labels.tolist())),
             ]
         )
@@ -365,6 +385,7 @@ def experiment_semantic(path: Path, command: str) -> None:
                     name,
                     found,
                     f"{p:.3f}",
+                    f"{positives / len(chosen):.3f}",
                     f"{r:.3f}",
                     f"{f1:.3f}",
                 ]
@@ -375,6 +396,7 @@ def experiment_semantic(path: Path, command: str) -> None:
                 source,
                 "",
                 f"median Hamming distance: positives {medians[0]:.0f}, negatives {medians[1]:.0f}",
+                "",
                 "",
                 "",
                 "",
@@ -400,28 +422,45 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes (about a minute or two)")
     parser.add_argument("--only", nargs="+", type=int, choices=range(1, 7), help="experiment numbers to run")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--write-docs", action="store_true", help=f"also write each table to {RESULTS.relative_to(ROOT)}/"
+    )
+    where.add_argument("--out", type=Path, metavar="DIR", help="also write each table to DIR")
     args = parser.parse_args()
     if not DATA.exists():
         sys.exit(f"needs ../shared/data beside the clone ({DATA} is absent)")
+    global OUT
+    OUT = RESULTS if args.write_docs else args.out
     command = "python benchmarks/seed_experiments.py" + (" --quick" if args.quick else "")
     chosen = set(args.only or range(1, 7))
-    if 1 in chosen:
-        experiment_hashes([1000, 5000] if args.quick else [1000, 5000, 10000, 20000, 30000], command)
-    if 2 in chosen:
+    names = {1: "hash functions", 2: "quality per method", 3: "Single-Pass vs index", 4: "stores",
+             5: "second hashing", 6: "semantic tier"}  # fmt: skip
+    for number in sorted(chosen):
+        run_experiment(number, args.quick, command, names[number])
+
+
+def run_experiment(number: int, quick: bool, command: str, name: str) -> None:
+    progress(f"{number}. {name}")
+    started = time.perf_counter()
+    if number == 1:
+        experiment_hashes([1000, 5000] if quick else [1000, 5000, 10000, 20000, 30000], command)
+    elif number == 2:
         experiment_quality(["zh_news", "en_news"], command)
-    if 3 in chosen:
-        experiment_single_pass([1000, 5000] if args.quick else [1000, 5000, 10000, 30000], command)
-    if 4 in chosen:
+    elif number == 3:
+        experiment_single_pass([1000, 5000] if quick else [1000, 5000, 10000, 30000], command)
+    elif number == 4:
         experiment_stores(
-            *((20_000, 5_000) if args.quick else (100_000, 20_000)),
+            *((20_000, 5_000) if quick else (100_000, 20_000)),
             ["memory", "sqlite", "redis", "postgres", "mysql"],
             command,
         )
-    if 5 in chosen:
-        sizes = [10_000, 20_000] if args.quick else [10_000, 20_000, 40_000, 80_000]
+    elif number == 5:
+        sizes = [10_000, 20_000] if quick else [10_000, 20_000, 40_000, 80_000]
         experiment_second_hash(sizes, 0.3, command)
-    if 6 in chosen:
+    elif number == 6:
         experiment_semantic(DATA / "dev" / "zh_pairs.tsv", command)
+    progress(f"{number}. {name}: {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

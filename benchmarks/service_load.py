@@ -1017,6 +1017,11 @@ def main() -> None:
                     run = Run(store, mode, url)
                     flags = {"baseline": " (--max-batch 1)", "workers": f" (--workers {args.workers})"}
                     print(f"\n{store} {mode}{flags.get(mode, '')}: {url}", flush=True)
+                    print(
+                        f"service_load: {store} {mode}: {args.seconds:.0f} s of load, then the audit",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     run_one(run, corpus, args, folder, None if redis is None else redis.pid)
                     run.checks = audit(run, corpus)
                     f = figures(run)

@@ -10,10 +10,11 @@ brings it down to 4: Simhash's k = 3 is made for long web pages. Here, with near
 * real: every gold near-duplicate pair of ../shared/data/dev/zh_short.jsonl.
 
 For each pair: word Jaccard (cities / jieba words), character-bigram Jaccard, and the Hamming
-distance. Writes docs/results/short_text.md (table) and docs/results/short_text.png (plot,
-needs matplotlib: pip install matplotlib, or the project's `eval` extra).
+distance. Prints the table; ``--write-docs`` writes docs/results/short_text.md (table) and
+docs/results/short_text.png (plot, needs matplotlib: pip install matplotlib, or the project's
+`eval` extra), ``--out DIR`` the same two files to DIR.
 
-    python benchmarks/short_text_experiment.py [--data ../shared/data/dev] [--out docs/results]
+    python benchmarks/short_text_experiment.py [--data ../shared/data/dev] [--write-docs | --out DIR]
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=OUT)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--write-docs", action="store_true", help=f"write short_text.md and .png to {OUT}")
+    where.add_argument("--out", type=Path, metavar="DIR", help="write short_text.md and .png to DIR")
     parser.add_argument("--count", type=int, default=2000)
     args = parser.parse_args()
     fingerprinter = Fingerprinter()
@@ -134,9 +137,13 @@ def main() -> None:
     for name, data in results.items():
         for key in ("words", "bigram"):
             lines.extend(table_rows(name, data, key))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "short_text.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
+    out: Path | None = OUT if args.write_docs else args.out
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "short_text.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {out / 'short_text.md'}", file=sys.stderr)
     try:
         import matplotlib
 
@@ -162,8 +169,8 @@ def main() -> None:
         axis.set_title(name)
         axis.legend()
     figure.tight_layout()
-    figure.savefig(args.out / "short_text.png", dpi=110)
-    print(f"wrote {args.out / 'short_text.md'} and {args.out / 'short_text.png'}", file=sys.stderr)
+    figure.savefig(out / "short_text.png", dpi=110)
+    print(f"wrote {out / 'short_text.png'}", file=sys.stderr)
 
 
 if __name__ == "__main__":

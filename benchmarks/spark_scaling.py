@@ -5,10 +5,11 @@ Zipf-distributed (s = 0.8) vocabulary of 200,000 made-up words, 30-80 words a do
 near-duplicates (a copy of an earlier document with one to three words replaced) is written
 once as JSONL; then each master runs the whole job in its own process (a JVM has one master):
 fingerprints, buckets, pairs, clusters and output (pairs and clusters as single local .jsonl
-files, as a user would ask for them). The job's own ``neardup dedup`` runs in the same
-process as a baseline for the single-machine path.
+files, as a user would ask for them). Both the job and the baseline, ``neardup dedup -k 3`` in
+a process of its own (the single-machine path), run the exact Simhash search at k = 3. Each
+step is announced on stderr.
 
-    python benchmarks/spark_scaling.py                 # 1 M documents (a few minutes)
+    python benchmarks/spark_scaling.py                 # 1 M documents (about 5 minutes on 2 cores)
     python benchmarks/spark_scaling.py --docs 100000   # quicker
 """
 
@@ -52,6 +53,10 @@ def make_corpus(path: Path, docs: int, seed: int = 7, duplicate_share: float = 0
                     chosen[position] = int(rng.integers(0, len(vocabulary)))
             text = " ".join(vocabulary[w] for w in chosen.tolist())
             handle.write(json.dumps({"id": f"d{index:07d}", "text": text}) + "\n")
+
+
+def progress(text: str) -> None:
+    print(f"spark_scaling: {text}", file=sys.stderr, flush=True)
 
 
 def run_worker(master: str, source: str, folder: str, partitions: int) -> dict[str, object]:
@@ -119,19 +124,27 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="neardup-spark-bench-") as temporary:
         folder = Path(temporary)
         source = args.corpus or folder / "corpus.jsonl"
+        documents = args.docs
         if source.exists():
-            print(f"corpus: {source} ({source.stat().st_size / 1e6:.0f} MB), reused")
+            with source.open(encoding="utf-8") as handle:
+                documents = sum(1 for _ in handle)
+            print(f"corpus: {source} ({documents:,} documents, {source.stat().st_size / 1e6:.0f} MB), reused")
         else:
+            progress(f"writing {args.docs:,} documents")
             started = time.perf_counter()
             make_corpus(source, args.docs)
             print(
                 f"corpus: {args.docs:,} documents, {source.stat().st_size / 1e6:.0f} MB, "
                 f"written in {time.perf_counter() - started:.0f} s"
             )
-        print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
+        print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}", flush=True)
         if not args.no_local:
+            progress("neardup dedup -k 3 (the baseline)")
             seconds = local_baseline(source, folder)
-            print(f"neardup dedup (one process): {seconds:.1f} s, {args.docs / seconds:,.0f} documents/s")
+            print(
+                f"neardup dedup -k 3 (one process): {seconds:.1f} s, {documents / seconds:,.0f} documents/s",
+                flush=True,
+            )
         rates = {}
         for master in args.masters.split(","):
             out = folder / master.replace("[", "_").replace("]", "").replace("*", "all")
@@ -146,6 +159,7 @@ def main() -> None:
                 str(source),
                 str(out),
             ]
+            progress(f"neardup spark dedup under {master}")
             completed = subprocess.run(command, check=True, capture_output=True, text=True)
             report = json.loads(completed.stdout.strip().splitlines()[-1])
             seconds = report["seconds"]
@@ -154,12 +168,16 @@ def main() -> None:
             local_pairs = folder / "local.pairs.jsonl"
             if local_pairs.exists():
                 same = (out / "pairs.jsonl").read_bytes() == local_pairs.read_bytes()
-                print(f"{master}: pairs file identical to neardup dedup's: {'yes' if same else 'NO'}")
+                print(
+                    f"{master}: pairs file identical to neardup dedup's: {'yes' if same else 'NO'}",
+                    flush=True,
+                )
             stages = ", ".join(f"{stage} {seconds.get(stage, 0.0):.1f}" for stage in STAGES)
             print(
                 f"{master}: {total:.1f} s ({stages}; start-up {report['startup']:.1f} not counted), "
                 f"{rates[master]:,.0f} documents/s; {report['pairs']:,} pairs, {report['clusters']:,} "
-                f"clusters of 2+, {report['rounds']} components rounds; {report['scheme']}"
+                f"clusters of 2+, {report['rounds']} components rounds; {report['scheme']}",
+                flush=True,
             )
         names = list(rates)
         if len(names) == 2:

@@ -10,12 +10,18 @@ Fingerprints are precomputed (random 64-bit values with planted near-duplicates)
 figures are the store's; fingerprinting costs the same for every store (see
 fingerprint_speed.py). The in-memory index runs in the same process as the baseline. Server
 backends run on real servers started on 127.0.0.1 by scripts/servers.py and stopped by PID at
-the end (install them with ``bash scripts/install-servers.sh``); ``mongo`` (one document per
-record) and ``mongo-buckets`` (seed 002's bucket documents) run on the jongodb test server
-unless NEARDUP_MONGODB_URL names a real MongoDB.
+the end (install them with ``bash scripts/install-servers.sh``).
 
-    python3 benchmarks/store_speed.py                    # every backend, 100 k stored
+By default memory, SQLite, Redis and PostgreSQL run, both searches, 100 k stored: a few
+minutes on 2 cores. ``mysql`` (MariaDB), ``mongo`` (one document per record) and
+``mongo-buckets`` (seed 002's bucket documents) are opt-in with ``--backends``; the MongoDB
+ones run on the jongodb test server unless NEARDUP_MONGODB_URL names a real MongoDB, and
+jongodb takes hours at the default sizes (use ``--stored 3000 --fresh 500`` there).
+Progress goes to stderr, the figures and a final table to stdout.
+
+    python3 benchmarks/store_speed.py                    # memory sqlite redis postgres, 100 k stored
     python3 benchmarks/store_speed.py --stored 20000 --backends sqlite redis
+    python3 benchmarks/store_speed.py --backends mongo mongo-buckets --stored 3000 --fresh 500
 """
 
 from __future__ import annotations
@@ -177,6 +183,11 @@ def measure_backends(
                     url = urls[name]
                     if name == "sqlite":
                         url = f"sqlite:///{folder}/store-{search}.db"
+                    print(
+                        f"store_speed: {name} {search}: loading {stored:,}, then checking {fresh:,}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     figures = measure(url, stored, fresh, batch, queries, search)
                     _drop(url)
                     label = f"{name} {search}"
@@ -198,7 +209,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=DEFAULT_BACKENDS)
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        choices=BACKENDS,
+        default=DEFAULT_BACKENDS,
+        help=f"default: {' '.join(DEFAULT_BACKENDS)} (a few minutes on 2 cores); mysql, mongo and "
+        "mongo-buckets only when named (MongoDB on the jongodb test server takes hours at the "
+        "default sizes: add --stored 3000 --fresh 500)",
+    )
     parser.add_argument(
         "--searches",
         nargs="+",
@@ -206,10 +225,16 @@ def main() -> None:
         default=list(SEARCHES),
         help="blocks: Simhash k = 3 (the earlier default); bands: the default band index",
     )
-    parser.add_argument("--stored", type=int, default=100_000, help="documents stored before measuring")
-    parser.add_argument("--fresh", type=int, default=20_000, help="documents checked and added")
-    parser.add_argument("--batch", type=int, default=1000, help="documents per check-and-add batch")
-    parser.add_argument("--queries", type=int, default=1000, help="single queries timed")
+    parser.add_argument(
+        "--stored", type=int, default=100_000, help="documents stored before measuring (default 100000)"
+    )
+    parser.add_argument(
+        "--fresh", type=int, default=20_000, help="documents checked and added (default 20000)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=1000, help="documents per check-and-add batch (default 1000)"
+    )
+    parser.add_argument("--queries", type=int, default=1000, help="single queries timed (default 1000)")
     args = parser.parse_args()
     print(f"stored {args.stored:,}; check-and-add {args.fresh:,} in batches of {args.batch}; "
           f"{args.queries} single queries; blocks: 64-bit fingerprints, k = 3, pigeonhole 4 x 16 bits; "
