@@ -1,4 +1,4 @@
-"""PostgreSQL's postings for large indexes: one sorted table per run, built in bulk.
+"""PostgreSQL's postings for large indexes: immutable runs built in bulk, each with a filter.
 
 Tables (``<prefix>`` as in :mod:`neardup.storage.sql`):
 
@@ -7,27 +7,28 @@ Tables (``<prefix>`` as in :mod:`neardup.storage.sql`):
 - ``<prefix>_postings(k, id)``: the postings of records added since the last cut, indexed on
   ``k``. ``k`` is one (table, block key) pair: the table number in the top 6 bits and a
   mixed block key below (:func:`posting_keys`), so a query batch is one lookup of one array.
-- ``<prefix>_run<n>(k, id)``: runs, each written once in ``k`` order by ``CREATE TABLE … AS
-  SELECT … ORDER BY k`` and indexed by ``CREATE INDEX`` (a sorted bulk build), never updated.
-  Their names and sizes are the meta row ``runs``.
-- ``<prefix>_filters(name, bits)``: a Bloom filter of each run's posting keys (about 16–32
-  bits per posting, 3 probes: ~0.2 % false positives), read once per process and kept, since
-  runs never change. A query batch asks a run only for the keys its filter lets through.
+- ``<prefix>_run<n>(k, id)``: runs, each written once by ``CREATE TABLE … AS SELECT`` and
+  indexed by ``CREATE INDEX`` (a sorted bulk build), never updated. Their names, sizes and
+  tiers are the meta row ``runs``.
+- ``<prefix>_filters(name, bits)``: a blocked Bloom filter of each run's posting keys (16–32
+  bits per posting, 3 bits in one 64-bit word per key: under 1 % false positives), read once
+  per process and kept, since runs never change.
 
 Why: the column layout inserts every record into 16 B-trees at random places. At 10^6
 records, moving 131,072 recent records into them took 19–58 s (most leaf pages of every index
 read, dirtied and written again), which held band check-and-add to ~1,400 docs/s. Building a
-run of the same records costs one sort and one bulk index build, ~5 s.
+run of the same records costs one sort and one bulk index build, about 5 s.
 
-Once ``<prefix>_postings`` holds the postings of :data:`RUN_RECORDS` records they become a
-run, and the newest runs are merged while the newest is at least ``1 / MERGE_FACTOR`` the size
-of the one before, so runs stay few (about log2(records / RUN_RECORDS)) and every posting is
-rewritten that many times. Merges drop the postings of removed records (a remove deletes the
-record row only; postings whose id has no row are ignored by every read).
+Once ``<prefix>_postings`` holds the postings of :data:`RUN_RECORDS` records they become a run
+of tier 0, and :data:`MERGE_RUNS` runs of one tier are merged into one of the next tier
+(size-tiered, as in LSM trees), so a posting is rewritten log_4(records / RUN_RECORDS) times
+and at most 3 runs per tier are read. Once a record was removed, merges leave out the
+postings of removed records (a remove deletes the record row only; postings whose id has no
+row are ignored by every read).
 
-Reads: one statement per batch, the recent postings asked for every key and each run for the
-keys that pass its filter (a few hundred of 16,000 at 10^6 records instead of all of them:
-every probe of a B-tree costs a descent from its root).
+Reads: one statement per batch, the recent postings asked for every key and each run only for
+the keys that pass its filter (a few hundred of a batch's 16,000: each probe of a B-tree is a
+descent from its root, so asking every run for every key cost ~300 ms a run per batch).
 
 Consistency between processes: writers hold the advisory writer lock for the whole
 transaction, so runs change one writer at a time. A reader locks ``<prefix>_postings`` in
@@ -51,13 +52,16 @@ from .base import IntArray, UInt64Array, to_signed
 #: The layout a store of this module records in its meta row ``layout``.
 LAYOUT = "runs-1"
 #: Records whose postings make one run (the postings table holds at most about this many).
-RUN_RECORDS = 131_072
-#: Merge the newest two runs while the newest is at least 1/MERGE_FACTOR the size of the one
-#: before (1: sizes double like a binary counter's digits; larger: fewer runs, more rewriting).
-MERGE_FACTOR = 1
+RUN_RECORDS = 32_768
+#: Runs of one tier merged into one run of the next tier once there are this many: with a
+#: cut every RUN_RECORDS records, a posting is rewritten log_4(records / RUN_RECORDS) times
+#: and at most 3 runs of each tier are read.
+MERGE_RUNS = 4
 #: Filter bits per posting, at least (rounded up to a power of two) and probes per key.
 FILTER_BITS = 16
 FILTER_PROBES = 3
+#: Postings per statement that reads a run's keys back (a bytea holds at most 1 GB).
+KEYS_PER_READ = 64_000_000
 #: Bits of a posting key that name its table (schemes with more tables are refused earlier).
 TABLE_BITS = 6
 
@@ -88,32 +92,33 @@ def _mixed(values: IntArray) -> UInt64Array:
     return mixed
 
 
-def _filter_positions(keys: IntArray, size_bits: int) -> list[UInt64Array]:
-    """The bit positions of ``keys`` in a filter of 2^size_bits bits, one array per probe
-    (taken from different bits of the key mixed again, table bits included)."""
+def _filter_slots(keys: IntArray, words: int) -> tuple[UInt64Array, UInt64Array]:
+    """Where ``keys`` go in a blocked Bloom filter of ``words`` 64-bit words (a power of two):
+    each key's word and the mask of its :data:`FILTER_PROBES` bits in it, taken from
+    different bits of the key mixed again (so the table bits count too). One word per key
+    makes building one scatter and testing one gather."""
     mixed = _mixed(keys.ravel())
-    mask = np.uint64((1 << size_bits) - 1)
-    step = (64 - size_bits) // max(FILTER_PROBES - 1, 1)
-    return [(mixed >> np.uint64(probe * step)) & mask for probe in range(FILTER_PROBES)]
+    slots = mixed & np.uint64(words - 1)
+    masks = np.zeros(mixed.shape, dtype=np.uint64)
+    for probe in range(FILTER_PROBES):
+        masks |= np.uint64(1) << ((mixed >> np.uint64(40 + 6 * probe)) & np.uint64(63))
+    return slots, masks
 
 
 def build_filter(keys: IntArray) -> UInt64Array:
-    """A Bloom filter of ``keys`` as uint64 words (at least 64 bits)."""
-    size_bits = max(6, int(np.ceil(np.log2(max(len(keys), 1) * FILTER_BITS))))
-    words = np.zeros(1 << (size_bits - 6), dtype=np.uint64)
-    for positions in _filter_positions(keys, size_bits):
-        np.bitwise_or.at(words, positions >> np.uint64(6), np.uint64(1) << (positions & np.uint64(63)))
-    return words
+    """A filter of ``keys``: :data:`FILTER_BITS` bits or more per key, rounded to a power of
+    two words."""
+    words = 1 << max(0, int(np.ceil(np.log2(max(len(keys), 1) * FILTER_BITS / 64))))
+    filter_words = np.zeros(words, dtype=np.uint64)
+    slots, masks = _filter_slots(keys, words)
+    np.bitwise_or.at(filter_words, slots, masks)
+    return filter_words
 
 
-def may_contain(words: UInt64Array, keys: IntArray) -> npt.NDArray[np.bool_]:
+def may_contain(filter_words: UInt64Array, keys: IntArray) -> npt.NDArray[np.bool_]:
     """Which of ``keys`` the filter may hold (no false negatives)."""
-    size_bits = int(words.size).bit_length() - 1 + 6
-    passed = np.ones(keys.size, dtype=bool)
-    for positions in _filter_positions(keys, size_bits):
-        passed &= ((words[positions >> np.uint64(6)] >> (positions & np.uint64(63))) & np.uint64(1)).astype(
-            bool
-        )
+    slots, masks = _filter_slots(keys, filter_words.size)
+    passed: npt.NDArray[np.bool_] = (filter_words[slots] & masks) == masks
     return passed
 
 
@@ -146,7 +151,7 @@ class PostingRuns:
         cursor.execute(f"CREATE TABLE {self.filters_table} (name TEXT PRIMARY KEY, bits BYTEA NOT NULL)")
         cursor.execute(
             f"INSERT INTO {self.meta_table} (name, value) VALUES ('layout', %s), ('runs', %s)",
-            (LAYOUT, json.dumps({"runs": [], "cut": 0})),
+            (LAYOUT, json.dumps({"runs": [], "cut": 0, "removed": 0})),
         )
 
     def state(self, cursor: Any) -> dict[str, Any]:
@@ -166,11 +171,14 @@ class PostingRuns:
         return [int(row[0]) for row in cursor.fetchall()]
 
     def add(self, cursor: Any, keys: IntArray, ids: list[int]) -> None:
-        """The postings of new records: ``keys`` is (records, tables), ``ids`` their ids."""
+        """The postings of new records: ``keys`` is (records, tables), ``ids`` their ids. They
+        go in key order, so consecutive inserts land on neighbouring leaf pages."""
+        flat = keys.ravel()
+        order = np.argsort(flat, kind="stable")
         repeated = np.repeat(np.asarray(ids, dtype=np.int64), keys.shape[1])
         cursor.execute(
             f"INSERT INTO {self.postings_table} (k, id) SELECT * FROM unnest(%s::bigint[], %s::bigint[])",
-            (bigint_array(keys.ravel().tolist()), bigint_array(repeated.tolist())),
+            (bigint_array(flat[order].tolist()), bigint_array(repeated[order].tolist())),
         )
 
     def cut_if_full(self, cursor: Any, last_id: int) -> None:
@@ -179,48 +187,72 @@ class PostingRuns:
         state = self.state(cursor)
         if last_id - int(state["cut"]) < self.run_records:
             return
+        # A check-and-add transaction set the candidate statement's planner settings, which
+        # would make a merge's join probe the records' index once per posting.
+        cursor.execute(
+            "SET LOCAL enable_seqscan = on; SET LOCAL enable_mergejoin = on; SET LOCAL enable_hashjoin = on; "
+            "SET LOCAL maintenance_work_mem = '256MB'; SET LOCAL work_mem = '64MB'"
+        )
         runs: list[dict[str, Any]] = list(state["runs"])
         retired: list[str] = []
-        runs.append(self._build(cursor, [self.postings_table], live_only=False))
-        while len(runs) >= 2 and runs[-1]["postings"] * MERGE_FACTOR >= runs[-2]["postings"]:
-            newest, previous = runs.pop(), runs.pop()
-            runs.append(self._build(cursor, [previous["table"], newest["table"]], live_only=True))
-            retired += [previous["table"], newest["table"]]
+        runs.append(self._build(cursor, [self.postings_table], tier=0, live_only=False))
+        while len(runs) >= MERGE_RUNS and len({run["tier"] for run in runs[-MERGE_RUNS:]}) == 1:
+            merged, runs = runs[-MERGE_RUNS:], runs[:-MERGE_RUNS]
+            tables = [run["table"] for run in merged]
+            runs.append(
+                self._build(cursor, tables, tier=merged[0]["tier"] + 1, live_only=bool(state["removed"]))
+            )
+            retired += tables
         cursor.execute(f"LOCK TABLE {self.postings_table} IN ACCESS EXCLUSIVE MODE")
         cursor.execute(f"TRUNCATE {self.postings_table}")
         for table in retired:
             cursor.execute(f"DROP TABLE {table}")
         cursor.execute(f"DELETE FROM {self.filters_table} WHERE name = ANY(%s)", (retired,))
         state.update(runs=runs, cut=last_id)
+        self._save(cursor, state)
+
+    def note_removed(self, cursor: Any, count: int) -> None:
+        """Count removed records, whose postings later merges must leave out."""
+        state = self.state(cursor)
+        state["removed"] += count
+        self._save(cursor, state)
+
+    def _save(self, cursor: Any, state: dict[str, Any]) -> None:
         cursor.execute(f"UPDATE {self.meta_table} SET value = %s WHERE name = 'runs'", (json.dumps(state),))
 
-    def _build(self, cursor: Any, sources: list[str], live_only: bool) -> dict[str, Any]:
-        """One new run from the postings of ``sources`` in key order (``live_only``: without
-        the postings of removed records)."""
+    def _build(self, cursor: Any, sources: list[str], tier: int, live_only: bool) -> dict[str, Any]:
+        """One new run of ``tier`` from the postings of ``sources`` (``live_only``: without
+        the postings of removed records), with its filter."""
         # Numbered from the id sequence, which never hands out a number twice (not even after
         # a rollback), so a filter cached under a run's name always belongs to that run.
         cursor.execute(f"SELECT nextval('{self.sequence}')")
         table = f"{self.prefix}_run{int(cursor.fetchone()[0])}"
         union = " UNION ALL ".join(f"SELECT k, id FROM {source}" for source in sources)
         live = f" WHERE EXISTS (SELECT 1 FROM {self.records_table} r WHERE r.id = p.id)" if live_only else ""
-        cursor.execute(f"CREATE TABLE {table} AS SELECT k, id FROM ({union}) AS p{live} ORDER BY k")
+        # No ORDER BY: reads are index-only, and the index build sorts anyway.
+        cursor.execute(f"CREATE TABLE {table} AS SELECT k, id FROM ({union}) AS p{live}")
         postings = int(cursor.rowcount)
         cursor.execute(f"CREATE INDEX {table}_k ON {table} (k) INCLUDE (id)")
-        bits = build_filter(self._keys_of(cursor, table))
+        cursor.execute(f"ANALYZE {table}")  # the planner's row counts, before autovacuum's
+        bits = build_filter(self._keys_of(cursor, table, postings))
         cursor.execute(
             f"INSERT INTO {self.filters_table} (name, bits) VALUES (%s, %s)", (table, bits.tobytes())
         )
         self.filters[table] = bits
-        return {"table": table, "postings": postings}
+        return {"table": table, "postings": postings, "tier": tier}
 
     @staticmethod
-    def _keys_of(cursor: Any, table: str) -> IntArray:
-        """Every posting key of a table, through COPY's binary format (rows of a 2-byte field
-        count, a 4-byte length and the 8-byte key after a 19-byte header; a 2-byte trailer)."""
-        with cursor.copy(f"COPY (SELECT k FROM {table}) TO STDOUT (FORMAT BINARY)") as copy:
-            data = b"".join(bytes(chunk) for chunk in copy)
-        rows = np.frombuffer(data[19:-2], dtype=np.dtype([("count", ">i2"), ("length", ">i4"), ("k", ">i8")]))
-        return rows["k"].astype(np.int64)
+    def _keys_of(cursor: Any, table: str, postings: int) -> IntArray:
+        """Every posting key of a table, as one bytea of 8-byte keys per statement (COPY
+        sends a message per row, which took 16 s for 13 million keys; this, about 2)."""
+        parts = []
+        reads = max(1, -(-postings // KEYS_PER_READ))
+        for part in range(reads):
+            where = f" WHERE id % {reads} = {part}" if reads > 1 else ""
+            cursor.execute(f"SELECT string_agg(int8send(k), ''::bytea) FROM {table}{where}")
+            data = cursor.fetchone()[0]
+            parts.append(np.frombuffer(bytes(data or b""), dtype=">i8").astype(np.int64))
+        return np.concatenate(parts)
 
     # -- reads ----------------------------------------------------------------------------
     def open_for_reading(self, cursor: Any) -> list[str]:
