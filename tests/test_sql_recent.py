@@ -16,6 +16,7 @@ from neardup.config import IndexConfig
 from neardup.errors import KeyExistsError
 from neardup.minhash import signature_from_bytes
 from neardup.storage.postgres import PostgresStorage
+from neardup.storage.runs import RunsStorage
 from neardup.storage.sql import SqlStorage
 
 RECENT = 40
@@ -32,9 +33,9 @@ def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
 def small_moves(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for store in (SqlStorage, PostgresStorage):  # PostgreSQL sets its own
         monkeypatch.setattr(store, "recent_rows", RECENT)
-    # New PostgreSQL stores keep postings in runs (tests/test_postgres_runs.py); stores of the
-    # column layout are still served, by this code.
-    monkeypatch.setattr(PostgresStorage, "create_layout", "columns")
+    # New PostgreSQL and SQLite stores keep postings in runs (tests/test_postgres_runs.py);
+    # stores of the column layout are still served, by this code.
+    monkeypatch.setattr(RunsStorage, "create_layout", "columns")
     yield
 
 

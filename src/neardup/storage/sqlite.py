@@ -33,7 +33,8 @@ from ..errors import (
     StorageUnavailableError,
 )
 from . import check_options
-from .sql import DEFAULT_PREFIX, SqlStorage
+from .runs import PostingRuns, RunsStorage
+from .sql import DEFAULT_PREFIX
 
 #: Seconds to wait for another process's write lock before giving up.
 BUSY_TIMEOUT = 60.0
@@ -46,8 +47,9 @@ BUSY_TIMEOUT = 60.0
 CACHE_KIB = 1 << 20
 
 
-class SqliteStorage(SqlStorage):
+class SqliteStorage(RunsStorage):
     name = "sqlite"
+    runs_id_column = "id INTEGER PRIMARY KEY"  # the rowid itself
 
     def __init__(
         self,
@@ -75,6 +77,7 @@ class SqliteStorage(SqlStorage):
         with sqlite_errors(where, timeout, opening=True):
             connection = self._connect_read_only(where) if self.read_only else self._connect_writable()
         super().__init__(connection, prefix, where=where)
+        self.runs = PostingRuns(self.prefix, self.records_table, self.meta_table)
 
     # -- connections ---------------------------------------------------------------------
     def _connect(self, target: str, uri: bool = False) -> sqlite3.Connection:

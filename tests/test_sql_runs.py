@@ -1,4 +1,4 @@
-"""PostgreSQL's runs layout (:mod:`neardup.storage.postgres_runs`): with runs cut every few
+"""The runs layout of PostgreSQL and SQLite (:mod:`neardup.storage.runs`): with runs cut every few
 records, postings move through cuts and merges and the index still answers like a brute-force
 scan; removed records vanish from reads and from merged runs; runs stay few; a reader in
 another connection never misses a record acknowledged before it asked, while a writer cuts and
@@ -16,32 +16,32 @@ from neardup import IncrementalDeduper, SimhashIndex, Verifier
 from neardup.bands import BandScheme
 from neardup.config import IndexConfig
 from neardup.errors import KeyExistsError
-from neardup.storage import postgres_runs
-from neardup.storage.postgres import PostgresStorage
-from neardup.storage.postgres_runs import LAYOUT, build_filter, may_contain, posting_keys
+from neardup.storage import runs as runs_module
+from neardup.storage.run_filters import build_filter, may_contain, posting_keys
+from neardup.storage.runs import LAYOUT, RunsStorage
 
 from .test_sql_recent import sketches
-
-pytestmark = pytest.mark.servers
 
 RUN = 30
 BANDS = IndexConfig(scheme=BandScheme(64), verification={"mode": "sketch"})
 
 
-@pytest.fixture
-def url(fresh_postgres_url: str) -> str:
-    return fresh_postgres_url
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.servers)])
+def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/runs.db"
+    return str(request.getfixturevalue("fresh_postgres_url"))
 
 
 @pytest.fixture
 def small_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(postgres_runs, "RUN_RECORDS", RUN)
+    monkeypatch.setattr(runs_module, "RUN_RECORDS", RUN)
     yield
 
 
-def storage_of(index: SimhashIndex) -> PostgresStorage:
+def storage_of(index: SimhashIndex) -> RunsStorage:
     storage = index.storage
-    assert isinstance(storage, PostgresStorage)
+    assert isinstance(storage, RunsStorage)
     return storage
 
 
@@ -179,7 +179,7 @@ def test_a_store_of_the_column_layout_is_still_served(url: str, monkeypatch: pyt
     values = np.random.default_rng(9).integers(0, 2**63, size=60, dtype=np.uint64)
     sketch = sketches(60, seed=10)
     with monkeypatch.context() as patch:
-        patch.setattr(PostgresStorage, "create_layout", "columns")
+        patch.setattr(RunsStorage, "create_layout", "columns")
         with SimhashIndex.open(url, BANDS) as index:
             index.add_many(list(range(30)), values[:30], sketch[:30])
     with SimhashIndex.open(url, create=False) as index:
