@@ -19,7 +19,6 @@ from neardup.config import IndexConfig
 from neardup.dedup.rebuild import rebuild_index, sketch_verification
 from neardup.errors import IndexConfigMismatchError, InputError
 from neardup.io import Record
-from neardup.storage.runs import RunsStorage
 
 from .conftest import write_lines
 
@@ -50,10 +49,7 @@ def make_old_store(path: Path, *, settled_only: bool = True) -> str:
     check-and-add, meta version 1 and (``settled_only``) no ``neardup_recent`` table."""
     url = f"sqlite:///{path}"
     fingerprinter = Fingerprinter(config=FingerprintConfig())
-    with pytest.MonkeyPatch.context() as patch:  # earlier neardups made the column layout
-        patch.setattr(RunsStorage, "create_layout", "columns")
-        index = SimhashIndex.open(url, IndexConfig(fingerprint=FingerprintConfig()))
-    with index:
+    with SimhashIndex.open(url, IndexConfig(fingerprint=FingerprintConfig())) as index:
         values = fingerprinter.fingerprint_many([doc["text"] for doc in OLD])
         assignments = IncrementalDeduper(index).check_and_add_many([doc["id"] for doc in OLD], values)
         assert [a.cluster for a in assignments] == ["a", "a", "b", 7, "d"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from neardup import IncrementalDeduper, SimhashIndex, Verifier
 from neardup.bands import BandScheme
 from neardup.config import IndexConfig
-from neardup.errors import KeyExistsError
+from neardup.errors import ConfigError, KeyExistsError
 from neardup.storage import runs as runs_module
 from neardup.storage.run_filters import build_filter, may_contain, posting_keys
 from neardup.storage.runs import LAYOUT, RunsStorage
@@ -29,7 +30,7 @@ BANDS = IndexConfig(scheme=BandScheme(64), verification={"mode": "sketch"})
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.servers)])
 def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/runs.db"
+        return f"sqlite:///{tmp_path}/runs.db?layout=runs"
     return str(request.getfixturevalue("fresh_postgres_url"))
 
 
@@ -179,10 +180,10 @@ def test_a_store_of_the_column_layout_is_still_served(url: str, monkeypatch: pyt
     values = np.random.default_rng(9).integers(0, 2**63, size=60, dtype=np.uint64)
     sketch = sketches(60, seed=10)
     with monkeypatch.context() as patch:
-        patch.setattr(RunsStorage, "create_layout", "columns")
-        with SimhashIndex.open(url, BANDS) as index:
+        patch.setattr(RunsStorage, "create_layout", "columns")  # PostgreSQL's default before
+        with SimhashIndex.open(url.replace("?layout=runs", ""), BANDS) as index:  # SQLite's default
             index.add_many(list(range(30)), values[:30], sketch[:30])
-    with SimhashIndex.open(url, create=False) as index:
+    with SimhashIndex.open(url, create=False) as index:  # asking for runs does not convert it
         storage = storage_of(index)
         assert not storage._runs_layout and storage._table_exists(storage.recent_table)
         index.add_many(list(range(30, 60)), values[30:], sketch[30:])
@@ -200,3 +201,11 @@ def test_new_stores_record_the_runs_layout(url: str) -> None:
         storage.drop()
         assert not storage._table_exists(storage.records_table)
         assert not storage._table_exists(storage.runs.postings_table)
+
+
+def test_sqlite_keeps_the_column_layout_unless_the_url_asks_for_runs(tmp_path: object) -> None:
+    with SimhashIndex.open(f"sqlite:///{tmp_path}/default.db", BANDS) as index:
+        assert not storage_of(index)._runs_layout
+    with pytest.raises(ConfigError, match=r"layout='heap' .* must be one of columns, runs"):
+        SimhashIndex.open(f"sqlite:///{tmp_path}/other.db?layout=heap", BANDS)
+    assert not (Path(str(tmp_path)) / "other.db").exists()

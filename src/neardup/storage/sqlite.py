@@ -9,7 +9,8 @@ and stats work on a read-only file or file system (``immutable=1`` where not eve
 index can be made), and a database that is not a neardup index is never switched to WAL or
 given tables unless asked (``?create_in_existing=1``, ``--create-in-existing``).
 URL options: ``?table=PREFIX``, ``?timeout=SECONDS`` (how long to wait for another writer's
-lock, default 60), ``?create_in_existing=1``.
+lock, default 60), ``?create_in_existing=1``, ``?layout=columns|runs`` (for a new store; an
+existing one keeps its own).
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ from ..errors import (
     StorageUnavailableError,
 )
 from . import check_options
-from .runs import PostingRuns, RunsStorage
+from .runs import LAYOUT, PostingRuns, RunsStorage
 from .sql import DEFAULT_PREFIX
 
+#: The ``?layout=`` values a new SQLite store may be given (see :class:`SqliteStorage`).
+LAYOUTS = {"columns": "columns", "runs": LAYOUT}
 #: Seconds to wait for another process's write lock before giving up.
 BUSY_TIMEOUT = 60.0
 
@@ -50,6 +53,12 @@ CACHE_KIB = 1 << 20
 class SqliteStorage(RunsStorage):
     name = "sqlite"
     runs_id_column = "id INTEGER PRIMARY KEY"  # the rowid itself
+    #: New SQLite stores keep the column layout unless the URL asks for runs (``?layout=runs``):
+    #: at 10^6 stored, band check-and-add sustained over 140,000 documents ran at 4,387 docs/s
+    #: in columns and 3,760 in runs (SQLite inserts into 16 indexes far more cheaply than
+    #: PostgreSQL, and reads a run's keys back row by row). A column move still touches every
+    #: index page, so runs should win at some larger size; that was not measured.
+    create_layout = "columns"
 
     def __init__(
         self,
@@ -250,19 +259,24 @@ def _foreign_tables(connection: sqlite3.Connection) -> list[str]:
 
 
 def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> SqliteStorage:
-    check_options(options, {"table", "timeout", "create_in_existing"}, url)
+    check_options(options, {"table", "timeout", "create_in_existing", "layout"}, url)
     rest = url.split("://", 1)[1].split("?", 1)[0]
     if not rest.startswith("/"):
         raise ConfigError(
             f"SQLite URL {url!r} names a host; write sqlite:///relative/path.db or sqlite:////absolute/path.db"
         )
     path = unquote(rest[1:]) or ":memory:"
-    return SqliteStorage(
+    layout = options.get("layout", "columns")
+    if layout not in LAYOUTS:
+        raise ConfigError(f"layout={layout!r} in {url!r} must be one of {', '.join(sorted(LAYOUTS))}")
+    storage = SqliteStorage(
         path,
         options.get("table", DEFAULT_PREFIX),
         timeout=_timeout(options.get("timeout"), url),
         create_in_existing=_flag(options.get("create_in_existing"), "create_in_existing", url),
     )
+    storage.create_layout = LAYOUTS[layout]
+    return storage
 
 
 def _timeout(value: str | None, url: str) -> float:
