@@ -27,8 +27,8 @@ from neardup.arrays import unique_inverse
 from neardup.dedup.lsh import LshStage
 from neardup.dedup.pipeline import DedupSettings
 from neardup.dedup.shingle_sets import ShingleSets
-from neardup.fingerprint import Fingerprinter
-from neardup.io import read_records
+from neardup.fingerprint.fingerprinter import Fingerprinter
+from neardup.io.read import read_records
 
 
 def main() -> None:

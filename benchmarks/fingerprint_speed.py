@@ -140,7 +140,7 @@ def large_batch(args: argparse.Namespace) -> None:
         return
     import resource
 
-    from neardup import fingerprint
+    from neardup.fingerprint import fingerprinter as fingerprint
 
     texts = large_batch_texts(args.data, args.large_batch)
     if args.large_batch_mode == "whole":

@@ -12,7 +12,7 @@ Sections (each comparison runs side by side in one run; the machine is noisy, so
      n²/2 comparisons of all pairs, versus ``find_all_pairs`` on the same collection.
   3. The PyPI ``simhash`` package's ``SimhashIndex`` (f = 64, k = 3 passed explicitly: its default k
      is 2) on 100 k fingerprints, build + query every document, versus ``find_all_pairs``.
-  4. ``neardup.index.SimhashIndex`` on 10 M fingerprints: ``add_many`` time, bytes per indexed
+  4. ``neardup.SimhashIndex`` on 10 M fingerprints: ``add_many`` time, bytes per indexed
      fingerprint, single ``query`` latency (p50 / p99, half planted near-duplicates, half random)
      versus a linear numpy scan, and ``query_many`` throughput on 100 k queries. Every answer is
      checked (planted queries find their source; sampled queries equal the scan and query_many).
@@ -286,7 +286,7 @@ def parse_scheme(text: str) -> BlockScheme:
 def worker_index(
     size: int, seed: int, queries: int, scan_queries: int, batch_queries: int, scheme: str | None
 ) -> dict[str, Any]:
-    from neardup.index import SimhashIndex
+    from neardup.index.simhash_index import SimhashIndex
 
     out: dict[str, Any] = {"size": size}
     release_free_memory()
@@ -580,7 +580,7 @@ def section_pypi(size: int, repeat: int) -> list[Row]:
 def section_index(
     size: int, queries: int, scan_queries: int, batch_queries: int, scheme: str | None
 ) -> list[Row]:
-    print(f"== 4. neardup.index.SimhashIndex, online queries on {size_label(size)} fingerprints (subprocess)")
+    print(f"== 4. neardup.SimhashIndex, online queries on {size_label(size)} fingerprints (subprocess)")
     if scheme is None:
         print(
             f"   SimhashIndex(bits=64, max_distance={K}, expected_size={size}) "
@@ -590,7 +590,7 @@ def section_index(
     else:
         print(f"   SimhashIndex(bits=64, max_distance={K}, scheme={parse_scheme(scheme)}) (--index-scheme)")
     try:
-        import neardup.index  # noqa: F401
+        import neardup.index.simhash_index  # noqa: F401
     except ImportError as error:
         print(f"   neardup.index is not available ({error}): skipped\n")
         return [Row("online index", f"skipped ({error})")]

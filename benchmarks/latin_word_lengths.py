@@ -5,7 +5,7 @@ the lengths of content words (non-stopwords of 2+ letters) in Reuters bodies.
 
 Seed 000 fits a normal curve to Chinese term lengths (mu 4.51, sd 2.207); neardup uses this
 script's figures, rounded, for Latin words (LATIN_LENGTH_MEAN / LATIN_LENGTH_SD in
-src/neardup/weighting.py).
+src/neardup/fingerprint/weighting.py).
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from neardup.arrays import sorted_unique
 from neardup.dedup.candidates import as_pairs, band_keys, keyed_pairs, oph_sketches, shingles_of
-from neardup.dedup.verify import Shingles
 from neardup.eval.metrics import Gold, Prediction, evaluate
+from neardup.similarity.verify import Shingles
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 CONFIGS = ((146, 5), (64, 4), (32, 4), (40, 3), (24, 3), (16, 2))

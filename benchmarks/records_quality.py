@@ -6,7 +6,7 @@ clusters are scored pair by pair: a pair is two rows in one cluster, precision =
 / predicted pairs, recall = right pairs / gold pairs. These runs measure the Simhash path
 (``-k``, ``--verify``, ``--field``), not the default of ``neardup records`` (learned weights:
 ``--peers`` and records_scale.py measure that). Per set, all through
-:func:`neardup.record_dedup.find_duplicate_records` over a streamed CSV source:
+:func:`neardup.records.dedup.find_duplicate_records` over a streamed CSV source:
 
 - ``-k auto``     ``neardup records FILE --key id --ignore cluster -k auto`` (automatic kinds,
                   weight 2 per short field, k and verification by row count: the default
@@ -101,12 +101,12 @@ from typing import Any
 import numpy as np
 
 from neardup import Fingerprinter, cluster_records, find_all_pairs
-from neardup.config import FingerprintConfig
-from neardup.io import ErrorReport
-from neardup.record_dedup import AUTO, DEFAULT_MAX_DISTANCE, Verification, find_duplicate_records
-from neardup.record_learned import learned_duplicate_records
-from neardup.records import FieldSpec, RecordSchema, schema_from_mapping
-from neardup.sources import DEFAULT_CHUNK_SIZE, CsvSource, SqlSource, open_source
+from neardup.fingerprint.config import FingerprintConfig
+from neardup.io.record import ErrorReport
+from neardup.records.dedup import AUTO, DEFAULT_MAX_DISTANCE, Verification, find_duplicate_records
+from neardup.records.learned import learned_duplicate_records
+from neardup.records.schema import FieldSpec, RecordSchema, schema_from_mapping
+from neardup.records.sources import DEFAULT_CHUNK_SIZE, CsvSource, SqlSource, open_source
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dev" / "records"
 SETS = ("febrl_dataset1", "febrl_dataset2", "febrl_dataset3", "dedupe_csv_example")
@@ -444,7 +444,7 @@ def in_gold_order(assigned: dict[str, object], gold: dict[str, str]) -> list[obj
 
 def run_neardup_default(path: Path, name: str = "") -> dict[str, object]:
     """What ``neardup records FILE --key id --ignore cluster --clusters OUT`` does: learned
-    weights (:mod:`neardup.record_learned`), --keep first; id → representative id."""
+    weights (:mod:`neardup.records.learned`), --keep first; id → representative id."""
     return _run_neardup(path, learned_duplicate_records)
 
 

@@ -49,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from neardup.dedup.candidates import CandidateSearch, CandidateSettings, shingles_of
 from neardup.dedup.clusters import components
-from neardup.dedup.verify import Shingles, Verifier
 from neardup.eval.metrics import Gold, Prediction, evaluate
+from neardup.similarity.verify import Shingles, Verifier
 from neardup.text.normalize import Normalizer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -37,13 +37,13 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from neardup import Fingerprinter, find_all_pairs, single_pass  # noqa: E402
-from neardup.baselines import run_baseline  # noqa: E402
 from neardup.dedup.auto import auto_search  # noqa: E402
 from neardup.dedup.clusters import components  # noqa: E402
-from neardup.dedup.verify import Shingles, Verifier, metadata_of  # noqa: E402
+from neardup.eval.baselines import run_baseline  # noqa: E402
 from neardup.eval.files import load_gold  # noqa: E402
 from neardup.eval.measures import bucket_measures, planted  # noqa: E402
 from neardup.eval.metrics import Gold, Prediction, Scores, evaluate, pair_keys  # noqa: E402
+from neardup.similarity.verify import Shingles, Verifier, metadata_of  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "docs" / "results"

@@ -31,8 +31,8 @@ from dev_separation import DEFAULT_DATA, gold_pairs, load
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from neardup import Fingerprinter, hamming_many
-from neardup.dedup.verify import Shingles
-from neardup.minhash import exact_jaccard
+from neardup.similarity.minhash import exact_jaccard
+from neardup.similarity.verify import Shingles
 
 CITIES = [
     *("北京", "上海", "香港", "深圳", "广州", "台北", "南京", "大连", "苏州", "青岛"),

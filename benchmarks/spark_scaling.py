@@ -61,7 +61,7 @@ def progress(text: str) -> None:
 
 def run_worker(master: str, source: str, folder: str, partitions: int) -> dict[str, object]:
     """Run the whole job once under ``master``; called in a child process."""
-    from neardup.config import FingerprintConfig
+    from neardup.fingerprint.config import FingerprintConfig
     from neardup.spark.job import DedupJob, run_dedup
     from neardup.spark.output import Outputs
     from neardup.spark.session import build_session

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from neardup import IncrementalDeduper, SimhashIndex
-from neardup.bands import SKETCH_BYTES, BandScheme
-from neardup.config import IndexConfig
-from neardup.dedup.verify import Verifier
+from neardup.index.config import IndexConfig
+from neardup.similarity.bands import SKETCH_BYTES, BandScheme
+from neardup.similarity.verify import Verifier
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ["memory", "sqlite", "redis", "postgres", "mysql", "mongo", "mongo-buckets"]

@@ -28,7 +28,7 @@ from dev_separation import DEFAULT_DATA, gold_pairs, load
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from neardup import Fingerprinter, MinHasher, find_all_pairs
-from neardup.dedup.verify import VERIFY_MODES, Verifier, metadata_of
+from neardup.similarity.verify import VERIFY_MODES, Verifier, metadata_of
 
 SWEEP = {
     "jaccard": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7],

@@ -74,6 +74,19 @@ def skip_or_fail(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def require_servers_marker(request: pytest.FixtureRequest) -> None:
+    """Fail a test that reaches a server without the ``servers`` marker (tests/conftest.py
+    applies it by fixture name and by parameter value): otherwise the fast lane,
+    ``-m "not servers and not spark"``, would start servers unnoticed."""
+    node = request.node
+    if isinstance(node, pytest.Item) and node.get_closest_marker("servers") is None:
+        pytest.fail(
+            f"{node.nodeid} uses {request.fixturename} but is not marked `servers`: name the "
+            "fixture or the parameter value in tests/conftest.py (SERVER_FIXTURES, SERVER_PARAMETERS)",
+            pytrace=False,
+        )
+
+
 def driver(module: str) -> Any:
     """Import a client library or skip/fail naming the extra that provides it."""
     try:
@@ -168,8 +181,9 @@ _redis_databases = itertools.cycle(range(1, 256))
 
 
 @pytest.fixture
-def fresh_redis_url(redis_url: str) -> str:
+def fresh_redis_url(redis_url: str, request: pytest.FixtureRequest) -> str:
     """A flushed Redis DB number of its own (DB 0 stays the session's)."""
+    require_servers_marker(request)
     redis = driver("redis")
     url = with_database(redis_url, str(next(_redis_databases)))
     client = redis.Redis.from_url(url)
@@ -181,8 +195,9 @@ def fresh_redis_url(redis_url: str) -> str:
 
 
 @pytest.fixture
-def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
+def fresh_postgres_url(postgres_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A new, empty database on the session server, dropped (even if still connected) afterwards."""
+    require_servers_marker(request)
     psycopg = driver("psycopg")
     name = unique_name()
     with psycopg.connect(postgres_url, autocommit=True) as connection:
@@ -193,8 +208,9 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def fresh_mysql_url(mysql_url: str) -> Iterator[str]:
+def fresh_mysql_url(mysql_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A new, empty database on the session server, dropped afterwards."""
+    require_servers_marker(request)
     name = unique_name()
     connection = _mysql_connect(mysql_url)
     try:
@@ -212,9 +228,10 @@ def fresh_mysql_url(mysql_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def fresh_mongodb_url(mongodb_url: str) -> Iterator[str]:
+def fresh_mongodb_url(mongodb_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A database name nobody used; dropped afterwards where the server supports it (jongodb
     lacks dropDatabase, but it keeps everything in memory and dies with the session)."""
+    require_servers_marker(request)
     pymongo = driver("pymongo")
     name = unique_name()
     url = with_database(mongodb_url, name)
@@ -233,10 +250,11 @@ def fresh_mongodb_url(mongodb_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def throwaway_server() -> Iterator[Callable[..., Any]]:
+def throwaway_server(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """A factory: `throwaway_server("redis")` starts a private server (a `Server` with name, url,
     pid, dir, port, log and .stop()) that is stopped and deleted after the test, for tests that
     kill or restart a server without disturbing the session's."""
+    require_servers_marker(request)
     started: list[Any] = []
 
     def start(name: str, **options: Any) -> Any:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from neardup.baselines import BASELINES, run_baseline
-from neardup.baselines.methods import word_shingles
 from neardup.cli.main import main
 from neardup.errors import ConfigError
+from neardup.eval.baselines import BASELINES, run_baseline
+from neardup.eval.baselines.methods import word_shingles
 from tests.conftest import read_jsonl, write_lines
 
 BASE = (

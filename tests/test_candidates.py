@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from neardup.dedup import check_bins, shingle_sets, sketches
+from neardup.dedup import check_bins, shingle_sets
 from neardup.dedup.candidates import (
     CandidateSearch,
     CandidateSettings,
@@ -19,8 +19,9 @@ from neardup.dedup.candidates import (
 )
 from neardup.dedup.clusters import components
 from neardup.dedup.shingle_sets import ShingleSets
-from neardup.dedup.verify import Shingles
 from neardup.errors import ConfigError, InputError
+from neardup.similarity import sketches
+from neardup.similarity.verify import Shingles
 
 from .conftest import read_jsonl, shared_file
 

@@ -75,7 +75,7 @@ def test_public_names_load_on_first_use() -> None:
     assert set(neardup.__all__) <= set(namespace)
     assert namespace["Fingerprinter"] is neardup.Fingerprinter
     assert set(neardup.__all__) <= set(dir(neardup))
-    assert neardup.io.read_records is not None  # a submodule, as after an eager import
+    assert neardup.io.read.read_records is not None  # a submodule, as after an eager import
     with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
         _ = neardup.nonsense
 
@@ -149,7 +149,7 @@ def test_missing_sqlite_source_is_not_created(tmp_path: Path, monkeypatch: pytes
 def test_missing_sqlite_source_through_the_library(tmp_path: Path) -> None:
     pytest.importorskip("sqlalchemy")
     from neardup.errors import InputError
-    from neardup.sources import open_source
+    from neardup.records.sources import open_source
 
     missing = tmp_path / "missing.db"
     with pytest.raises(InputError, match="no SQLite database file"):

@@ -20,9 +20,9 @@ from click.testing import CliRunner
 
 from neardup import IncrementalDeduper, SimhashIndex
 from neardup.cli.main import main
-from neardup.config import IndexConfig
-from neardup.documents import resolve_keys
+from neardup.dedup.documents import resolve_keys
 from neardup.errors import InputError, KeyNotFoundError
+from neardup.index.config import IndexConfig
 
 from .conftest import write_lines
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from neardup import Assignment, IncrementalDeduper, SimhashIndex
-from neardup.config import IndexConfig
 from neardup.errors import InputError
+from neardup.index.config import IndexConfig
 
 BASE = 0x0123_4567_89AB_CDEF
 
@@ -40,6 +40,46 @@ def test_a_new_record_joins_the_cluster_of_its_nearest_match(opened: Callable[[]
     assert (joined.cluster, joined.duplicate, joined.added) == ("z", True, True)
     assert [(m.key, m.distance) for m in joined.matches] == [("z", 1), ("a", 3)]
     assert deduper.index.get_many(["new"])[0].cluster == "z"  # type: ignore[union-attr]
+
+
+def test_a_batched_record_joins_its_nearest_stored_match(opened: Callable[[], SimhashIndex]) -> None:
+    """The nearest-match rule through check_and_add_many: two stored matches at distances 1
+    and 3, in two clusters; the farther one has the smaller key, so neither key order nor
+    storage order can stand in for distance."""
+    deduper = IncrementalDeduper(opened())
+    stored = deduper.check_and_add_many(["a", "z"], [BASE ^ 0b111, BASE ^ (1 << 40)])  # 4 bits apart
+    assert [(r.cluster, r.duplicate) for r in stored] == [("a", False), ("z", False)]
+    unrelated = BASE ^ (0xF << 50)  # 4, 5 and 7 bits from BASE, "z" and "a": matches nothing
+    results = deduper.check_and_add_many(["new", "other"], [BASE, unrelated])
+    assert [(r.key, r.cluster, r.duplicate, r.added) for r in results] == [
+        ("new", "z", True, True),
+        ("other", "other", False, True),
+    ]
+    assert [(m.key, m.distance) for m in results[0].matches] == [("z", 1), ("a", 3)]
+    assert [record.cluster for record in deduper.index.get_many(["new", "other"])] == ["z", "other"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("nearer", ["stored", "batch"])
+def test_nearest_match_wins_between_stored_and_earlier_batch_records(
+    opened: Callable[[], SimhashIndex], nearer: str
+) -> None:
+    """One match stored, one an earlier record of the same batch, at distances 1 and 3 (either
+    way round): the record joins the nearer one's cluster, and is stored with it."""
+    near, far = BASE ^ (1 << 40), BASE ^ 0b111  # 1 and 3 bits from BASE, 4 bits apart
+    stored_value, batch_value = (near, far) if nearer == "stored" else (far, near)
+    deduper = IncrementalDeduper(opened())
+    assert deduper.check_and_add("s", stored_value).cluster == "s"
+    results = deduper.check_and_add_many(["b", "new"], [batch_value, BASE])
+    assert results[0].cluster == "b" and not results[0].duplicate  # 4 bits from "s"
+    expected = "s" if nearer == "stored" else "b"
+    distances = {"s": 1 if nearer == "stored" else 3, "b": 3 if nearer == "stored" else 1}
+    assert (results[1].cluster, results[1].duplicate) == (expected, True)
+    assert [(m.key, m.distance) for m in results[1].matches] == sorted(
+        distances.items(), key=lambda kv: kv[1]
+    )
+    assert deduper.index.get_many(["new"])[0].cluster == expected  # type: ignore[union-attr]
+    # A later single check-and-add sees the same clusters.
+    assert deduper.check_and_add("late", BASE ^ (1 << 60)).cluster == expected  # 1 bit from "new"
 
 
 def test_equally_near_matches_resolve_to_the_smallest_key(opened: Callable[[], SimhashIndex]) -> None:
@@ -70,7 +110,10 @@ def test_the_index_has_no_policy_of_its_own() -> None:
 
 def test_the_index_imports_nothing_from_dedup() -> None:
     """Layers import downwards only: the index and its stores never load the policy above them."""
-    code = "import neardup.index, sys; print(sorted(m for m in sys.modules if m.startswith('neardup.dedup')))"
+    code = (
+        "import neardup.index.simhash_index, sys; "
+        "print(sorted(m for m in sys.modules if m.startswith('neardup.dedup')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
 
@@ -80,10 +123,10 @@ def test_a_band_index_links_batch_neighbours_and_explains_them_like_a_query() ->
     whose sketch confirms it, exactly as if that record had been stored first; the
     explanation names the shared bands and the sketch Jaccard."""
     from neardup import BandScheme, Fingerprinter, Verifier
-    from neardup.config import FingerprintConfig
+    from neardup.dedup.documents import DocumentIndex, explain_matches
     from neardup.dedup.incremental import text_index_config
-    from neardup.documents import DocumentIndex, explain_matches
-    from neardup.io import Record
+    from neardup.fingerprint.config import FingerprintConfig
+    from neardup.io.record import Record
 
     base = "The central bank raised its benchmark rate by a quarter point on Tuesday, citing inflation. "
     texts = [

@@ -26,7 +26,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from neardup.blocks import BlockScheme
-from neardup.config import FingerprintConfig
 from neardup.errors import (
     ConfigError,
     IndexConfigMismatchError,
@@ -34,7 +33,9 @@ from neardup.errors import (
     KeyExistsError,
     KeyNotFoundError,
 )
-from neardup.index import DEFAULT_MEMORY_BUDGET, FORMAT_VERSION, Match, SimhashIndex, tables_within
+from neardup.fingerprint.config import FingerprintConfig
+from neardup.index.keys import Match
+from neardup.index.simhash_index import DEFAULT_MEMORY_BUDGET, FORMAT_VERSION, SimhashIndex, tables_within
 from neardup.storage.memory import QUERY_CHUNK, TAIL_LIMIT
 
 Key = int | str
@@ -867,14 +868,19 @@ def test_stats(scheme: BlockScheme) -> None:
     assert "tables" in stats.format()
 
 
-def test_memory_iteration_and_repr() -> None:
+def test_memory_iteration_and_repr(tmp_path: Path) -> None:
     index = SimhashIndex(64, 3)
     empty_bytes = index.memory_bytes()
-    assert empty_bytes >= 0
+    assert empty_bytes == 0  # nothing added, no arrays allocated yet
     assert "SimhashIndex(0 fingerprints" in repr(index)
     index.add_many(["a", 1, "b"], [1, 2, 3])
     small = index.memory_bytes()
-    assert small > 0
+    assert small > empty_bytes
+    # At least the three 8-byte fingerprints and their table entries (one per table).
+    assert small >= 3 * 8 * (1 + index.scheme.table_count)
+    with SimhashIndex.open(f"sqlite:///{tmp_path}/bytes.db") as stored:
+        stored.add_many(["a", 1, "b"], [1, 2, 3])
+        assert stored.memory_bytes() == 0  # documented: a persistent store's memory is not counted
     assert "SimhashIndex(3 fingerprints" in repr(index) and index.scheme.describe() in repr(index)
     index.add_many(list(range(100, 5100)), np.arange(5000, dtype=np.uint64))
     assert index.memory_bytes() > small

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from neardup import FingerprintConfig, Fingerprinter, IncrementalDeduper, SimhashIndex
 from neardup.cli.index import verification_settings
 from neardup.cli.main import main
-from neardup.config import IndexConfig
 from neardup.dedup.rebuild import rebuild_index, sketch_verification
 from neardup.errors import IndexConfigMismatchError, InputError
-from neardup.io import Record
+from neardup.index.config import IndexConfig
+from neardup.io.record import Record
 
 from .conftest import write_lines
 

@@ -20,8 +20,9 @@ from click.testing import CliRunner
 
 from neardup import SimhashIndex
 from neardup.cli.main import main
-from neardup.config import FingerprintConfig, IndexConfig
 from neardup.errors import IndexConfigMismatchError, IndexNotFoundError
+from neardup.fingerprint.config import FingerprintConfig
+from neardup.index.config import IndexConfig
 
 from .conftest import write_lines
 

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from neardup.errors import ConfigError, InputError, MissingDependencyError, NeardupError
-from neardup.io import DEFAULT_MAX_BYTES, ErrorReport, Record, detect_format, read_records, write_jsonl
+from neardup.io.output import write_jsonl
+from neardup.io.read import detect_format, read_records
+from neardup.io.record import DEFAULT_MAX_BYTES, ErrorReport, Record
 
 from .conftest import write_lines
 

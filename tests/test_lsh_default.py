@@ -15,8 +15,8 @@ import neardup.dedup.text_store as text_store
 from neardup import Fingerprinter
 from neardup.dedup.pipeline import DedupSettings, dedup_documents
 from neardup.dedup.text_store import TextStore
-from neardup.dedup.verify import Shingles
-from neardup.io import read_records
+from neardup.io.read import read_records
+from neardup.similarity.verify import Shingles
 
 from .conftest import shared_file
 
@@ -88,7 +88,7 @@ def test_simhash_search_stays_available_and_exact() -> None:
 
 def test_thousands_of_copies_of_a_short_text_give_linear_pairs() -> None:
     """A stock reply repeated 3,000 times is one cluster through a hub, not 4.5 M pairs."""
-    from neardup.io import Record
+    from neardup.io.record import Record
 
     texts = ("谢谢您的耐心等待，我们会尽快处理", "thanks for your patience, we will handle it soon")
     records = [Record(id=i, text=texts[i % 2], title=None, location=f"r{i}") for i in range(6000)]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from neardup import MinHasher, combined_score, estimate_jaccard, signature_from_bytes, signature_to_bytes
 from neardup.errors import ConfigError, InputError
-from neardup.minhash import (
+from neardup.similarity.minhash import (
     EMPTY,
     exact_jaccard,
     hash_elements,
@@ -64,7 +64,7 @@ def test_chunking_does_not_change_signatures(monkeypatch: pytest.MonkeyPatch) ->
         [f"w{i}" for i in range(start, start + size)] for start, size in ((0, 40), (5, 1), (30, 70), (0, 0))
     ]
     whole = MinHasher(num_perm=32).signatures(sets)
-    monkeypatch.setattr("neardup.minhash.CHUNK_CELLS", 32 * 3)
+    monkeypatch.setattr("neardup.similarity.minhash.CHUNK_CELLS", 32 * 3)
     assert np.array_equal(MinHasher(num_perm=32).signatures(sets), whole)
 
 

@@ -15,8 +15,9 @@ from click.testing import CliRunner, Result
 
 from neardup.cli.main import main
 from neardup.errors import InputError
-from neardup.io import ErrorReport, read_records
-from neardup.output import OutputIsInputError, atomic_output, check_outputs_distinct, write_jsonl
+from neardup.io.output import OutputIsInputError, atomic_output, check_outputs_distinct, write_jsonl
+from neardup.io.read import read_records
+from neardup.io.record import ErrorReport
 
 from .conftest import write_lines
 

@@ -14,7 +14,8 @@ from click.testing import CliRunner, Result
 from neardup import DedupResult, DedupSettings, FingerprintConfig, Fingerprinter, dedup_documents
 from neardup.cli.main import main
 from neardup.dedup.pipeline import cluster, collect, search_candidates, verify_pairs
-from neardup.io import read_records, record_row
+from neardup.io.read import read_records
+from neardup.io.record import record_row
 
 from .conftest import read_jsonl, shared_file, write_lines
 

@@ -1,4 +1,4 @@
-"""Candidate pairs by exact keys (neardup.record_candidates) against brute force."""
+"""Candidate pairs by exact keys (neardup.records.candidates) against brute force."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from neardup.record_candidates import (
+from neardup.records.candidates import (
     MAX_CAP,
     KeyColumn,
     candidate_pairs,

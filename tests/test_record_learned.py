@@ -1,4 +1,4 @@
-"""The learned pipeline (neardup.record_learned), the default of ``neardup records``."""
+"""The learned pipeline (neardup.records.learned), the default of ``neardup records``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 from click.testing import CliRunner
 
 from neardup.cli.main import main
-from neardup.record_learned import guarded_pairs, learned_duplicate_records
-from neardup.records import RecordSchema, RowChunk
+from neardup.records.learned import guarded_pairs, learned_duplicate_records
+from neardup.records.schema import RecordSchema, RowChunk
 
 from .conftest import shared_file
 

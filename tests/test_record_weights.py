@@ -1,5 +1,5 @@
-"""Fellegi–Sunter field weights fitted by EM (neardup.record_weights) and the comparison
-levels they learn from (neardup.record_compare)."""
+"""Fellegi–Sunter field weights fitted by EM (neardup.records.weights) and the comparison
+levels they learn from (neardup.records.compare)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from neardup.record_compare import (
+from neardup.records.compare import (
     LEVELS,
     PairLevels,
     compare_pairs,
@@ -22,7 +22,7 @@ from neardup.record_compare import (
     prepare_table,
     term_counts,
 )
-from neardup.record_weights import (
+from neardup.records.weights import (
     FieldWeights,
     estimate_u_random,
     fit_weights,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from neardup import ConfigError, Fingerprinter, InputError, to_ints
-from neardup.io import ErrorReport
-from neardup.record_dedup import (
+from neardup.io.record import ErrorReport
+from neardup.records.dedup import (
     FeatureStore,
     Verification,
     field_agreement,
@@ -20,16 +20,7 @@ from neardup.record_dedup import (
     jaccard,
     verification,
 )
-from neardup.record_values import (
-    infer_kind,
-    is_null,
-    looks_numeric,
-    normalize_date,
-    normalize_number,
-    record_key,
-    word_count,
-)
-from neardup.records import (
+from neardup.records.schema import (
     SAMPLE_ROWS,
     FieldSpec,
     RecordSchema,
@@ -39,6 +30,15 @@ from neardup.records import (
     RowFeaturizer,
     parse_field,
     schema_from_mapping,
+)
+from neardup.records.values import (
+    infer_kind,
+    is_null,
+    looks_numeric,
+    normalize_date,
+    normalize_number,
+    record_key,
+    word_count,
 )
 
 COLUMNS = ["id", "name", "phone", "filed", "amount", "content"]

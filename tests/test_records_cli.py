@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from neardup.cli.main import main
-from neardup.record_dedup import Verification, find_duplicate_records
-from neardup.records import FieldSpec, RecordSchema
-from neardup.sources import CsvSource, ParquetSource, open_source
+from neardup.records.dedup import Verification, find_duplicate_records
+from neardup.records.schema import FieldSpec, RecordSchema
+from neardup.records.sources import CsvSource, ParquetSource, open_source
 
 from .conftest import shared_file
 

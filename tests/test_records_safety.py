@@ -15,8 +15,8 @@ from click.testing import CliRunner, Result
 
 from neardup import ConfigError, NeardupError
 from neardup.cli.main import main
-from neardup.sources import SqlSource, driver_url, read_only_connection
-from neardup.sql_guard import read_only_query
+from neardup.records.sources import SqlSource, driver_url, read_only_connection
+from neardup.records.sql_guard import read_only_query
 
 from .test_records_sql import count_rows, fresh_database_url
 

@@ -16,9 +16,9 @@ from click.testing import CliRunner, Result
 
 from neardup import ConfigError
 from neardup.cli.main import main
-from neardup.record_dedup import find_duplicate_records
-from neardup.records import RecordSchema
-from neardup.sources import SqlSource, driver_url, open_source
+from neardup.records.dedup import find_duplicate_records
+from neardup.records.schema import RecordSchema
+from neardup.records.sources import SqlSource, driver_url, open_source
 
 sa = pytest.importorskip("sqlalchemy")
 

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from neardup import FingerprintConfig, Fingerprinter, IncrementalDeduper, SimhashIndex
-from neardup.bands import BandScheme
-from neardup.config import IndexConfig
 from neardup.dedup.rebuild import rebuild_index
 from neardup.errors import IndexConfigMismatchError, KeyExistsError, KeyNotFoundError, StorageError
-from neardup.io import Record
+from neardup.index.config import IndexConfig
+from neardup.io.record import Record
+from neardup.similarity.bands import BandScheme
 from neardup.storage import redis_scripts
 from neardup.storage.base import RecordBatch, encode_key
 

@@ -13,9 +13,10 @@ pytest.importorskip("fastapi", reason="the service tests need the 'service' extr
 from fastapi.testclient import TestClient
 
 from neardup import Fingerprinter, SimhashIndex
-from neardup.config import FingerprintConfig, IndexConfig
 from neardup.distance import to_hex
 from neardup.errors import InputError
+from neardup.fingerprint.config import FingerprintConfig
+from neardup.index.config import IndexConfig
 from neardup.service import ServiceSettings, create_app
 
 BASE = (

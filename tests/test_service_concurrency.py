@@ -21,8 +21,9 @@ pytest.importorskip("fastapi", reason="the service tests need the 'service' extr
 import httpx
 
 from neardup import SimhashIndex
-from neardup.config import FingerprintConfig, IndexConfig
 from neardup.errors import InputError
+from neardup.fingerprint.config import FingerprintConfig
+from neardup.index.config import IndexConfig
 from neardup.service import create_app
 from neardup.service.batcher import Batcher
 

@@ -33,9 +33,9 @@ import pytest
 pytest.importorskip("uvicorn", reason="the server tests need the 'service' extra (uvicorn, httpx)")
 import httpx
 
-from neardup.documents import DocumentIndex
+from neardup.dedup.documents import DocumentIndex
 from neardup.errors import KeyExistsError
-from neardup.io import Record, record_from_mapping
+from neardup.io.record import Record, record_from_mapping
 from neardup.service.engine import Engine
 from neardup.service.settings import ServiceSettings
 from tests import test_service_server as server_tests

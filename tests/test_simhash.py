@@ -261,7 +261,7 @@ def test_large_batches_are_encoded_in_chunks_with_the_same_result(
     ] * 2
     titles = ["标题", None, "Title", None, "x", None] * 2
     whole = Fingerprinter(bits=bits).encode_many(texts, titles)
-    monkeypatch.setattr(neardup.fingerprint, "ENCODE_CHUNK", 5)
+    monkeypatch.setattr(neardup.fingerprint.fingerprinter, "ENCODE_CHUNK", 5)
     chunked = Fingerprinter(bits=bits).encode_many(texts, titles)
     assert np.array_equal(chunked.fingerprints, whole.fingerprints)
     assert np.array_equal(chunked.feature_counts, whole.feature_counts)

@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 from neardup import BlockScheme, Fingerprinter, brute_force_pairs
 from neardup.cli.main import main
 from neardup.dedup.clusters import components
-from neardup.io import Record
+from neardup.io.record import Record
 
 from .conftest import shared_file, write_lines
 
@@ -32,16 +32,15 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from neardup.spark.components import connected_components
+from neardup.spark.groups import VerifyPlan, verify_groups
 from neardup.spark.keys import selection_column
 from neardup.spark.pairs import PairSearch
 from neardup.spark.session import build_session
 from neardup.spark.tasks import (
     ReadSettings,
-    VerifyPlan,
     fingerprint_records,
     jsonl_records,
     order_key,
-    verify_groups,
 )
 
 SPARK_CONF = {

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from neardup import IncrementalDeduper, SimhashIndex, Verifier
-from neardup.bands import SKETCH_BYTES, BandScheme
-from neardup.config import IndexConfig
 from neardup.errors import KeyExistsError
-from neardup.minhash import signature_from_bytes
+from neardup.index.config import IndexConfig
+from neardup.similarity.bands import SKETCH_BYTES, BandScheme
+from neardup.similarity.minhash import signature_from_bytes
 from neardup.storage.postgres import PostgresStorage
 from neardup.storage.runs import RunsStorage
 from neardup.storage.sql import SqlStorage

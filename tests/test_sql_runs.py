@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from neardup import IncrementalDeduper, SimhashIndex, Verifier
-from neardup.bands import BandScheme
-from neardup.config import IndexConfig
 from neardup.errors import ConfigError, KeyExistsError
+from neardup.index.config import IndexConfig
+from neardup.similarity.bands import BandScheme
 from neardup.storage import runs as runs_module
 from neardup.storage.run_filters import build_filter, may_contain, posting_keys
 from neardup.storage.runs import LAYOUT, RunsStorage

@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 
 from neardup import Fingerprinter, IncrementalDeduper, SimhashIndex, Verifier, signature_to_bytes
-from neardup.bands import BandScheme
-from neardup.config import FingerprintConfig, IndexConfig
 from neardup.dedup.incremental import Assignment
-from neardup.dedup.stored_sketch import SKETCH_WORDS
 from neardup.errors import ConfigError, IndexConfigMismatchError, InputError, KeyExistsError, KeyNotFoundError
 from neardup.eval.metrics import NEAR_LEVELS, Gold, Prediction, evaluate
+from neardup.fingerprint.config import FingerprintConfig
+from neardup.index.config import IndexConfig
+from neardup.similarity.bands import BandScheme
+from neardup.similarity.stored_sketch import SKETCH_WORDS
 from neardup.storage import open_storage
 from tests.conftest import read_jsonl, shared_file
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from neardup import IncrementalDeduper, SimhashIndex
-from neardup.config import IndexConfig
+from neardup.index.config import IndexConfig
 
 WORKERS = 4
 FAMILIES = 40

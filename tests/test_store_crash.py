@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from neardup import SimhashIndex
-from neardup.minhash import signature_from_bytes
+from neardup.similarity.minhash import signature_from_bytes
 
 from .conftest import write_lines
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import neardup.token_cache as token_cache
+import neardup.fingerprint.token_cache as token_cache
+from neardup.fingerprint.token_cache import KeyTable, tagged_keys, token_keys
 from neardup.text.tokenize import ChineseTokenizer, LatinTokenizer, merge_batches
-from neardup.token_cache import KeyTable, tagged_keys, token_keys
 
 
 def _keys_by_token(batch) -> dict[str, set[int]]:

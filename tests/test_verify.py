@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup import Fingerprinter, Match, Verifier, combined_score, find_all_pairs
-from neardup.dedup.verify import (
+from neardup.errors import ConfigError, InputError
+from neardup.similarity.minhash import exact_jaccard
+from neardup.similarity.verify import (
     VERIFY_MODES,
     Shingles,
     explain_pairs,
@@ -18,8 +20,6 @@ from neardup.dedup.verify import (
     metadata_sets,
     shared_features,
 )
-from neardup.errors import ConfigError, InputError
-from neardup.minhash import exact_jaccard
 
 from .conftest import read_jsonl, shared_file
 

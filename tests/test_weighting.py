@@ -7,8 +7,8 @@ import math
 import pytest
 
 from neardup import ConfigError, Fingerprinter, IdfModel
-from neardup.idf import default_chinese_idf
-from neardup.weighting import DEFAULT_POS_WEIGHT, SIGNAL_FACTOR, Weighting, pos_weight
+from neardup.fingerprint.idf import default_chinese_idf
+from neardup.fingerprint.weighting import DEFAULT_POS_WEIGHT, SIGNAL_FACTOR, Weighting, pos_weight
 
 
 def _weighting(name: str, idf: IdfModel | None = None) -> Weighting:

@@ -12,15 +12,11 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .bands import BandScheme
-    from .blocks import BlockScheme
-    from .buckets import BucketStats
-    from .config import FingerprintConfig
+    from .blocks import BlockScheme, BucketStats
     from .dedup.batch import Pairs, brute_force_pairs, find_all_pairs, single_pass
     from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
     from .dedup.incremental import Assignment, IncrementalDeduper
     from .dedup.pipeline import DedupResult, DedupSettings, dedup_documents
-    from .dedup.verify import VERIFY_MODES, Verifier
     from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
     from .errors import (
         ConfigError,
@@ -33,34 +29,34 @@ if TYPE_CHECKING:
         StorageError,
         StorageUnavailableError,
     )
-    from .fingerprint import EncodedBatch, Feature, Fingerprinter, simhash
-    from .hashing import HASH_NAMES, hash_tokens
-    from .idf import IdfModel
-    from .index import Match, SimhashIndex
-    from .minhash import (
+    from .fingerprint.config import FingerprintConfig
+    from .fingerprint.fingerprinter import EncodedBatch, Feature, Fingerprinter, simhash
+    from .fingerprint.hashing import HASH_NAMES, hash_tokens
+    from .fingerprint.idf import IdfModel
+    from .fingerprint.weighting import WEIGHTINGS
+    from .index.keys import Match
+    from .index.simhash_index import SimhashIndex
+    from .records.dedup import find_duplicate_records
+    from .records.schema import FieldSpec, RecordSchema
+    from .similarity.bands import BandScheme
+    from .similarity.minhash import (
         MinHasher,
         combined_score,
         estimate_jaccard,
         signature_from_bytes,
         signature_to_bytes,
     )
-    from .record_dedup import find_duplicate_records
-    from .records import FieldSpec, RecordSchema
-    from .weighting import WEIGHTINGS
+    from .similarity.verify import VERIFY_MODES, Verifier
 
     __version__: str
 
 #: Public names by the module (relative to this package) that defines them.
 _LAZY: dict[str, tuple[str, ...]] = {
-    ".bands": ("BandScheme",),
-    ".blocks": ("BlockScheme",),
-    ".buckets": ("BucketStats",),
-    ".config": ("FingerprintConfig",),
+    ".blocks": ("BlockScheme", "BucketStats"),
     ".dedup.batch": ("Pairs", "brute_force_pairs", "find_all_pairs", "single_pass"),
     ".dedup.clusters": ("KEEP_POLICIES", "Clusters", "cluster_records"),
     ".dedup.incremental": ("Assignment", "IncrementalDeduper"),
     ".dedup.pipeline": ("DedupResult", "DedupSettings", "dedup_documents"),
-    ".dedup.verify": ("VERIFY_MODES", "Verifier"),
     ".distance": ("from_hex", "hamming", "hamming_many", "hex_many", "to_array", "to_hex", "to_ints"),
     ".errors": (
         "ConfigError",
@@ -73,20 +69,24 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "StorageError",
         "StorageUnavailableError",
     ),
-    ".fingerprint": ("EncodedBatch", "Feature", "Fingerprinter", "simhash"),
-    ".hashing": ("HASH_NAMES", "hash_tokens"),
-    ".idf": ("IdfModel",),
-    ".index": ("Match", "SimhashIndex"),
-    ".minhash": (
+    ".fingerprint.config": ("FingerprintConfig",),
+    ".fingerprint.fingerprinter": ("EncodedBatch", "Feature", "Fingerprinter", "simhash"),
+    ".fingerprint.hashing": ("HASH_NAMES", "hash_tokens"),
+    ".fingerprint.idf": ("IdfModel",),
+    ".fingerprint.weighting": ("WEIGHTINGS",),
+    ".index.keys": ("Match",),
+    ".index.simhash_index": ("SimhashIndex",),
+    ".records.dedup": ("find_duplicate_records",),
+    ".records.schema": ("FieldSpec", "RecordSchema"),
+    ".similarity.bands": ("BandScheme",),
+    ".similarity.minhash": (
         "MinHasher",
         "combined_score",
         "estimate_jaccard",
         "signature_from_bytes",
         "signature_to_bytes",
     ),
-    ".record_dedup": ("find_duplicate_records",),
-    ".records": ("FieldSpec", "RecordSchema"),
-    ".weighting": ("WEIGHTINGS",),
+    ".similarity.verify": ("VERIFY_MODES", "Verifier"),
 }
 _LAZY_MODULE = {name: module for module, names in _LAZY.items() for name in names}
 

@@ -4,18 +4,21 @@ A fingerprint of up to 64 bits is one ``uint64``; a 128-bit fingerprint is a row
 ``uint64`` words ``[low, high]`` (bits 0-63, then 64-127), so an array of n 128-bit
 fingerprints has shape (n, 2). Bit i of a fingerprint is bit i of the integer (bit 0 is the
 least significant). Hex text is big-endian, ``bits / 4`` lower-case digits.
+
+The helpers every layer shares about widths and words live here too: :func:`check_bits`,
+:func:`ints_to_array` (Python ints to words) and :func:`word_ints` (back).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .errors import ConfigError, InputError
-from .hashing import check_bits, ints_to_array
 
 FingerprintArray = npt.NDArray[np.uint64]
 _HEX = re.compile(r"[0-9a-fA-F]+")
@@ -121,3 +124,42 @@ def row_distances(xor: FingerprintArray) -> npt.NDArray[np.uint8]:
     if counts.shape[1] == 1:
         return np.asarray(counts[:, 0], dtype=np.uint8)
     return np.asarray(counts.sum(axis=1, dtype=np.uint8))
+
+
+MASK_64 = (1 << 64) - 1
+
+BITS_CHOICES: tuple[int, ...] = (32, 64, 128)
+
+
+def check_bits(bits: int) -> int:
+    if bits not in BITS_CHOICES:
+        raise ConfigError(f"bits must be 32, 64 or 128; got {bits!r}")
+    return bits
+
+
+def ints_to_array(values: Sequence[int], bits: int) -> npt.NDArray[np.uint64]:
+    """Python ints → uint64 (n,) for <= 64 bits, (n, 2) ``[low, high]`` for 128 bits."""
+    if bits == 128:
+        return split_128(values)
+    return np.fromiter(values, dtype=np.uint64, count=len(values))
+
+
+def split_128(values: Sequence[int]) -> npt.NDArray[np.uint64]:
+    """Python ints of up to 128 bits → (n, 2) uint64 ``[low, high]``."""
+    out = np.empty((len(values), 2), dtype=np.uint64)
+    out[:, 0] = np.fromiter((value & MASK_64 for value in values), dtype=np.uint64, count=len(values))
+    out[:, 1] = np.fromiter((value >> 64 for value in values), dtype=np.uint64, count=len(values))
+    return out
+
+
+def word_ints(words: npt.NDArray[np.uint64]) -> list[int]:
+    if words.shape[1] == 1:
+        return [int(value) for value in words[:, 0].tolist()]
+    return [low | (high << 64) for low, high in words.tolist()]
+
+
+def ints_to_words(values: list[Any], bits: int) -> npt.NDArray[np.uint64]:
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value < 1 << bits:
+            raise InputError(f"fingerprint {value!r} is not an integer from 0 to 2^{bits} - 1")
+    return ints_to_array([int(value) for value in values], bits)

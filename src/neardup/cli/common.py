@@ -18,13 +18,15 @@ from urllib.parse import unquote
 import click
 from click.core import ParameterSource
 
-from ..config import FingerprintConfig
+from ..distance import BITS_CHOICES
 from ..errors import ConfigError, NeardupError
-from ..hashing import BITS_CHOICES, HASH_NAMES
-from ..io import FORMATS, ErrorReport, Record, read_records
-from ..output import OutputIsInputError, check_outputs_distinct
+from ..fingerprint.config import FingerprintConfig
+from ..fingerprint.hashing import HASH_NAMES
+from ..fingerprint.weighting import FIELDS_ON_TEXT, WEIGHTINGS
+from ..io.output import OutputIsInputError, check_outputs_distinct
+from ..io.read import FORMATS, read_records
+from ..io.record import ErrorReport, Record
 from ..text.tokenize import LANGUAGES
-from ..weighting import FIELDS_ON_TEXT, WEIGHTINGS
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -19,15 +19,16 @@ from click.core import ParameterSource
 
 from ..dedup.batch import DEFAULT_MU
 from ..dedup.clusters import KEEP_POLICIES
-from ..dedup.pipeline import CANDIDATE_SEARCHES, DedupSettings, dedup_documents
+from ..dedup.pipeline import CANDIDATE_SEARCHES, DedupResult, DedupSettings, dedup_documents
 from ..dedup.pipeline import MAX_TABLES as MAX_TABLES
 from ..dedup.pipeline import block_scheme_of as block_scheme_of
 from ..dedup.summary import Summary as Summary
-from ..dedup.verify import DEFAULT_THRESHOLDS, META_FIELDS, VERIFY_MODES
 from ..errors import NeardupError
-from ..fingerprint import Fingerprinter
-from ..io import ErrorReport, record_row, write_jsonl
-from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..io.output import write_jsonl
+from ..io.record import ErrorReport, record_row
+from ..similarity.minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
+from ..similarity.verify import DEFAULT_THRESHOLDS, META_FIELDS, VERIFY_MODES
 from .common import (
     batch_size_option,
     check_max_distance,
@@ -276,6 +277,8 @@ def dedup(
       neardup dedup docs.jsonl --emit kept --keep longest -o deduplicated.jsonl
       neardup dedup rows.csv --id-field doc_id --text-field body --bits 128 -k 6 --pairs pairs.jsonl
       cat docs.jsonl | neardup dedup - --emit dropped --stats > dropped.jsonl
+    \f
+    Long: the docstring is the command's --help; the body is an adapter over dedup_documents.
     """
     started = time.perf_counter()
     targets = check_outputs(ctx, pairs_path, clusters_path, emit, output)
@@ -303,13 +306,7 @@ def dedup(
     with _Bars(progress) as bars:
         records = open_records(ctx, input_path, report)
         result = dedup_documents(records, fingerprinter=fingerprinter, settings=settings, progress=bars)
-    if pairs_path is not None:
-        write_jsonl(pairs_path, result.pair_rows())
-    if clusters_path is not None:
-        write_jsonl(clusters_path, result.cluster_rows())
-    if emit is not None:
-        fields = (ctx.params["id_field"], ctx.params["text_field"], ctx.params["title_field"])
-        write_jsonl(output, (record_row(r, fields) for r in result.selected_records(emit == "kept")))
+    _write_outputs(ctx, result, pairs_path, clusters_path, emit, output)
     summary = replace(result.summary, skipped=report.count)
     if stats:
         click.echo(result.bucket_stats.format(), err=True)
@@ -317,6 +314,24 @@ def dedup(
     else:
         click.echo(summary.line(), err=True)
     report_skipped(report)
+
+
+def _write_outputs(
+    ctx: click.Context,
+    result: DedupResult,
+    pairs_path: str | None,
+    clusters_path: str | None,
+    emit: str | None,
+    output: str,
+) -> None:
+    """Write the pairs, the clusters and the kept (or dropped) records asked for."""
+    if pairs_path is not None:
+        write_jsonl(pairs_path, result.pair_rows())
+    if clusters_path is not None:
+        write_jsonl(clusters_path, result.cluster_rows())
+    if emit is not None:
+        fields = (ctx.params["id_field"], ctx.params["text_field"], ctx.params["title_field"])
+        write_jsonl(output, (record_row(r, fields) for r in result.selected_records(emit == "kept")))
 
 
 # -- checks before any work --------------------------------------------------------------------

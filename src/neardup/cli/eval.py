@@ -1,5 +1,5 @@
 """``neardup eval``, ``neardup baseline``, ``neardup sweep`` and ``neardup report``: thin
-adapters over :mod:`neardup.eval` and :mod:`neardup.baselines`."""
+adapters over :mod:`neardup.eval` and :mod:`neardup.eval.baselines`."""
 
 from __future__ import annotations
 
@@ -11,17 +11,18 @@ from typing import Any
 
 import click
 
-from ..baselines import BASELINES, ScoredPairs, run_baseline
 from ..dedup.clusters import cluster_records
-from ..dedup.verify import VERIFY_MODES, metadata_of
+from ..distance import BITS_CHOICES
 from ..errors import InputError
+from ..eval.baselines import BASELINES, ScoredPairs, run_baseline
 from ..eval.files import find_id, load_gold, load_prediction
 from ..eval.metrics import Gold, Scores, evaluate
 from ..eval.sweep import Grid, SweepRow, check_grid, format_rows, run_sweep
-from ..hashing import BITS_CHOICES, HASH_NAMES
-from ..io import ErrorReport, RecordId, write_jsonl
-from ..output import write_text
-from ..weighting import WEIGHTINGS
+from ..fingerprint.hashing import HASH_NAMES
+from ..fingerprint.weighting import WEIGHTINGS
+from ..io.output import write_jsonl, write_text
+from ..io.record import ErrorReport, RecordId
+from ..similarity.verify import VERIFY_MODES, metadata_of
 from . import common
 from .common import (
     check_outputs_not_inputs,
@@ -441,37 +442,23 @@ def report(
     Example:
       neardup report docs.jsonl docs.jsonl -o report.html
     """
-    from ..eval import measures
-    from ..eval.report import (
-        bucket_figure,
-        curves_figure,
-        hash_figure,
-        histogram_figure,
-        render_html,
-        scaling_figure,
-    )
-    from ..fingerprint import Fingerprinter
+    from ..eval.report import evaluation_report
 
     check_outputs_not_inputs(ctx, {"-o/--output": output_path})
     gold_ids, gold = load_gold(gold_path)
     error_report = ErrorReport()
     records = list(open_records(ctx, input_path, error_report))
     gold = aligned_gold(gold_ids, gold, [record.id for record in records])
-    texts = [record.text for record in records]
-    name = Path(input_path).name
-    curves, histograms = measures.distance_curves(
-        texts, gold, weightings, max_distance, [record.title for record in records]
+    page, figures = evaluation_report(
+        [record.text for record in records],
+        [record.title for record in records],
+        gold,
+        names=(Path(input_path).name, Path(gold_path).name),
+        weightings=weightings,
+        max_distance=max_distance,
+        sizes=sizes,
+        skew=(skew_size, skew),
     )
-    words = sorted({w for tokens in Fingerprinter().word_tokens_many(texts[:2000]) for w in tokens})[:20_000]
-    figures = [
-        curves_figure(curves, name),
-        histogram_figure(histograms, name),
-        scaling_figure(measures.scaling_times(sizes)),
-        hash_figure(measures.hash_measures(words)),
-        bucket_figure(measures.bucket_measures(skew_size, skew)),
-    ]
-    notes = [f"{len(texts)} records of {name}; gold {Path(gold_path).name}."]
-    page = render_html("neardup evaluation report", figures, notes)
     write_text(output_path, page)
-    click.echo(f"neardup: wrote {output_path} ({len(figures)} plots, {len(page) // 1024} KiB)", err=True)
+    click.echo(f"neardup: wrote {output_path} ({figures} plots, {len(page) // 1024} KiB)", err=True)
     report_skipped(error_report)

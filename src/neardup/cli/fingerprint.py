@@ -8,8 +8,10 @@ from typing import Any
 import click
 
 from ..distance import hex_many
-from ..fingerprint import Fingerprinter
-from ..io import ErrorReport, Record, batches, write_jsonl
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..io.output import write_jsonl
+from ..io.read import batches
+from ..io.record import ErrorReport, Record
 from .common import (
     batch_size_option,
     check_outputs_not_inputs,

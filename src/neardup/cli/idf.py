@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 
-from ..fingerprint import Fingerprinter
-from ..idf import IdfModel
-from ..io import ErrorReport, Record, batches
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..fingerprint.idf import IdfModel
+from ..io.read import batches
+from ..io.record import ErrorReport, Record
 from .common import (
     TOKENIZER_SETTINGS,
     batch_size_option,

@@ -17,17 +17,20 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..dedup.incremental import IncrementalDeduper
-from ..documents import fingerprinter_of, signatures_of, stored_verifier
+from ..dedup.documents import fingerprinter_of, signatures_of, stored_verifier
+from ..dedup.incremental import Assignment, IncrementalDeduper
 from ..errors import ConfigError
-from ..io import ErrorReport, batches, jsonl_writer, record_row
-from ..output import JsonlWriter
+from ..io.output import JsonlWriter, jsonl_writer
+from ..io.read import batches
+from ..io.record import ErrorReport, record_row
 from ..storage.base import Key
 from .common import open_records, progress_bar, report_skipped
 from .index import TYPED, open_index, requested_config, storable_ids
 
 if TYPE_CHECKING:
-    from ..index import Match
+    from ..fingerprint.fingerprinter import Fingerprinter
+    from ..index.keys import Match
+    from ..io.record import Record
 
 
 def run_incremental(
@@ -65,13 +68,7 @@ def run_incremental(
             }
             pairs = PairLog(sinks.get("pairs"))
             for group in batches(records, batch_size):
-                values = fingerprinter.fingerprint_many([record.text for record in group])
-                signatures = signatures_of(verifier, group, fingerprinter)
-                keys = [record.id for record in group]
-                locations = [record.location for record in group]  # errors name file:line
-                results = IncrementalDeduper(index, verifier).check_and_add_many(
-                    keys, values, signatures=signatures, locations=locations
-                )
+                results = _check_and_add(IncrementalDeduper(index, verifier), fingerprinter, group)
                 for record, result in zip(group, results, strict=True):
                     counts["records"] += 1
                     counts["added"] += result.added
@@ -92,6 +89,17 @@ def run_incremental(
         err=True,
     )
     report_skipped(report)
+
+
+def _check_and_add(
+    deduper: IncrementalDeduper, fingerprinter: Fingerprinter, group: list[Record]
+) -> list[Assignment]:
+    """Check-and-add one batch of records: fingerprints (and signatures when the index verifies)."""
+    values = fingerprinter.fingerprint_many([record.text for record in group])
+    signatures = signatures_of(deduper.verifier, group, fingerprinter)
+    keys = [record.id for record in group]
+    locations = [record.location for record in group]  # errors name file:line
+    return deduper.check_and_add_many(keys, values, signatures=signatures, locations=locations)
 
 
 class PairLog:

@@ -18,16 +18,19 @@ import click
 import numpy as np
 from click.core import ParameterSource
 
-from ..config import FingerprintConfig, IndexConfig
 from ..dedup.batch import BucketStats
+from ..dedup.documents import fingerprinter_of, resolve_keys, signatures_of, stored_verifier
 from ..dedup.incremental import IncrementalDeduper, text_index_config
-from ..dedup.verify import Verifier
 from ..distance import to_hex
-from ..documents import fingerprinter_of, resolve_keys, signatures_of, stored_verifier
 from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
-from ..fingerprint import Fingerprinter
-from ..index import SimhashIndex
-from ..io import ErrorReport, Record, batches, write_jsonl
+from ..fingerprint.config import FingerprintConfig
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..index.config import IndexConfig
+from ..index.simhash_index import SimhashIndex
+from ..io.output import write_jsonl
+from ..io.read import batches
+from ..io.record import ErrorReport, Record
+from ..similarity.verify import Verifier
 from ..storage.base import Key, key_problem, shown_key
 from ..storage.urls import redacted
 from .common import (

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..dedup.rebuild import RebuildReport, rebuild_index
-from ..io import ErrorReport
+from ..io.record import ErrorReport
 from ..storage.base import shown_key
 from ..storage.urls import redacted
 from .common import (

@@ -1,8 +1,8 @@
 """``neardup records``: duplicate rows of a database table, a query, or a CSV/Parquet file.
 
 A thin adapter: options and the ``[records]`` / ``[fingerprint]`` tables of ``--config`` →
-a :class:`~neardup.records.RecordSchema` and a source (:mod:`neardup.sources`) →
-:func:`~neardup.record_dedup.find_duplicate_records` → the CLUSTERS file, the pairs and the
+a :class:`~neardup.records.schema.RecordSchema` and a source (:mod:`neardup.records.sources`) →
+:func:`~neardup.records.dedup.find_duplicate_records` → the CLUSTERS file, the pairs and the
 groups table.
 """
 
@@ -18,12 +18,14 @@ import numpy as np
 import tomllib
 from click.core import ParameterSource
 
-from ..config import FingerprintConfig
 from ..dedup.clusters import KEEP_POLICIES
+from ..distance import BITS_CHOICES
 from ..errors import ConfigError, NeardupError
-from ..hashing import BITS_CHOICES, HASH_NAMES
-from ..io import ErrorReport, write_jsonl
-from ..record_dedup import (
+from ..fingerprint.config import FingerprintConfig
+from ..fingerprint.hashing import HASH_NAMES
+from ..io.output import write_jsonl
+from ..io.record import ErrorReport
+from ..records.dedup import (
     AUTO,
     DEFAULT_MAX_DISTANCE,
     VERIFY_MODES,
@@ -31,9 +33,9 @@ from ..record_dedup import (
     find_duplicate_records,
     verification,
 )
-from ..record_learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT, learned_duplicate_records
-from ..records import RecordSchema, ResolvedSchema, parse_field, schema_from_mapping
-from ..sources import DEFAULT_CHUNK_SIZE, GroupRows, RowSource, SqlSource, open_source, write_groups
+from ..records.learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT, learned_duplicate_records
+from ..records.schema import RecordSchema, ResolvedSchema, parse_field, schema_from_mapping
+from ..records.sources import DEFAULT_CHUNK_SIZE, GroupRows, RowSource, SqlSource, open_source, write_groups
 from .common import (
     TOKENIZER_SETTINGS,
     check_outputs_not_inputs,
@@ -50,7 +52,7 @@ _SETTINGS = {**TOKENIZER_SETTINGS, "bits": "bits", "hash_name": "hash", "no_stop
 # [records] keys of --config that a flag of the same meaning overrides.
 _RECORD_SETTINGS = ("max_distance", "verify", "min_similarity", "keep", "chunk_size")
 # Options (flags or [records] keys) that ask for the Simhash search; without any of them the
-# learned field weights (neardup.record_learned) find the duplicates.
+# learned field weights (neardup.records.learned) find the duplicates.
 _SIMHASH_FLAGS = ("max_distance", "verify", "min_similarity", "fields", "only_fields", "bits", "hash_name")
 _SIMHASH_KEYS = ("max_distance", "verify", "min_similarity", "fields", "only_listed")
 
@@ -189,16 +191,7 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
     """
     started = time.perf_counter()
     settings = _settings(ctx, options)
-    if not (settings["clusters_path"] or settings["pairs_path"] or settings["write_table"]):
-        raise click.UsageError(
-            "nothing to write: give --clusters PATH, --pairs PATH or --write-table NAME", ctx
-        )
-    check_outputs_not_inputs(
-        ctx, {"--clusters": settings["clusters_path"], "--pairs": settings["pairs_path"]}
-    )
-    for target in (settings["clusters_path"], settings["pairs_path"]):
-        if target not in (None, "-") and not Path(target).parent.is_dir():
-            raise NeardupError(f"cannot open output file {target}: no directory {Path(target).parent}")
+    _check_outputs(ctx, settings)
     report = ErrorReport()
     row_source = open_source(
         source,
@@ -221,6 +214,21 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
     seconds = time.perf_counter() - started
     click.echo(_summary(result, settings, seconds), err=True)
     report_skipped(report)
+
+
+def _check_outputs(ctx: click.Context, settings: dict[str, Any]) -> None:
+    """Usage errors for no output at all or an output that is an input; an error for an
+    output file in a directory that does not exist, before any row is read."""
+    if not (settings["clusters_path"] or settings["pairs_path"] or settings["write_table"]):
+        raise click.UsageError(
+            "nothing to write: give --clusters PATH, --pairs PATH or --write-table NAME", ctx
+        )
+    check_outputs_not_inputs(
+        ctx, {"--clusters": settings["clusters_path"], "--pairs": settings["pairs_path"]}
+    )
+    for target in (settings["clusters_path"], settings["pairs_path"]):
+        if target not in (None, "-") and not Path(target).parent.is_dir():
+            raise NeardupError(f"cannot open output file {target}: no directory {Path(target).parent}")
 
 
 def _settings(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:

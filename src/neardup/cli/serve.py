@@ -142,28 +142,16 @@ def serve(
       curl -s localhost:8000/v1/check -d '{"id": "n1", "text": "..."}'
     """
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (the helpers below run it)
     except ImportError as exc:
         raise MissingDependencyError("uvicorn", "service", "neardup serve") from exc
-    from ..service import create_app
     from ..service.guard import GuardedProtocol, configure
 
-    token = _read_token(token_file)
-    if token is None and not _is_loopback(host):
-        click.echo(
-            f"neardup: warning: serving on {host} without --token-file; anyone who can reach it "
-            "can read and change the index",
-            err=True,
-        )
-    settings = ServiceSettings(
-        token,
-        max_body_bytes,
-        max_documents,
-        max_text_bytes,
-        max_batch,
-        header_timeout,
-        min_body_rate,
-        _connection_cap(max_connections),
+    settings = _service_settings(
+        _read_token(token_file),
+        host,
+        (max_body_bytes, max_documents, max_text_bytes, max_batch),
+        (header_timeout, min_body_rate, max_connections),
     )
     configure(settings)
     options: dict[str, Any] = {
@@ -174,26 +162,69 @@ def serve(
         "http": GuardedProtocol,
     }
     if workers > 1:
-        if url.startswith("memory:"):
-            raise ConfigError(
-                "a memory:// index lives in one process; use --workers 1, or a store (a file path, "
-                "redis://, postgresql://) that several worker processes can share"
-            )
-        with open_index(url, requested_config(ctx, max_distance)) as opened:  # create, check
-            described = _described(opened)
-        from ..service.factory import IMPORT_STRING, worker_environment
-
-        os.environ.update(worker_environment(url, settings, token_file))
-        click.echo(f"neardup: serving {described} on http://{host}:{port} with {workers} workers", err=True)
-        with _stopped_by_sigterm():
-            uvicorn.run(IMPORT_STRING, factory=True, workers=workers, **options)
+        _serve_workers(ctx, url, max_distance, settings, token_file, workers, options)
     else:
-        with open_index(url, requested_config(ctx, max_distance)) as opened, _stopped_by_sigterm():
-            app = create_app(opened, settings)
-            served = f"{_described(opened)} on http://{host}:{port}"
-            click.echo(f"neardup: serving {served} (API page: /docs)", err=True)
-            uvicorn.run(app, **options)
+        _serve_one(ctx, url, max_distance, settings, options)
     click.echo("neardup: stopped", err=True)
+
+
+def _service_settings(
+    token: str | None, host: str, limits: tuple[int, int, int, int], slow: tuple[float, int, int]
+) -> ServiceSettings:
+    """The service's settings (warning when a non-loopback host is served without a token):
+    ``limits`` the body, documents, text and batch limits, ``slow`` the header timeout, the
+    minimum body rate and the connection cap asked for."""
+    if token is None and not _is_loopback(host):
+        click.echo(
+            f"neardup: warning: serving on {host} without --token-file; anyone who can reach it "
+            "can read and change the index",
+            err=True,
+        )
+    header_timeout, min_body_rate, max_connections = slow
+    return ServiceSettings(token, *limits, header_timeout, min_body_rate, _connection_cap(max_connections))
+
+
+def _serve_workers(
+    ctx: click.Context,
+    url: str,
+    max_distance: int | None,
+    settings: ServiceSettings,
+    token_file: str | None,
+    workers: int,
+    options: dict[str, Any],
+) -> None:
+    """Serve with several worker processes, each opening the store itself."""
+    import uvicorn
+
+    if url.startswith("memory:"):
+        raise ConfigError(
+            "a memory:// index lives in one process; use --workers 1, or a store (a file path, "
+            "redis://, postgresql://) that several worker processes can share"
+        )
+    with open_index(url, requested_config(ctx, max_distance)) as opened:  # create, check
+        described = _described(opened)
+    from ..service.factory import IMPORT_STRING, worker_environment
+
+    os.environ.update(worker_environment(url, settings, token_file))
+    host, port = options["host"], options["port"]
+    click.echo(f"neardup: serving {described} on http://{host}:{port} with {workers} workers", err=True)
+    with _stopped_by_sigterm():
+        uvicorn.run(IMPORT_STRING, factory=True, workers=workers, **options)
+
+
+def _serve_one(
+    ctx: click.Context, url: str, max_distance: int | None, settings: ServiceSettings, options: dict[str, Any]
+) -> None:
+    """Serve in this process."""
+    import uvicorn
+
+    from ..service import create_app
+
+    with open_index(url, requested_config(ctx, max_distance)) as opened, _stopped_by_sigterm():
+        app = create_app(opened, settings)
+        served = f"{_described(opened)} on http://{options['host']}:{options['port']}"
+        click.echo(f"neardup: serving {served} (API page: /docs)", err=True)
+        uvicorn.run(app, **options)
 
 
 def _described(opened: Any) -> str:

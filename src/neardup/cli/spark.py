@@ -15,7 +15,8 @@ from typing import Any
 import click
 
 from ..errors import ConfigError, NeardupError
-from ..io import ErrorReport, detect_format
+from ..io.read import detect_format
+from ..io.record import ErrorReport
 from ..spark import require_pyspark
 from .common import report_skipped, text_config
 from .dedup import Summary, block_scheme_of, check_directory, check_outputs, parse_distance
@@ -101,19 +102,46 @@ def _spark_dedup(**params: Any) -> None:
     )
     config = text_config(ctx)
     block_scheme = _block_scheme(ctx, config.bits, params)
+    source, input_format = _checked_input(targets, params)
+
+    from ..spark.job import run_dedup
+    from ..spark.session import build_session
+
+    job, outputs = _job_of(params, source, input_format, config, block_scheme)
+    conf = dict(params["spark_conf"])
+    if params["progress"] is not None:
+        conf.setdefault("spark.ui.showConsoleProgress", str(params["progress"]).lower())
+    session = build_session(params["master"], params["partitions"], conf)
+    ready = time.perf_counter()
+    result = run_dedup(session, job, outputs, stats=params["stats"])
+    summary = _summary_of(result, params, config.bits)
+    if params["stats"]:
+        _echo_stats(result, summary, ready - started)
+    else:
+        click.echo(summary.line(), err=True)
+    report_skipped(ErrorReport(count=result.skipped, messages=result.messages))
+
+
+def _checked_input(targets: list[str], params: dict[str, Any]) -> tuple[str, str]:
+    """INPUT and its format, once local output folders and the input are checked."""
     for target in targets:
         if _is_local(target):
             check_directory(target)
-    source = params["input_path"]
+    source: str = params["input_path"]
     if _is_local(source) and not any(char in source for char in "*?[{") and not Path(source).exists():
         raise NeardupError(f"cannot open input {source}: no such file or folder")
     input_format = detect_format(source, params["input_format"])
     if input_format not in ("jsonl", "parquet"):
         raise ConfigError(f"the Spark job reads JSONL or Parquet, not {input_format}; convert {source} first")
+    return source, input_format
 
-    from ..spark.job import DedupJob, describe_seconds, run_dedup
+
+def _job_of(
+    params: dict[str, Any], source: str, input_format: str, config: Any, block_scheme: Any
+) -> tuple[Any, Any]:
+    """The Spark job and its outputs, from the command's options."""
+    from ..spark.job import DedupJob
     from ..spark.output import Outputs
-    from ..spark.session import build_session
     from ..spark.tasks import ReadSettings
 
     read = ReadSettings(
@@ -143,19 +171,18 @@ def _spark_dedup(**params: Any) -> None:
         output=params["output"],
         format=params["output_format"],
     )
-    conf = dict(params["spark_conf"])
-    if params["progress"] is not None:
-        conf.setdefault("spark.ui.showConsoleProgress", str(params["progress"]).lower())
-    session = build_session(params["master"], params["partitions"], conf)
-    ready = time.perf_counter()
-    result = run_dedup(session, job, outputs, stats=params["stats"])
-    summary = Summary(
+    return job, outputs
+
+
+def _summary_of(result: Any, params: dict[str, Any], bits: int) -> Summary:
+    """The run's summary, as `neardup dedup` prints it."""
+    return Summary(
         records=result.records,
         empty=result.empty,
         skipped=result.skipped,
         pairs=result.pairs,
         exact=result.exact,
-        max_distance=config.bits if params["max_distance"] is None else params["max_distance"],
+        max_distance=bits if params["max_distance"] is None else params["max_distance"],
         clusters=result.clusters,
         largest=result.largest,
         dropped=result.dropped,
@@ -164,21 +191,23 @@ def _spark_dedup(**params: Any) -> None:
         rejected=result.rejected,
         method=result.method,
     )
-    if params["stats"]:
-        click.echo(result.stats.format(), err=True)
-        seconds = result.seconds
-        timings = (
-            ready - started,
-            seconds.get("fingerprints", 0.0),
-            seconds.get("buckets", 0.0) + seconds.get("pairs", 0.0),
-            seconds.get("clusters", 0.0) + seconds.get("output", 0.0),
-        )
-        click.echo(summary.details(timings), err=True)
-        click.echo(f"spark stages: {describe_seconds(seconds, result.records)}", err=True)
-        click.echo(f"connected components: {result.rounds} large-star/small-star rounds", err=True)
-    else:
-        click.echo(summary.line(), err=True)
-    report_skipped(ErrorReport(count=result.skipped, messages=result.messages))
+
+
+def _echo_stats(result: Any, summary: Summary, setup: float) -> None:
+    """--stats: bucket statistics, the summary with timings, Spark stages and rounds."""
+    from ..spark.job import describe_seconds
+
+    click.echo(result.stats.format(), err=True)
+    seconds = result.seconds
+    timings = (
+        setup,
+        seconds.get("fingerprints", 0.0),
+        seconds.get("buckets", 0.0) + seconds.get("pairs", 0.0),
+        seconds.get("clusters", 0.0) + seconds.get("output", 0.0),
+    )
+    click.echo(summary.details(timings), err=True)
+    click.echo(f"spark stages: {describe_seconds(seconds, result.records)}", err=True)
+    click.echo(f"connected components: {result.rounds} large-star/small-star rounds", err=True)
 
 
 def _block_scheme(ctx: click.Context, bits: int, params: dict[str, Any]) -> Any:

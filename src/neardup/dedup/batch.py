@@ -16,18 +16,18 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from ..blocks import DEFAULT_MU as DEFAULT_MU
+from ..blocks import MIN_SPLIT as MIN_SPLIT
 from ..blocks import BlockScheme
-from ..buckets import DEFAULT_MU as DEFAULT_MU
-from ..buckets import MIN_SPLIT as MIN_SPLIT
-from ..buckets import BucketStats as BucketStats
-from ..buckets import TableStats as TableStats
-from ..buckets import split_size as split_size
+from ..blocks import BucketStats as BucketStats
+from ..blocks import TableStats as TableStats
+from ..blocks import split_size as split_size
 from ..distance import as_words as as_words
 from ..distance import row_distances as row_distances
 from ..errors import ConfigError
 
 # DEFAULT_MU ... row_distances are re-exported ("X as X"): they moved below the index, to
-# neardup.buckets and neardup.distance, and callers still import them from here.
+# neardup.blocks and neardup.distance, and callers still import them from here.
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
 #: Candidate pairs verified per step: bounds the temporary arrays to ~100 MB.

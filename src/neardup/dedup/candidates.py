@@ -3,7 +3,7 @@
 The exact Hamming search of one Simhash per document finds medium edits (10-16 bits away) only
 when k is wide, and a wide exact search costs n² · P(H <= k), so ``-k auto`` narrows k as n
 grows and recall falls. The searches here work on the documents' shingle sets instead (the
-ones :class:`~neardup.dedup.verify.Shingles` builds for ``--verify jaccard``: character bigrams
+ones :class:`~neardup.similarity.verify.Shingles` builds for ``--verify jaccard``: character bigrams
 of Chinese text, 5-grams of Latin text, over the normalized letters and digits), and promise
 every pair whose shingle Jaccard reaches ``threshold`` whatever n is; the caller confirms each
 candidate with the exact Jaccard (:meth:`Verifier.verify_texts`).
@@ -30,7 +30,7 @@ candidate with the exact Jaccard (:meth:`Verifier.verify_texts`).
     ``max_bucket`` documents are dropped as boilerplate. Finds pairs that share a passage, not a
     promise about Jaccard.
 ``minhash``: classic MinHash (``bands × rows`` universal hash functions of
-    :class:`~neardup.minhash.MinHasher`) with the same banding: the reference OPH approximates,
+    :class:`~neardup.similarity.minhash.MinHasher`) with the same banding: the reference OPH approximates,
     at K times the sketch cost.
 
 Short documents (fewer than ``short_shingles`` shingles) get too few bins filled for banding to
@@ -57,16 +57,16 @@ import numpy.typing as npt
 
 from ..arrays import sorted_unique, unique_inverse
 from ..errors import ConfigError, InputError
-from ..fingerprint import Fingerprinter
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..similarity.shingles import Shingles
+from ..similarity.sketches import EMPTY32 as EMPTY32
+from ..similarity.sketches import band_keys as band_keys
+from ..similarity.sketches import minhash_sketches as minhash_sketches
+from ..similarity.sketches import oph_sketches as oph_sketches
+from ..similarity.sketches import shingles_of as shingles_of
 from ..text.normalize import Normalizer
 from .batch import _runs_by_key, find_all_pairs, pairs_in_runs
 from .check_bins import CheckBins
-from .shingles import Shingles
-from .sketches import EMPTY32 as EMPTY32
-from .sketches import band_keys as band_keys
-from .sketches import minhash_sketches as minhash_sketches
-from .sketches import oph_sketches as oph_sketches
-from .sketches import shingles_of as shingles_of
 
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]

@@ -31,21 +31,23 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arrays import sorted_unique
-from ..bands import BandScheme
 from ..blocks import BlockScheme
-from ..config import FingerprintConfig, IndexConfig
 from ..distance import row_distances
 from ..errors import ConfigError, InputError, KeyExistsError
-from ..index import Match, SimhashIndex, match_order
-from ..minhash import signature_blobs
+from ..fingerprint.config import FingerprintConfig
+from ..index.config import IndexConfig
+from ..index.keys import Match, match_order
+from ..index.simhash_index import SimhashIndex
+from ..similarity.bands import BandScheme
+from ..similarity.minhash import signature_blobs
+from ..similarity.verify import Verifier, check_verifiable, verify_with_records
 from ..storage.base import Key, StoredRecord, check_key, match_blocks, shown_key
 from .batch import find_all_pairs
-from .verify import Verifier, check_verifiable, verify_with_records
 
 
 def text_index_config(fingerprint: FingerprintConfig) -> IndexConfig:
     """The index the command line and the service create by default: band postings of each
-    text's sketch, the sketch deciding (:mod:`neardup.bands`)."""
+    text's sketch, the sketch deciding (:mod:`neardup.similarity.bands`)."""
     return IndexConfig(
         bits=fingerprint.bits,
         scheme=BandScheme(fingerprint.bits),
@@ -153,59 +155,19 @@ class IncrementalDeduper:
             raise InputError("verified check-and-add needs the batch's signatures (Verifier.signatures)")
         sig_rows = None if signatures is None else np.asarray(signatures, dtype=np.uint64)
         with index.exclusive():
-            first_row: dict[Key, int] = {}
-            for row, key in enumerate(listed):
-                if key in first_row and values[first_row[key]] != values[row]:
-                    raise KeyExistsError(
-                        f"{where.at(row)}id {shown_key(key)} appears again with another text (first at "
-                        f"{where.name(first_row[key])}); ids must name one record"
-                    )
-                first_row.setdefault(key, row)
+            first_row = _first_rows(listed, values, where)
             unique_rows = sorted(first_row.values())
             stored = dict(zip(first_row, index.get_many(list(first_row)), strict=True))
-            for key, record in stored.items():
-                if record is not None and record.fingerprint != values[first_row[key]]:
-                    raise KeyExistsError(
-                        f"{where.at(first_row[key])}id {shown_key(key)} is already stored with another "
-                        "fingerprint; remove it first or use another id (nothing of this batch was added)"
-                    )
+            _check_stored(stored, values, first_row, where)
             found, read = self._query_records(
                 _flat(words[unique_rows]),
                 None,
                 None if sig_rows is None or not self.verifying else sig_rows[unique_rows],
             )
-            matched = {match.key for matches in found for match in matches if match.key not in first_row}
-            unread = sorted(matched - read.keys(), key=_sort_key)
-            records = [read[key] for key in matched if key in read] + index.get_many(unread)
-            clusters_of = {
-                record.key: record.cluster if record.cluster is not None else record.key
-                for record in records
-                if record is not None
-            }
-            for key, record in stored.items():
-                if record is not None:
-                    clusters_of[key] = record.cluster if record.cluster is not None else key
+            clusters_of = self._known_clusters(found, read, first_row, stored)
             new_rows = [row for row in unique_rows if stored[listed[row]] is None]
-            if index.bands is not None and sig_rows is not None:
-                earlier = _band_neighbours(index, words[new_rows], sig_rows[new_rows], new_rows)
-            else:
-                earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
-            if self.verifying and self.verifier is not None and sig_rows is not None:
-                earlier = _verified_neighbours(earlier, self.verifier, sig_rows)
-            results: dict[Key, Assignment] = {}
-            for position, row in enumerate(unique_rows):
-                key = listed[row]
-                matches = [match for match in found[position] if match.key != key]
-                if stored[key] is None:
-                    matches += [
-                        Match(listed[other], values[other], distance) for other, distance in earlier[row]
-                    ]
-                    matches.sort(key=match_order)
-                    cluster = clusters_of[matches[0].key] if matches else key
-                    clusters_of[key] = cluster
-                    results[key] = Assignment(key, cluster, bool(matches), True, matches)
-                else:
-                    results[key] = Assignment(key, clusters_of[key], bool(matches), False, matches)
+            earlier = self._earlier_neighbours(words, sig_rows, new_rows)
+            results = _assign(found, unique_rows, listed, values, stored, earlier, clusters_of)
             if new_rows:
                 index.add_many(
                     [listed[row] for row in new_rows],
@@ -216,6 +178,91 @@ class IncrementalDeduper:
         return [
             results[key] if row == first_row[key] else _repeat(results[key]) for row, key in enumerate(listed)
         ]
+
+    def _known_clusters(
+        self,
+        found: list[list[Match]],
+        read: dict[Key, StoredRecord],
+        first_row: dict[Key, int],
+        stored: dict[Key, StoredRecord | None],
+    ) -> dict[Key, Key]:
+        """The cluster of every stored record the batch matched or already holds."""
+        matched = {match.key for matches in found for match in matches if match.key not in first_row}
+        unread = sorted(matched - read.keys(), key=_sort_key)
+        records = [read[key] for key in matched if key in read] + self.index.get_many(unread)
+        clusters_of = {
+            record.key: record.cluster if record.cluster is not None else record.key
+            for record in records
+            if record is not None
+        }
+        for key, record in stored.items():
+            if record is not None:
+                clusters_of[key] = record.cluster if record.cluster is not None else key
+        return clusters_of
+
+    def _earlier_neighbours(
+        self, words: npt.NDArray[np.uint64], sig_rows: npt.NDArray[np.uint64] | None, new_rows: list[int]
+    ) -> dict[int, list[tuple[int, int]]]:
+        """For each new row, the earlier new rows of the batch it matches, with their distance."""
+        index = self.index
+        if index.bands is not None and sig_rows is not None:
+            earlier = _band_neighbours(index, words[new_rows], sig_rows[new_rows], new_rows)
+        else:
+            earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
+        if self.verifying and self.verifier is not None and sig_rows is not None:
+            earlier = _verified_neighbours(earlier, self.verifier, sig_rows)
+        return earlier
+
+
+def _first_rows(listed: list[Key], values: list[int], where: _Where) -> dict[Key, int]:
+    """The first row of each key; a key repeated with another fingerprint is refused."""
+    first_row: dict[Key, int] = {}
+    for row, key in enumerate(listed):
+        if key in first_row and values[first_row[key]] != values[row]:
+            raise KeyExistsError(
+                f"{where.at(row)}id {shown_key(key)} appears again with another text (first at "
+                f"{where.name(first_row[key])}); ids must name one record"
+            )
+        first_row.setdefault(key, row)
+    return first_row
+
+
+def _check_stored(
+    stored: dict[Key, StoredRecord | None], values: list[int], first_row: dict[Key, int], where: _Where
+) -> None:
+    """Refuse the batch when a key is already stored with another fingerprint."""
+    for key, record in stored.items():
+        if record is not None and record.fingerprint != values[first_row[key]]:
+            raise KeyExistsError(
+                f"{where.at(first_row[key])}id {shown_key(key)} is already stored with another "
+                "fingerprint; remove it first or use another id (nothing of this batch was added)"
+            )
+
+
+def _assign(
+    found: list[list[Match]],
+    unique_rows: list[int],
+    listed: list[Key],
+    values: list[int],
+    stored: dict[Key, StoredRecord | None],
+    earlier: dict[int, list[tuple[int, int]]],
+    clusters_of: dict[Key, Key],
+) -> dict[Key, Assignment]:
+    """Each key's assignment: a new record joins the cluster of its nearest match (stored or
+    earlier in the batch), or starts its own; a stored one keeps its cluster."""
+    results: dict[Key, Assignment] = {}
+    for position, row in enumerate(unique_rows):
+        key = listed[row]
+        matches = [match for match in found[position] if match.key != key]
+        if stored[key] is None:
+            matches += [Match(listed[other], values[other], distance) for other, distance in earlier[row]]
+            matches.sort(key=match_order)
+            cluster = clusters_of[matches[0].key] if matches else key
+            clusters_of[key] = cluster
+            results[key] = Assignment(key, cluster, bool(matches), True, matches)
+        else:
+            results[key] = Assignment(key, clusters_of[key], bool(matches), False, matches)
+    return results
 
 
 class _Where:

@@ -24,8 +24,8 @@ import numpy.typing as npt
 
 from ..arrays import unique_inverse
 from ..distance import hamming_many
-from ..fingerprint import Fingerprinter
-from ..io import Record
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..io.record import Record
 from ..text.normalize import Normalizer
 from . import shingle_sets
 from .batch import Pairs

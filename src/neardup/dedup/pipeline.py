@@ -1,7 +1,7 @@
 """The batch dedup job as one library call, and the stages it is built from.
 
 :func:`dedup_documents` runs normalize → fingerprints → candidates → verification → clusters
-→ keep policy over an iterable of :class:`~neardup.io.Record` and returns a
+→ keep policy over an iterable of :class:`~neardup.io.record.Record` and returns a
 :class:`DedupResult`; ``neardup dedup`` is a thin adapter over it. Each stage is a public
 function, so another mode (the Spark job, an index, a benchmark) can run them one by one:
 
@@ -32,16 +32,17 @@ import numpy.typing as npt
 
 from ..blocks import DEFAULT_MAX_TABLES, BlockScheme
 from ..errors import ConfigError, InputError
-from ..fingerprint import Fingerprinter
-from ..io import Record, RecordId, batches
-from ..minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..io.read import batches
+from ..io.record import Record, RecordId
+from ..similarity.minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
+from ..similarity.verify import META_FIELDS, Explanation, Verifier, explain_pairs, metadata_of
 from .auto import AUTO_TEXT_LIMIT, Search, resolve_search
 from .batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
 from .candidates import CandidateSettings, bands_for
 from .clusters import Clusters, check_keep, cluster_records
 from .lsh import LshStage
 from .summary import Summary
-from .verify import META_FIELDS, Explanation, Verifier, explain_pairs, metadata_of
 
 #: Records fingerprinted per batch, and the text size that also ends a batch: large enough to
 #: amortise the vectorised work, small enough to bound memory.

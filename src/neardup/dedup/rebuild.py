@@ -1,7 +1,7 @@
 """Rebuild a stored index of an earlier neardup as a band index, keeping its ids and cluster ids.
 
 Stores of format 1 searched Simhash blocks at k = 3 and are refused on open
-(:func:`~neardup.index_meta.check_store_version`): their fingerprints cannot find the medium
+(:func:`~neardup.index.meta.check_store_version`): their fingerprints cannot find the medium
 edits a band index finds, and a band index needs each record's text sketch, which no old
 store keeps. So the texts are read again: every input record whose id the old store holds is
 fingerprinted and sketched afresh (fingerprints recomputed with the old index's fingerprint
@@ -9,7 +9,7 @@ settings, not copied) and added to a new store with the cluster id the old one g
 and cluster ids handed out earlier stay valid. The old store is only read, never changed:
 it is opened without :meth:`SimhashIndex.open`, whose version check is what refuses it.
 
-Ids match by value and type, as everywhere in neardup (:func:`~neardup.documents.resolve_keys`):
+Ids match by value and type, as everywhere in neardup (:func:`~neardup.dedup.documents.resolve_keys`):
 the text "7" is not the number 7. Stored ids the input gives no text for are not carried.
 """
 
@@ -20,20 +20,22 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bands import scheme_from_dict
-from ..buckets import DEFAULT_MU
-from ..config import FingerprintConfig, IndexConfig
-from ..documents import fingerprinter_of, signatures_of, stored_verifier
+from ..blocks import DEFAULT_MU
 from ..errors import InputError, NeardupError
-from ..index import SimhashIndex
-from ..index_meta import FORMAT, STORE_FORMAT_VERSION
-from ..io import Record, batches
+from ..fingerprint.config import FingerprintConfig
+from ..index.config import IndexConfig
+from ..index.meta import FORMAT, STORE_FORMAT_VERSION
+from ..index.simhash_index import SimhashIndex
+from ..io.read import batches
+from ..io.record import Record
+from ..similarity.bands import scheme_from_dict
+from ..similarity.verify import Verifier
 from ..storage import open_storage
 from ..storage.base import Key, Storage, check_key, lookable
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
+from .documents import fingerprinter_of, signatures_of, stored_verifier
 from .incremental import text_index_config
-from .verify import Verifier
 
 #: Records per batch: one transaction each in the new store, as ``neardup index add`` does.
 DEFAULT_BATCH = 1000

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..csv_strict import StrictCsvReader
 from ..errors import InputError
-from ..io import RecordId
+from ..io.csv_strict import StrictCsvReader
+from ..io.record import RecordId
 from .metrics import Gold, Prediction
 
 PAIRS = "pairs"

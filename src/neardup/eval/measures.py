@@ -18,8 +18,8 @@ import numpy.typing as npt
 from ..blocks import BlockScheme
 from ..dedup.batch import BucketStats, find_all_pairs, single_pass
 from ..dedup.clusters import components
-from ..fingerprint import Fingerprinter
-from ..hashing import HASH_NAMES, get_hash_function
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..fingerprint.hashing import HASH_NAMES, get_hash_function
 from .metrics import Gold, pair_keys
 
 IntArray = npt.NDArray[np.int64]

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import MissingDependencyError
 from .measures import Curve
+from .metrics import Gold
 
 _SCRIPT = """
 window.addEventListener('load', function () {
@@ -185,3 +186,35 @@ def render_html(title: str, figures: Sequence[Figure], notes: Sequence[str] = ()
         )
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def evaluation_report(
+    texts: Sequence[str],
+    titles: Sequence[str | None],
+    gold: Gold,
+    *,
+    names: tuple[str, str],
+    weightings: Sequence[str],
+    max_distance: int,
+    sizes: Sequence[int],
+    skew: tuple[int, float],
+) -> tuple[str, int]:
+    """The HTML page of ``neardup report`` and its number of plots: distance curves and
+    histograms of ``texts`` against ``gold`` (``names``: the input's and the gold's file
+    names), then synthetic scaling, hashing and bucket measures (``skew``: fingerprints and
+    the share of them put in one bucket)."""
+    from ..fingerprint.fingerprinter import Fingerprinter
+    from . import measures
+
+    name, gold_name = names
+    curves, histograms = measures.distance_curves(texts, gold, list(weightings), max_distance, list(titles))
+    words = sorted({w for tokens in Fingerprinter().word_tokens_many(texts[:2000]) for w in tokens})[:20_000]
+    figures = [
+        curves_figure(curves, name),
+        histogram_figure(histograms, name),
+        scaling_figure(measures.scaling_times(list(sizes))),
+        hash_figure(measures.hash_measures(words)),
+        bucket_figure(measures.bucket_measures(*skew)),
+    ]
+    notes = [f"{len(texts)} records of {name}; gold {gold_name}."]
+    return render_html("neardup evaluation report", figures, notes), len(figures)

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from ..baselines import BASELINES, run_baseline
 from ..blocks import BlockScheme
 from ..dedup.batch import find_all_pairs
-from ..dedup.verify import Verifier
 from ..errors import ConfigError
-from ..fingerprint import Fingerprinter
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..similarity.verify import Verifier
+from .baselines import BASELINES, run_baseline
 from .metrics import Gold, Prediction, Scores, evaluate
 
 

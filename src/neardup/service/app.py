@@ -29,12 +29,13 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
+from ..dedup.documents import DocumentIndex, parse_ids
 from ..dedup.incremental import Assignment
 from ..distance import from_hex, hex_many, to_hex
-from ..documents import DocumentIndex, parse_ids
 from ..errors import InputError, KeyNotFoundError
-from ..index import Match, SimhashIndex
-from ..io import Record, record_from_mapping
+from ..index.keys import Match
+from ..index.simhash_index import SimhashIndex
+from ..io.record import Record, record_from_mapping
 from ..storage.base import Key, check_key
 from .engine import Engine, Found, QueryOption
 from .errors import ServiceError, install_error_handlers, validation_error
@@ -107,6 +108,10 @@ def create_app(
 
 
 def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -> APIRouter:
+    """The service's routes, one short handler per endpoint.
+
+    Long: it is the route table, kept whole so the API reads in one place.
+    """
     bearer = HTTPBearer(auto_error=False, description="The token of `neardup serve --token-file`.")
 
     def authorize(request: Request) -> None:

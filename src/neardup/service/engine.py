@@ -19,12 +19,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..dedup.documents import DocumentIndex, Prepared, explain_matches
 from ..dedup.incremental import Assignment
 from ..distance import to_array, to_ints
-from ..documents import DocumentIndex, Prepared, explain_matches
 from ..errors import KeyNotFoundError, NeardupError
-from ..index import Match
-from ..io import Record
+from ..index.keys import Match
+from ..io.record import Record
 from ..storage.base import Key, StoredRecord
 from .batcher import Batcher, Failed
 from .settings import ServiceSettings

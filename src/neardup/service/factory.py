@@ -17,7 +17,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from ..errors import ConfigError
-from ..index import SimhashIndex
+from ..index.simhash_index import SimhashIndex
 from .app import create_app
 from .guard import configure
 from .settings import ServiceSettings

@@ -10,7 +10,7 @@ Stages, each materialised once so its time can be reported:
 2. *buckets* — (table, block key) rows from the same :class:`BlockScheme` (computed in the
    JVM), bucket sizes, and the buckets of two or more records.
 3. *pairs* — group rows (crowded buckets split by the second hash), partitioned and sorted
-   by group, verified in Python by :func:`~neardup.spark.tasks.verify_groups`.
+   by group, verified in Python by :func:`~neardup.spark.groups.verify_groups`.
 4. *clusters* — connected components by large-star/small-star over DataFrames, then the
    keep policy.
 5. *output* — lines built in SQL exactly as ``write_jsonl`` writes them.
@@ -34,13 +34,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..blocks import BlockScheme
-from ..config import IDF_CHOICES, FingerprintConfig
 from ..dedup.batch import BucketStats
 from ..errors import ConfigError, InputError
-from ..fingerprint import Fingerprinter
-from ..idf import IdfModel
-from ..io import Record
+from ..fingerprint.config import IDF_CHOICES, FingerprintConfig
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..fingerprint.idf import IdfModel
+from ..io.record import Record
 from .components import connected_components
+from .groups import VerifyPlan
 from .lsh import lsh_search
 from .output import Outputs, write_outputs
 from .pairs import PairSearch, pair_stats
@@ -48,7 +49,6 @@ from .tasks import (
     POSITION_BITS,
     POSITION_MASK,
     ReadSettings,
-    VerifyPlan,
     canonical_path,
     fingerprint_records,
     jsonl_records,
@@ -71,7 +71,7 @@ FINGERPRINT_SCHEMA = T.StructType(
         T.StructField("short", T.BinaryType(), True),
     ]
 )
-#: Messages kept for skipped records, as :class:`neardup.io.ErrorReport` keeps.
+#: Messages kept for skipped records, as :class:`neardup.io.record.ErrorReport` keeps.
 SKIPPED_MESSAGES = 5
 
 

@@ -14,9 +14,9 @@ from pyspark.sql import functions as F
 
 from ..blocks import BitSelection
 from ..dedup.batch import split_size
-from .tasks import VerifyPlan
+from .groups import VerifyPlan
 
-#: Column names of the group rows handed to :func:`neardup.spark.tasks.verify_groups`.
+#: Column names of the group rows handed to :func:`neardup.spark.groups.verify_groups`.
 GROUP_COLUMNS = ("table", "sub", "key", "subkey", "order", "w0", "w1")
 
 

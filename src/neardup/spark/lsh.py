@@ -39,8 +39,8 @@ from ..dedup.candidates import (
 from ..dedup.lsh import CHECK_MARGIN
 from ..dedup.pipeline import DedupSettings
 from ..dedup.shingle_sets import ShingleSets
-from ..dedup.shingles import Shingles
-from ..fingerprint import Fingerprinter
+from ..fingerprint.fingerprinter import Fingerprinter
+from ..similarity.shingles import Shingles
 from ..text.normalize import Normalizer
 from .pairs import PAIR_SCHEMA
 

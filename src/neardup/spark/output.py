@@ -4,7 +4,7 @@ Lines are built in SQL from ids kept as their JSON text, so they are the bytes
 ``write_jsonl`` writes for ``neardup dedup``: ``{"a":id,"b":id,"distance":d}`` and
 ``{"id":id,"cluster":id}``. A local path ending in .jsonl (or .json, .ndjson) or ``-`` gets
 one file, streamed in order through the driver one partition at a time into a temporary
-file renamed onto the target at the end (:func:`neardup.output.atomic_output`); any other target
+file renamed onto the target at the end (:func:`neardup.io.output.atomic_output`); any other target
 (``hdfs://…``, ``s3a://…``, a folder) gets Spark's folder of part files, written by the
 executors in parallel (part files in order, so concatenated they are the single file).
 Parquet (``--output-format parquet``) is always a folder, with typed id columns.
@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import NeardupError
-from ..output import atomic_output, write_bytes
+from ..io.output import atomic_output, write_bytes
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 OUTPUT_FORMATS = ("auto", "jsonl", "parquet")

@@ -2,7 +2,7 @@
 
 :class:`PairSearch` is the distributed twin of :func:`~neardup.dedup.batch.find_all_pairs`:
 the same scheme, the same split threshold and the same verification
-(:func:`~neardup.spark.tasks.verify_groups`), with the buckets formed by a shuffle instead
+(:func:`~neardup.spark.groups.verify_groups`), with the buckets formed by a shuffle instead
 of a sort. It works on any DataFrame of (order, w0, w1) rows, which is how tests drive it.
 """
 
@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..dedup.batch import BucketStats, TableStats
+from .groups import VerifyPlan, verify_groups
 from .keys import bucket_sizes, by_table, group_rows, split_limits, table_keys
-from .tasks import VerifyPlan, verify_groups
 
 PAIR_SCHEMA = "a long, b long, distance int, table int"
 

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..bands import Scheme
-from ..buckets import BucketStats
+from ..blocks import BucketStats
 from ..distance import row_distances
 from ..errors import InputError, KeyExistsError, KeyNotFoundError, StorageError
+from ..similarity.bands import Scheme
 
 Key = int | str
 UInt64Array = npt.NDArray[np.uint64]

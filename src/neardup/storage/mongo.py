@@ -42,25 +42,22 @@ miss them until they are removed and added again). Writes are acknowledged once 
 from __future__ import annotations
 
 import contextlib
-import re
 import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import SplitResult, urlencode, urlunsplit
+from urllib.parse import SplitResult
 
 import numpy as np
 
-from ..bands import scheme_from_dict
-from ..buckets import BucketStats, TableStats
+from ..blocks import BucketStats, TableStats
 from ..errors import (
     ConfigError,
     KeyExistsError,
-    MissingDependencyError,
     StorageError,
     StorageUnavailableError,
 )
-from . import check_options
+from ..similarity.bands import scheme_from_dict
 from .base import (
     Candidates,
     Key,
@@ -82,29 +79,23 @@ from .base import (
     words_to_int,
 )
 from .lease import Lease
-from .urls import redacted
+from .mongo_buckets import KEY_CHUNK, bucket_entries, bucket_id, rewrite_buckets
+from .mongo_client import (
+    DEFAULT_COLLECTION,
+    check_collection,
+    connect,
+    duplicate_key,
+    first_line,
+    no_transactions,
+)
 
 if TYPE_CHECKING:
     from pymongo import MongoClient
     from pymongo.client_session import ClientSession
     from pymongo.collection import Collection
 
-DEFAULT_COLLECTION = "neardup"
 LAYOUTS = ("records", "buckets")
-_NAME_PATTERN = re.compile(r"[A-Za-z0-9_\-]{1,64}")
-CONNECT_TIMEOUT_MS = 5_000
-SOCKET_TIMEOUT_MS = 120_000
-#: Keys per ``$in`` list (far below the 16 MB command limit even for long keys).
-KEY_CHUNK = 10_000
 _LOCK_ID = "writer"
-#: Server answers that mean "no multi-document transactions here" (standalone mongod).
-_NO_TRANSACTIONS = (20, 263)
-
-
-def check_collection(name: str) -> str:
-    if not _NAME_PATTERN.fullmatch(name):
-        raise ConfigError(f"MongoDB collection name {name!r} must be 1-64 letters, digits, '_' or '-'")
-    return name
 
 
 class MongoStorage(Storage):
@@ -156,11 +147,11 @@ class MongoStorage(Storage):
             yield
         except errors.ConnectionFailure as exc:
             raise StorageUnavailableError(
-                f"lost the connection to MongoDB at {self.where} while {doing} ({_first_line(exc)}); "
+                f"lost the connection to MongoDB at {self.where} while {doing} ({first_line(exc)}); "
                 "is the server running?"
             ) from exc
         except errors.PyMongoError as exc:
-            raise StorageError(f"MongoDB at {self.where} failed while {doing}: {_first_line(exc)}") from exc
+            raise StorageError(f"MongoDB at {self.where} failed while {doing}: {first_line(exc)}") from exc
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -238,7 +229,7 @@ class MongoStorage(Storage):
                 self._transactions = True
                 return
             except self._pymongo.errors.OperationFailure as exc:
-                if self._transactions or not _no_transactions(exc):
+                if self._transactions or not no_transactions(exc):
                     raise
                 self._transactions = False
         try:
@@ -300,9 +291,9 @@ class MongoStorage(Storage):
             try:
                 self._atomically(write, undo)
             except (self._pymongo.errors.DuplicateKeyError, self._pymongo.errors.BulkWriteError) as exc:
-                if not _duplicate(exc):
+                if not duplicate_key(exc):
                     raise
-                raise raced_key_error(self.where, _first_line(exc)) from exc
+                raise raced_key_error(self.where, first_line(exc)) from exc
 
     def remove_many(self, keys: Sequence[Key]) -> None:
         if not keys:
@@ -364,7 +355,7 @@ class MongoStorage(Storage):
                     members[document["_id"]] = document["fingerprint"]
             else:
                 names = [
-                    _bucket_id(table, block)
+                    bucket_id(table, block)
                     for table in range(blocks.shape[1])
                     for block in np.unique(blocks[:, table]).tolist()
                 ]
@@ -461,13 +452,7 @@ class MongoStorage(Storage):
     def _bucket_entries(
         self, words: UInt64Array, ids: Sequence[str], fingerprints: Sequence[bytes]
     ) -> dict[str, list[dict[str, Any]]]:
-        """Bucket ``_id`` → the ``info`` entries of these records, seed 002's shape."""
-        entries: dict[str, list[dict[str, Any]]] = {}
-        for row, blocks in enumerate(self.scheme.keys(words).tolist()):
-            entry = {"hashcode": fingerprints[row], "textname": ids[row]}
-            for table, block in enumerate(blocks):
-                entries.setdefault(_bucket_id(table, block), []).append(entry)
-        return entries
+        return bucket_entries(self.scheme, words, ids, fingerprints)
 
     def _rewrite_buckets(
         self,
@@ -475,129 +460,12 @@ class MongoStorage(Storage):
         removed: dict[str, set[str]],
         session: ClientSession | None,
     ) -> Callable[[], None]:
-        """Seed 002's bucket update (append entries to ``info``, or take them out) as a
-        read-modify-write of each touched bucket, under the writer lock; returns the undo.
-
-        In a transaction the old buckets are deleted and the new ones inserted (jongodb
-        rewrites a collection on every update, but inserts and deletes are fast); without one,
-        each bucket is replaced in place (``ReplaceOne`` upsert: never missing to a reader)."""
-        names = sorted({*added, *removed})
-        current: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(names), KEY_CHUNK):
-            chunk = names[start : start + KEY_CHUNK]
-            for document in self.buckets.find({"_id": {"$in": chunk}}, session=session):
-                current[document["_id"]] = document
-        rewritten: dict[str, dict[str, Any] | None] = {}
-        for name in names:
-            gone = removed.get(name, set())
-            info = [entry for entry in current.get(name, {}).get("info", ()) if entry["textname"] not in gone]
-            info += added.get(name, [])
-            table, block = _bucket_parts(name)
-            rewritten[name] = (
-                {"_id": name, "table": table, "blockName": self._int64(_signed(block)), "info": info}
-                if info
-                else None
-            )
-        if session is not None:
-            if current:
-                self.buckets.delete_many({"_id": {"$in": list(current)}}, session=session)
-            fresh = [document for document in rewritten.values() if document is not None]
-            if fresh:
-                self.buckets.insert_many(fresh, ordered=False, session=session)
-        else:
-            self._replace_buckets(rewritten)
-        return lambda: self._replace_buckets({name: current.get(name) for name in names})
-
-    def _replace_buckets(self, documents: dict[str, dict[str, Any] | None]) -> None:
-        pymongo = self._pymongo
-        requests: list[Any] = [
-            pymongo.DeleteOne({"_id": name})
-            if document is None
-            else pymongo.ReplaceOne({"_id": name}, document, upsert=True)
-            for name, document in documents.items()
-        ]
-        if requests:
-            self.buckets.bulk_write(requests, ordered=False)
+        return rewrite_buckets(self.buckets, self._pymongo, self._int64, added, removed, session)
 
 
 _RECORD_FIELDS = {"fingerprint": 1, "cluster": 1, "signature": 1}
 
 
-def _bucket_id(table: int, block: int) -> str:
-    return f"t{table}:{block:x}"
-
-
-def _bucket_parts(name: str) -> tuple[int, int]:
-    table, block = name[1:].split(":")
-    return int(table), int(block, 16)
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).split(", full error:")[0].strip()
-
-
-def _no_transactions(exc: Any) -> bool:
-    message = str(exc)
-    return (
-        exc.code in _NO_TRANSACTIONS or "Transaction numbers" in message or "transactions" in message.lower()
-    )
-
-
-def _duplicate(exc: Any) -> bool:
-    if getattr(exc, "code", None) == 11000:
-        return True
-    details = getattr(exc, "details", None) or {}
-    return any(error.get("code") == 11000 for error in details.get("writeErrors", ()))
-
-
 def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MongoStorage:
-    try:
-        import pymongo
-        from pymongo.common import URI_OPTIONS_VALIDATOR_MAP
-    except ImportError as exc:
-        raise MissingDependencyError("pymongo", "stores", "a MongoDB store") from exc
-    driver_options = {name for name in options if name.lower() in URI_OPTIONS_VALIDATOR_MAP}
-    check_options(options, {"collection", "layout", *driver_options}, url)
-    where = redacted(parts)
-    database = parts.path.lstrip("/") or "neardup"
-    collection = check_collection(options.get("collection", DEFAULT_COLLECTION))
-    layout = options.get("layout")
-    passed = {name: value for name, value in options.items() if name in driver_options}
-    lowered = {name.lower() for name in passed}
-    settings: dict[str, Any] = {}
-    for name, value in (
-        ("serverSelectionTimeoutMS", CONNECT_TIMEOUT_MS),
-        ("connectTimeoutMS", CONNECT_TIMEOUT_MS),
-        ("socketTimeoutMS", SOCKET_TIMEOUT_MS),
-        # An add is acknowledged once it is in the server's journal, so a server crash
-        # cannot lose it (mongod's default acknowledges before the next journal flush).
-        ("journal", True),
-    ):
-        if name.lower() not in lowered and not (name == "journal" and "w" in lowered):
-            settings[name] = value
-    client_url = urlunsplit((parts.scheme, parts.netloc, "/" + database, urlencode(passed), ""))
-    try:
-        client: MongoClient[dict[str, Any]] = pymongo.MongoClient(client_url, **settings)
-    except pymongo.errors.ConfigurationError as exc:
-        raise ConfigError(f"bad MongoDB URL {where}: {exc}") from exc
-    try:
-        client.admin.command("ping")
-    except pymongo.errors.ConfigurationError as exc:
-        client.close()
-        raise ConfigError(f"bad MongoDB URL {where}: {exc}") from exc
-    except pymongo.errors.OperationFailure as exc:
-        client.close()
-        raise StorageUnavailableError(
-            f"MongoDB at {where} refused the connection ({_first_line(exc)}); check the user and password"
-        ) from exc
-    except pymongo.errors.PyMongoError as exc:
-        client.close()
-        raise StorageUnavailableError(
-            f"cannot connect to MongoDB at {where} ({_first_line(exc)}); is the server running and the "
-            "URL right?"
-        ) from exc
+    client, database, collection, layout, where = connect(url, parts, options)
     return MongoStorage(client, database, collection, layout, where)

@@ -12,8 +12,8 @@ import zlib
 from typing import Any
 from urllib.parse import SplitResult, urlunsplit
 
-from ..bands import Scheme
 from ..errors import MissingDependencyError, StorageUnavailableError
+from ..similarity.bands import Scheme
 from . import check_options
 from .base import (
     RecordBatch,

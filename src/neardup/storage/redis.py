@@ -46,8 +46,7 @@ from urllib.parse import SplitResult, urlencode, urlunsplit
 
 import numpy as np
 
-from ..bands import scheme_from_dict
-from ..buckets import BucketStats, TableStats
+from ..blocks import BucketStats, TableStats
 from ..errors import (
     ConfigError,
     IndexConfigMismatchError,
@@ -57,6 +56,7 @@ from ..errors import (
     StorageError,
     StorageUnavailableError,
 )
+from ..similarity.bands import scheme_from_dict
 from . import check_options, redis_scripts
 from .base import (
     Candidates,

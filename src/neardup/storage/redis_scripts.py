@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..bands import Scheme
 from ..errors import StorageError
+from ..similarity.bands import Scheme
 
 #: Keys or (name, value) pairs per multi-key command inside a script.
 CHUNK = 1000

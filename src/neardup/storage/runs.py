@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from ..bands import Scheme
-from ..buckets import BucketStats, TableStats
+from ..blocks import BucketStats, TableStats
+from ..similarity.bands import Scheme
 from .base import (
     Candidates,
     IntArray,

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ..bands import Scheme, scheme_from_dict
-from ..buckets import BucketStats, TableStats
+from ..blocks import BucketStats, TableStats
 from ..errors import ConfigError, NeardupError, StorageDamagedError
+from ..similarity.bands import Scheme, scheme_from_dict
 from .base import (
     Candidates,
     Key,

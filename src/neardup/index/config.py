@@ -1,0 +1,67 @@
+"""Validated, frozen configuration of an index: its bits, distance, scheme and what it verifies."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..blocks import DEFAULT_MU, BlockScheme
+from ..distance import check_bits
+from ..errors import ConfigError
+from ..fingerprint.config import FingerprintConfig
+from ..similarity.bands import BandScheme
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """What an index is, written as its meta when a store is created and checked on open.
+
+    ``scheme`` a :class:`~neardup.similarity.bands.BandScheme` makes an index searched by the LSH bands
+    of text sketches (stored as signatures; ``verification={"mode": "sketch"}``), which is what
+    the command line and the service create by default. ``scheme`` None means the pigeonhole
+    scheme, or with ``expected_size`` the scheme
+    ``BlockScheme.auto`` picks within ``memory_budget`` bytes per fingerprint (the budget only
+    bounds the number of tables; persistent stores are not in memory). ``fingerprint`` records
+    how texts become fingerprints, so texts added later are fingerprinted the same way.
+    ``verification`` (the fields of a :class:`~neardup.Verifier` with mode minhash or
+    combined) makes the command line store MinHash signatures beside the fingerprints and
+    verify every match with them.
+    """
+
+    bits: int = 64
+    max_distance: int = 3
+    scheme: BlockScheme | BandScheme | None = None
+    expected_size: int | None = None
+    mu: float = DEFAULT_MU
+    memory_budget: int = 64
+    fingerprint: FingerprintConfig | None = None
+    verification: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_bits(self.bits)
+        if isinstance(self.max_distance, bool) or not isinstance(self.max_distance, int):
+            raise ConfigError(f"max_distance must be an integer; got {self.max_distance!r}")
+        if isinstance(self.scheme, BandScheme):
+            # A band index returns every candidate sharing a band; its sketch decides.
+            object.__setattr__(self, "max_distance", self.bits)
+        elif not 0 <= self.max_distance < self.bits:
+            raise ConfigError(f"max_distance must be from 0 to {self.bits - 1}; got {self.max_distance}")
+        if not isinstance(self.mu, int | float) or self.mu < 0:
+            raise ConfigError(f"mu must be a number >= 0; got {self.mu!r}")
+        if self.fingerprint is not None and self.fingerprint.bits != self.bits:
+            raise ConfigError(
+                f"the fingerprint config makes {self.fingerprint.bits}-bit fingerprints "
+                f"but the index is for {self.bits}-bit ones; pass bits={self.fingerprint.bits}"
+            )
+        if self.scheme is not None and (
+            self.scheme.bits != self.bits or self.scheme.max_distance != self.max_distance
+        ):
+            raise ConfigError(
+                f"the block scheme is for bits={self.scheme.bits}, max_distance={self.scheme.max_distance}; "
+                f"the index for bits={self.bits}, max_distance={self.max_distance}"
+            )
+
+    def replace(self, **changes: Any) -> IndexConfig:
+        return dataclasses.replace(self, **changes)
