@@ -6,6 +6,8 @@ merges; stores of the earlier column layout are still served."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from neardup.similarity.bands import BandScheme
 from neardup.storage import runs as runs_module
 from neardup.storage.run_filters import build_filter, may_contain, posting_keys
 from neardup.storage.runs import LAYOUT, RunsStorage
+from neardup.storage.sqlite import _foreign_tables
 
 from .test_sql_recent import sketches
 
@@ -209,3 +212,13 @@ def test_sqlite_keeps_the_column_layout_unless_the_url_asks_for_runs(tmp_path: o
     with pytest.raises(ConfigError, match=r"layout='heap' .* must be one of columns, runs"):
         SimhashIndex.open(f"sqlite:///{tmp_path}/other.db?layout=heap", BANDS)
     assert not (Path(str(tmp_path)) / "other.db").exists()
+
+
+def test_an_sqlite_store_in_runs_has_no_tables_foreign_to_it(tmp_path: object, small_runs: None) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db?layout=runs"
+    values = np.random.default_rng(12).integers(0, 2**63, size=2 * RUN, dtype=np.uint64)
+    with SimhashIndex.open(url, BANDS) as index:
+        index.add_many(list(range(2 * RUN)), values, sketches(2 * RUN, seed=13))
+        assert runs_state(index)["runs"]
+    with contextlib.closing(sqlite3.connect(f"{tmp_path}/runs.db")) as connection:
+        assert _foreign_tables(connection) == []

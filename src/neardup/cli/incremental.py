@@ -24,6 +24,7 @@ from ..io.output import JsonlWriter, jsonl_writer
 from ..io.read import batches
 from ..io.record import ErrorReport, record_row
 from ..storage.base import Key
+from ..storage.urls import redacted
 from .common import open_records, progress_bar, report_skipped
 from .index import TYPED, open_index, requested_config, storable_ids
 
@@ -84,7 +85,7 @@ def run_incremental(
         counts["stored"] = len(index)
     click.echo(
         f"neardup: {counts['records']} records, {counts['duplicates']} with a near-duplicate, "
-        f"{counts['pairs']} pairs; added {counts['added']} to {url} (it holds {counts['stored']}); "
+        f"{counts['pairs']} pairs; added {counts['added']} to {redacted(url)} (it holds {counts['stored']}); "
         f"{report.count} skipped",
         err=True,
     )

@@ -44,7 +44,7 @@ def fingerprinter_of(opened: SimhashIndex) -> Fingerprinter:
     config = opened.fingerprint_config
     if config is None:
         raise InputError(
-            f"the index at {opened.url} records no fingerprint settings (it was filled with "
+            f"the index at {redacted(opened.url)} records no fingerprint settings (it was filled with "
             "fingerprints, not texts); add fingerprints through the Python API"
         )
     return Fingerprinter(config=config)

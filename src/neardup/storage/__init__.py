@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
 from .base import Candidates, RecordBatch, Storage, StoredRecord
+from .urls import redacted
 
 #: URL scheme → backend module (imported lazily).
 BACKENDS = {
@@ -53,7 +54,7 @@ def open_storage(url: str) -> Storage:
     module_name = BACKENDS.get(scheme)
     if module_name is None:
         raise ConfigError(
-            f"unknown store URL scheme {parts.scheme!r} in {url!r}; use one of "
+            f"unknown store URL scheme {parts.scheme!r} in {redacted(url)!r}; use one of "
             + ", ".join(sorted({f"{name}://" for name in BACKENDS}))
         )
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -67,7 +68,7 @@ def check_options(options: dict[str, str], known: set[str], url: str) -> None:
     unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(
-            f"unknown option(s) {', '.join(unknown)} in store URL {url!r}; "
+            f"unknown option(s) {', '.join(unknown)} in store URL {redacted(url)!r}; "
             f"this backend knows: {', '.join(sorted(known)) or 'none'}"
         )
 

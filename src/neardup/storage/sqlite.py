@@ -36,6 +36,7 @@ from ..errors import (
 from . import check_options
 from .runs import LAYOUT, PostingRuns, RunsStorage
 from .sql import DEFAULT_PREFIX
+from .urls import redacted
 
 #: The ``?layout=`` values a new SQLite store may be given (see :class:`SqliteStorage`).
 LAYOUTS = {"columns": "columns", "runs": LAYOUT}
@@ -254,7 +255,8 @@ def _foreign_tables(connection: sqlite3.Connection) -> list[str]:
     for name in names:
         prefix = name.removesuffix("_meta")
         if prefix != name and f"{prefix}_records" in names:
-            ours.update((name, f"{prefix}_records", f"{prefix}_recent"))
+            ours.update(f"{prefix}_{table}" for table in ("meta", "records", "recent", "postings", "filters"))
+            ours.update(other for other in names if other.startswith(f"{prefix}_run_"))  # ?layout=runs
     return sorted(name for name in names if name not in ours)
 
 
@@ -263,12 +265,15 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> SqliteSto
     rest = url.split("://", 1)[1].split("?", 1)[0]
     if not rest.startswith("/"):
         raise ConfigError(
-            f"SQLite URL {url!r} names a host; write sqlite:///relative/path.db or sqlite:////absolute/path.db"
+            f"SQLite URL {redacted(url)!r} names a host; write sqlite:///relative/path.db or "
+            "sqlite:////absolute/path.db"
         )
     path = unquote(rest[1:]) or ":memory:"
     layout = options.get("layout", "columns")
     if layout not in LAYOUTS:
-        raise ConfigError(f"layout={layout!r} in {url!r} must be one of {', '.join(sorted(LAYOUTS))}")
+        raise ConfigError(
+            f"layout={layout!r} in {redacted(url)!r} must be one of {', '.join(sorted(LAYOUTS))}"
+        )
     storage = SqliteStorage(
         path,
         options.get("table", DEFAULT_PREFIX),
@@ -287,7 +292,9 @@ def _timeout(value: str | None, url: str) -> float:
     except ValueError:
         seconds = -1.0
     if not 0 < seconds < 1e6:
-        raise ConfigError(f"timeout={value!r} in {url!r} must be a number of seconds above 0 (e.g. 60)")
+        raise ConfigError(
+            f"timeout={value!r} in {redacted(url)!r} must be a number of seconds above 0 (e.g. 60)"
+        )
     return seconds
 
 
@@ -295,5 +302,5 @@ def _flag(value: str | None, name: str, url: str) -> bool:
     if value is None:
         return False
     if value.lower() not in ("1", "0", "true", "false", "yes", "no", ""):
-        raise ConfigError(f"{name}={value!r} in {url!r} must be 1 or 0")
+        raise ConfigError(f"{name}={value!r} in {redacted(url)!r} must be 1 or 0")
     return value.lower() in ("1", "true", "yes", "")
