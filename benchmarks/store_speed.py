@@ -113,7 +113,7 @@ def measure(url: str, stored: int, fresh: int, batch: int, queries: int, search:
         started = time.perf_counter()
         for start in range(0, stored, 10_000):
             stop = min(start + 10_000, stored)
-            index.add_many(list(range(start, stop)), values[start:stop], rows(start, stop))
+            index.add_many(list(range(start, stop)), values[start:stop], signatures=rows(start, stop))
         load = time.perf_counter() - started
         started = time.perf_counter()
         duplicates = 0

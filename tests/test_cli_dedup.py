@@ -297,9 +297,9 @@ def test_duplicate_ids_name_both_locations(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--scheme", "4,2"], "--scheme 4,2: num_blocks=4, key_blocks=2 cannot guarantee max_distance=3"),
-        (["--scheme", "0,1"], "--scheme 0,1: num_blocks must be from 1 to 64; got 0"),
-        (["--scheme", "6,2", "--bits", "32", "-k", "5"], "--scheme 6,2: num_blocks=6, key_blocks=2"),
+        (["--scheme", "4,2"], "scheme=(4, 2): num_blocks=4, key_blocks=2 cannot guarantee max_distance=3"),
+        (["--scheme", "0,1"], "scheme=(0, 1): num_blocks must be from 1 to 64; got 0"),
+        (["--scheme", "6,2", "--bits", "32", "-k", "5"], "scheme=(6, 2): num_blocks=6, key_blocks=2"),
         (["--scheme", "30,15"], "tables, each a sort of the whole input"),
     ],
 )

@@ -114,7 +114,7 @@ def test_the_report_counts_unknown_repeated_and_missing_ids(tmp_path: Path) -> N
     assert seen == [1, 1, 1, 1]
     with SimhashIndex.open(f"sqlite:///{tmp_path}/new.db", create=False) as index:
         first = Fingerprinter(config=FingerprintConfig()).fingerprint(A)
-        assert index.get("a") == first and sorted(map(str, index)) == ["7", "a"]
+        assert index.get("a").fingerprint == first and sorted(map(str, index)) == ["7", "a"]
 
 
 def test_the_old_store_is_never_the_new_one(tmp_path: Path) -> None:

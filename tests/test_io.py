@@ -121,10 +121,10 @@ def test_json_array_file_gets_a_jq_hint(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("record", "fragment"),
     [
-        ({"text": "x"}, "missing id field 'id'; name the id field with --id-field"),
+        ({"text": "x"}, "missing id field 'id'; name the id field with id_field"),
         ({"id": None, "text": "x"}, "missing id field 'id'"),
         ({"id": "", "text": "x"}, "missing id field 'id'"),
-        ({"id": 1}, "missing text field 'text'; name the text field with --text-field"),
+        ({"id": 1}, "missing text field 'text'; name the text field with text_field"),
         ({"id": 1, "text": None}, "missing text field 'text'"),
         ({"id": 1, "text": 5}, "text field 'text' must be a string, not a number (5)"),
         ({"id": 1, "text": ["a", "b"]}, "text field 'text' must be a string, not an array"),
@@ -148,7 +148,7 @@ def test_missing_fields_and_wrong_types(tmp_path: Path, record: dict[str, Any], 
 
 def test_missing_field_message_names_the_configured_field(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "a.jsonl", {"id": 1, "text": "x"})
-    assert "missing text field 'body'; name the text field with --text-field" in str(
+    assert "missing text field 'body'; name the text field with text_field" in str(
         fail_message(path, text_field="body")
     )
 
@@ -186,7 +186,7 @@ def test_record_over_max_bytes_names_limit_and_option(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "a.jsonl", GOOD, big, {"id": 3, "text": "after"})
     error = fail_message(path, max_bytes=1000)
     assert error.location == f"{path}:2"
-    assert "over the limit of 1,000 bytes" in str(error) and "--max-bytes" in str(error)
+    assert "over the limit of 1,000 bytes" in str(error) and "max_bytes" in str(error)
     records, report = read_skipping(path, max_bytes=1000)
     assert [r.id for r in records] == ["good", 3] and report.count == 1
     assert [r.location for r in records] == [f"{path}:1", f"{path}:3"]
@@ -244,7 +244,7 @@ def test_detect_format(name: str, expected: str) -> None:
 
 
 def test_unknown_extension_asks_for_format() -> None:
-    with pytest.raises(ConfigError, match="--format"):
+    with pytest.raises(ConfigError, match="format='jsonl'"):
         detect_format("data.txt")
     assert detect_format("data.txt", "csv") == "csv"
 
@@ -276,7 +276,7 @@ def test_csv_fixture_with_field_options() -> None:
 
 
 def test_csv_missing_column_fails_even_when_skipping() -> None:
-    with pytest.raises(InputError, match=r"no column 'text'.*--text-field"):
+    with pytest.raises(InputError, match=r"no column 'text'.*text_field"):
         read_skipping(FIXTURES / "docs.csv", id_field="doc_id")
 
 
@@ -292,7 +292,7 @@ def test_csv_bad_rows(tmp_path: Path) -> None:
     assert [(r.id, r.text) for r in records] == [("1", "fine"), ("4", ""), ("6", "last")]
     assert report.count == 3
     assert "row 5: row has 1 fields but the header has 2" in report.messages[1]
-    assert "row 7: record is" in report.messages[2] and "--max-bytes" in report.messages[2]
+    assert "row 7: record is" in report.messages[2] and "max_bytes" in report.messages[2]
 
 
 def test_csv_large_field_is_read(tmp_path: Path) -> None:
@@ -335,7 +335,7 @@ def test_parquet_without_title_column_and_with_bad_rows(tmp_path: Path) -> None:
 
 def test_parquet_missing_column(tmp_path: Path) -> None:
     path = write_parquet(tmp_path / "a.parquet", {"id": [1], "body": ["x"]})
-    with pytest.raises(InputError, match=r"no column 'text'.*--text-field"):
+    with pytest.raises(InputError, match=r"no column 'text'.*text_field"):
         read_all(path)
 
 

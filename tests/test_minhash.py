@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import MinHasher, combined_score, estimate_jaccard, signature_from_bytes, signature_to_bytes
+from neardup import MinHasher, combined_score, estimate_jaccard
 from neardup.errors import ConfigError, InputError
 from neardup.similarity.minhash import (
     EMPTY,
@@ -19,6 +19,8 @@ from neardup.similarity.minhash import (
     hash_elements,
     mod_prime,
     mul_mod_prime,
+    signature_from_bytes,
+    signature_to_bytes,
     standard_error,
     universal_hash,
 )

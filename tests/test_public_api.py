@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import subprocess
 import sys
 import types
+import typing
 
 import neardup
+from neardup.fingerprint.fingerprinter import EncodedBatch
 
 
 def test_all_names_resolve_and_are_sorted_uniquely() -> None:
@@ -97,3 +100,109 @@ def test_every_name_in_all_imports_in_a_fresh_interpreter() -> None:
         home = importlib.import_module(module, "neardup")
         for name in names:
             assert getattr(neardup, name) is getattr(home, name)
+
+
+def _neardup_types(hint: object) -> set[type]:
+    """The neardup classes a resolved annotation names (inside unions, generics and
+    ``Callable``); builtins, numpy and typing constructs are not neardup's and are left out."""
+    found: set[type] = set()
+    stack = [hint]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list | tuple):
+            stack.extend(item)
+            continue
+        args = typing.get_args(item)
+        if args:
+            stack.append(typing.get_origin(item))
+            stack.extend(args)
+            continue
+        if isinstance(item, type) and str(getattr(item, "__module__", "")).startswith("neardup"):
+            found.add(item)
+    return found
+
+
+def _public_callables() -> list[tuple[str, object]]:
+    """Every public callable: the functions and classes of ``__all__``, and each public
+    method (``__init__`` included) of the public classes."""
+    out: list[tuple[str, object]] = []
+    for name in neardup.__all__:
+        value = getattr(neardup, name)
+        if inspect.isclass(value):
+            for attr, member in vars(value).items():
+                if attr.startswith("_") and attr != "__init__":
+                    continue
+                if isinstance(member, staticmethod | classmethod):
+                    member = member.__func__
+                elif isinstance(member, property):
+                    member = member.fget
+                if inspect.isfunction(member):
+                    out.append((f"{name}.{attr}", member))
+        elif inspect.isfunction(value):
+            out.append((name, value))
+    return out
+
+
+#: Types a public method returns that stay internal on purpose, each with the reason.
+_INTERNAL_RESULTS: dict[type, str] = {
+    EncodedBatch: "the batch form of Fingerprinter.encode_many (fingerprints and feature counts), "
+    "the pipeline's and the Spark job's step; callers use Fingerprinter.fingerprint_many",
+}
+
+
+def _annotation_names() -> dict[str, object]:
+    """Names for annotations imported only under ``TYPE_CHECKING``: every class the loaded
+    neardup modules define, by its own name (one name, one class: see the test below)."""
+    names: dict[str, object] = {}
+    for module_name, module in list(sys.modules.items()):
+        if module_name == "neardup" or module_name.startswith("neardup."):
+            for name, value in vars(module).items():
+                if isinstance(value, type) and str(value.__module__).startswith("neardup"):
+                    names.setdefault(name, value)
+    return names
+
+
+def test_every_type_in_a_public_signature_is_public() -> None:
+    """What a documented call takes or returns can be named from ``neardup`` (httpx's rule):
+    every neardup class in the parameters and return annotation of a public callable is in
+    ``__all__``."""
+    public = {getattr(neardup, name) for name in neardup.__all__ if inspect.isclass(getattr(neardup, name))}
+    callables = _public_callables()
+    public |= set(_INTERNAL_RESULTS)
+    missing: dict[str, set[str]] = {}
+    for where, function in callables:
+        hints = typing.get_type_hints(function, localns=_annotation_names())
+        for hint in hints.values():
+            for cls in _neardup_types(hint) - public:
+                missing.setdefault(f"{cls.__module__}.{cls.__qualname__}", set()).add(where)
+    assert not missing, "\n".join(f"{name} (in {sorted(places)})" for name, places in sorted(missing.items()))
+
+
+def test_no_private_name_is_public() -> None:
+    for name in ("EncodedBatch", "hash_tokens", "signature_from_bytes", "signature_to_bytes"):
+        assert name not in neardup.__all__
+    assert all(not name.startswith("_") for name in neardup.__all__ if name != "__version__")
+
+
+def test_the_verb_family_has_twins_of_one_shape() -> None:
+    """``x(one, *, options)`` and ``x_many(batch, *, options)``: every option (a parameter with
+    a default) of the index and dedup calls is keyword-only."""
+    for cls in (neardup.SimhashIndex, neardup.IncrementalDeduper, neardup.DocumentIndex):
+        for name, member in vars(cls).items():
+            if name.startswith("_") or not inspect.isfunction(member):
+                continue
+            for parameter in inspect.signature(member).parameters.values():
+                if parameter.default is not inspect.Parameter.empty:
+                    assert parameter.kind is inspect.Parameter.KEYWORD_ONLY, (
+                        f"{cls.__name__}.{name}({parameter.name})"
+                    )
+
+
+def test_get_is_one_element_of_get_many_and_remove_many_counts() -> None:
+    index = neardup.SimhashIndex(bits=64, max_distance=3)
+    index.add_many(["a", "b", 3], [1, 2, 3])
+    assert index.get("a") == index.get_many(["a"])[0] == neardup.StoredRecord("a", 1)
+    assert index.get("missing") is None and index.get_many(["missing"]) == [None]
+    assert index.remove("a") is None
+    assert index.remove_many(["b", 3]) == 2 and len(index) == 0
+    assert index.remove_many([]) == 0

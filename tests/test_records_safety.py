@@ -78,7 +78,7 @@ def test_query_check_refuses_writes_wherever_they_hide() -> None:
         "SELECT 'unclosed FROM people": "not closed",
     }
     for query, word in writes.items():
-        with pytest.raises(ConfigError, match="--query") as caught:
+        with pytest.raises(ConfigError, match=r"^query") as caught:
             read_only_query(query)
         assert word in str(caught.value), (query, str(caught.value))
     reads = {
@@ -144,8 +144,12 @@ def test_the_read_only_transaction_refuses_writes_the_parser_would_miss(database
 def test_write_table_never_replaces_what_the_source_reads(database: str, tmp_path: Path) -> None:
     common = ("--key", "id", "--replace-table")
     refused(run(database, "--table", "people", *common, "--write-table", "PEOPLE"), "source table")
-    refused(run(database, "--query", "SELECT * FROM people", *common, "--write-table", "people"), "--query")
-    refused(run(database, "--query", "select * from PEOPLE", *common, "--write-table", "People"), "--query")
+    refused(
+        run(database, "--query", "SELECT * FROM people", *common, "--write-table", "people"), "named by query"
+    )
+    refused(
+        run(database, "--query", "select * from PEOPLE", *common, "--write-table", "People"), "named by query"
+    )
     refused(run(database, "--table", "everyone", *common, "--write-table", "people"), "view 'everyone'")
     refused(run(database, "--query", "SELECT * FROM everyone", *common, "--write-table", "people"), "view")
     assert count_rows(database, "people") == ROWS

@@ -238,7 +238,7 @@ def test_cli_writes_clusters_and_a_groups_table(database: str, tmp_path: Path) -
     assert count_rows(database, "complaints") == len(_rows())
 
     again = CliRunner().invoke(main, ["records", *common, "--write-table", "neardup_groups"])
-    assert again.exit_code == 1 and "already exists" in again.output and "--replace-table" in again.output
+    assert again.exit_code == 1 and "already exists" in again.output and "replace=True" in again.output
     replaced = run(
         "records", *common, "--write-table", "neardup_groups", "--replace-table", "--verify", "fields"
     )
@@ -264,4 +264,4 @@ def test_cli_errors_name_the_problem(database: str, tmp_path: Path) -> None:
     )
     assert field.exit_code == 1 and "did you mean 'name'" in field.output
     both = CliRunner().invoke(main, ["records", database, "--key", "id", "--clusters", out])
-    assert both.exit_code == 1 and "exactly one of --table TABLE or --query SQL" in both.output
+    assert both.exit_code == 1 and "exactly one of table=TABLE or query=SQL" in both.output

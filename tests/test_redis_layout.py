@@ -62,7 +62,7 @@ def test_layout_2_keys_and_entries(
         assert client.get(name) == entry(value, 7) + entry(value ^ 1, "7")
     assert client.get("dd:b3:def0") == entry(value, 7) and client.get("dd:b3:def1") == entry(value ^ 1, "7")
     assert len(bucket_keys(client, "dd")) == 5
-    assert [match.key for match in index.query(value, 1)] == [7, "7"]  # by distance
+    assert [match.key for match in index.query(value, max_distance=1)] == [7, "7"]  # by distance
     index.remove_many([7])
     assert client.get(shared[0]) == entry(value ^ 1, "7") and not client.exists("dd:b3:def0")
     index.remove_many(["7"])
@@ -79,8 +79,8 @@ def test_band_buckets_shared_within_and_across_batches(
     sketches[4] = sketches[0]  # and in a later batch
     sketches[5, :3] = sketches[2, :3]  # bands 0-7 (bytes 0-23) of row 2 only
     values = np.arange(100, 106, dtype=np.uint64)
-    index.add_many([0, 1, 2, 3], values[:4], sketches[:4])
-    index.add_many([4, 5], values[4:], sketches[4:])
+    index.add_many([0, 1, 2, 3], values[:4], signatures=sketches[:4])
+    index.add_many([4, 5], values[4:], signatures=sketches[4:])
     found = index.query_many(values, signatures=sketches)
     assert [sorted(match.key for match in matches) for matches in found] == [
         [0, 1, 4], [0, 1, 4], [2, 5], [3], [0, 1, 4], [2, 5]
@@ -196,7 +196,7 @@ def test_an_index_of_layout_1_is_refused_with_the_rebuild_command_and_rebuilds(
         assert [result.cluster for result in assigned] == ["a", "a", "b"]
     make_layout_1(client, "old")
     with SimhashIndex.open(old) as index:
-        assert len(index) == 3 and index.get("b") == values[2]  # records read as before
+        assert len(index) == 3 and index.get("b").fingerprint == values[2]  # records read as before
         refused = "Redis layout 1 .*" + re.escape(f"`neardup index rebuild {old} NEW_URL TEXTS.jsonl`")
         for attempt in (
             lambda: index.query(values[0]),

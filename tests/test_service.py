@@ -160,7 +160,7 @@ def test_query_by_text_and_fingerprint_without_adding(client: TestClient) -> Non
 
 def test_query_explains_each_match(client: TestClient, index: SimhashIndex) -> None:
     client.post("/v1/check", json={"id": "a", "text": BASE})
-    stored = index.get("a")
+    stored = index.get("a").fingerprint
     query = stored ^ (1 << 3) ^ (1 << 60)
     match = client.post("/v1/query", json={"fingerprint": to_hex(query), "explain": True}).json()["matches"][
         0
@@ -375,7 +375,7 @@ def test_verifying_index_verifies_and_explains(tmp_path: Path) -> None:
         assert answer["verified"] and [m["id"] for m in answer["matches"]] == ["a"]
         explanation = answer["matches"][0]["explanation"]
         assert explanation["signature_jaccard"] == 1.0 and explanation["score"] == 1.0
-        stored = index.get("a")
+        stored = index.get("a").fingerprint
         by_fingerprint = client.post("/v1/query", json={"fingerprint": to_hex(stored)}).json()
         assert not by_fingerprint["verified"] and by_fingerprint["duplicate"]
 

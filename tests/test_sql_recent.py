@@ -88,7 +88,7 @@ def test_records_move_between_tables_and_stay_searchable(url: str, small_moves: 
             for row, record in enumerate(stored)
         )
         with pytest.raises(KeyExistsError):  # a settled key is refused, not stored twice
-            index.add_many([keys[0]], values[:1], sketch[:1])
+            index.add_many([keys[0]], values[:1], signatures=sketch[:1])
         index.remove_many([keys[0], keys[-1]])  # one settled, one recent
         assert len(index) == count - 2 and index.get_many([keys[0], keys[-1]]) == [None, None]
         assert sum(table.buckets for table in index.stats().tables) > 0

@@ -107,14 +107,14 @@ def test_records_cross_runs_and_stay_searchable(url: str, small_runs: None) -> N
         for row, matches in enumerate(found):
             assert {match.key for match in matches} == expected[row] and len(matches) == len(expected[row])
         with pytest.raises(KeyExistsError):  # a key in a run is refused, not stored twice
-            index.add_many([keys[0]], values[:1], sketch[:1])
+            index.add_many([keys[0]], values[:1], signatures=sketch[:1])
         removed = [keys[0], keys[count - 1]]  # one in a run, one among the recent postings
         index.remove_many(removed)
         assert len(index) == count - 2 and index.get_many(removed) == [None, None]
         found = index.query_many(values, signatures=sketch)
         for row, matches in enumerate(found):
             assert {match.key for match in matches} == expected[row] - set(removed)
-        index.add_many([keys[0]], values[1:2], sketch[1:2])  # the key again, another text
+        index.add_many([keys[0]], values[1:2], signatures=sketch[1:2])  # the key again, another text
         assert keys[0] in {match.key for match in index.query_many(values[1:2], signatures=sketch[1:2])[0]}
         assert keys[0] not in {match.key for match in index.query_many(values[:1], signatures=sketch[:1])[0]}
 
@@ -125,10 +125,12 @@ def test_merges_drop_the_postings_of_removed_records(url: str, small_runs: None)
     sketch = sketches(count, seed=6)
     tables = BANDS.scheme.table_count  # type: ignore[union-attr]
     with SimhashIndex.open(url, BANDS) as index:
-        index.add_many(list(range(RUN)), values[:RUN], sketch[:RUN])
+        index.add_many(list(range(RUN)), values[:RUN], signatures=sketch[:RUN])
         index.remove_many(list(range(RUN // 2)))
         for low in range(RUN, count, RUN):
-            index.add_many(list(range(low, low + RUN)), values[low : low + RUN], sketch[low : low + RUN])
+            index.add_many(
+                list(range(low, low + RUN)), values[low : low + RUN], signatures=sketch[low : low + RUN]
+            )
         storage = storage_of(index)
         with storage._transaction() as cursor:
             state = storage.runs.state(cursor)
@@ -170,7 +172,9 @@ def test_a_reader_never_misses_an_acknowledged_record_while_runs_change(url: str
     try:
         with SimhashIndex.open(url, create=False) as writer:
             for low in range(0, count, 10):
-                writer.add_many(list(range(low, low + 10)), values[low : low + 10], sketch[low : low + 10])
+                writer.add_many(
+                    list(range(low, low + 10)), values[low : low + 10], signatures=sketch[low : low + 10]
+                )
                 acknowledged = low + 10
             assert len(runs_state(writer)["runs"]) >= 1  # type: ignore[arg-type]
     finally:
@@ -185,11 +189,11 @@ def test_a_store_of_the_column_layout_is_still_served(url: str, monkeypatch: pyt
     with monkeypatch.context() as patch:
         patch.setattr(RunsStorage, "create_layout", "columns")  # PostgreSQL's default before
         with SimhashIndex.open(url.replace("?layout=runs", ""), BANDS) as index:  # SQLite's default
-            index.add_many(list(range(30)), values[:30], sketch[:30])
+            index.add_many(list(range(30)), values[:30], signatures=sketch[:30])
     with SimhashIndex.open(url, create=False) as index:  # asking for runs does not convert it
         storage = storage_of(index)
         assert not storage._runs_layout and storage._table_exists(storage.recent_table)
-        index.add_many(list(range(30, 60)), values[30:], sketch[30:])
+        index.add_many(list(range(30, 60)), values[30:], signatures=sketch[30:])
         found = index.query_many(values, signatures=sketch)
         assert all(row in {match.key for match in matches} for row, matches in enumerate(found))
 
@@ -218,7 +222,7 @@ def test_an_sqlite_store_in_runs_has_no_tables_foreign_to_it(tmp_path: object, s
     url = f"sqlite:///{tmp_path}/runs.db?layout=runs"
     values = np.random.default_rng(12).integers(0, 2**63, size=2 * RUN, dtype=np.uint64)
     with SimhashIndex.open(url, BANDS) as index:
-        index.add_many(list(range(2 * RUN)), values, sketches(2 * RUN, seed=13))
+        index.add_many(list(range(2 * RUN)), values, signatures=sketches(2 * RUN, seed=13))
         assert runs_state(index)["runs"]
     with contextlib.closing(sqlite3.connect(f"{tmp_path}/runs.db")) as connection:
         assert _foreign_tables(connection) == []

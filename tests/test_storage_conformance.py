@@ -16,13 +16,14 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from neardup import Fingerprinter, IncrementalDeduper, SimhashIndex, Verifier, signature_to_bytes
+from neardup import Fingerprinter, IncrementalDeduper, SimhashIndex, Verifier
 from neardup.dedup.incremental import Assignment
 from neardup.errors import ConfigError, IndexConfigMismatchError, InputError, KeyExistsError, KeyNotFoundError
 from neardup.eval.metrics import NEAR_LEVELS, Gold, Prediction, evaluate
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.index.config import IndexConfig
 from neardup.similarity.bands import BandScheme
+from neardup.similarity.minhash import signature_to_bytes
 from neardup.similarity.stored_sketch import SKETCH_WORDS
 from neardup.storage import open_storage
 from tests.conftest import read_jsonl, shared_file
@@ -119,12 +120,15 @@ def test_queries_equal_brute_force(opened: Callable[..., SimhashIndex], bits: in
 def test_reading_by_key(opened: Callable[..., SimhashIndex]) -> None:
     index = opened()
     index.add_many([1, "1", "键"], [10, 11, 12])
-    assert index.get(1) == 10 and index.get("1") == 11 and index.get("键") == 12
+    assert (
+        index.get(1).fingerprint == 10
+        and index.get("1").fingerprint == 11
+        and index.get("键").fingerprint == 12
+    )
     assert 1 in index and "1" in index and 2 not in index and "2" not in index
     assert sorted(index, key=repr) == sorted([1, "1", "键"], key=repr)  # 1 and "1" tie under str
     assert dict(index.items()) == {1: 10, "1": 11, "键": 12}
-    with pytest.raises(KeyNotFoundError):
-        index.get(2)
+    assert index.get(2) is None
     records = index.get_many([1, 99])
     assert records[0] is not None and records[0].fingerprint == 10 and records[1] is None
 
@@ -257,7 +261,7 @@ def test_signatures_are_stored_and_verify_queries(opened: Callable[..., SimhashI
     signatures = verifier.signatures(texts)
     base = 0x0123_4567_89AB_CDEF
     index = opened()
-    index.add_many(["same", "other"], [base ^ 0b1, base ^ 0b110], signatures[[1, 2]])
+    index.add_many(["same", "other"], [base ^ 0b1, base ^ 0b110], signatures=signatures[[1, 2]])
     stored = index.get_many(["same"])[0]
     assert stored is not None and stored.signature == signature_to_bytes(signatures[1])
     plain = index.query(base)
@@ -375,9 +379,11 @@ def test_band_queries_equal_brute_force(opened: Callable[..., SimhashIndex]) -> 
     index = opened(band_config())
     assert index.bands is not None
     keys, values, sketches = band_corpus(300)
-    index.add_many(keys[:200], values[:200], sketches[:200])
+    index.add_many(keys[:200], values[:200], signatures=sketches[:200])
     for start in range(200, 300, 50):  # several small batches too
-        index.add_many(keys[start : start + 50], values[start : start + 50], sketches[start : start + 50])
+        index.add_many(
+            keys[start : start + 50], values[start : start + 50], signatures=sketches[start : start + 50]
+        )
     stored = {key: (int(values[row]), sketches[row]) for row, key in enumerate(keys)}
     queries, query_sketches = band_queries(values, sketches, seed=5)
     matches = assert_band_queries(index, stored, queries, query_sketches)
@@ -390,7 +396,7 @@ def test_band_remove_then_query_finds_no_removed_record(opened: Callable[..., Si
     what is left, and a removed key added back with another sketch is found by that one only."""
     index = opened(band_config())
     keys, values, sketches = band_corpus(300, seed=12)
-    index.add_many(keys, values, sketches)
+    index.add_many(keys, values, signatures=sketches)
     rng = np.random.default_rng(4)
     removed = [keys[row] for row in sorted(rng.choice(300, size=100, replace=False).tolist())]
     index.remove_many(removed)
@@ -404,7 +410,7 @@ def test_band_remove_then_query_finds_no_removed_record(opened: Callable[..., Si
     back = removed[0]
     old_sketch = sketches[keys.index(back)]
     new_sketch = np.frombuffer(rng.bytes(SKETCH_WORDS * 8), dtype=np.uint64).reshape(1, -1)
-    index.add_many([back], [12345], new_sketch)
+    index.add_many([back], [12345], signatures=new_sketch)
     stored[back] = (12345, new_sketch[0])
     both = np.stack([old_sketch, new_sketch[0]])
     assert_band_queries(index, stored, np.array([7, 12345], dtype=np.uint64), both)

@@ -12,81 +12,154 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .blocks import BlockScheme, BucketStats
+    from .blocks import BitSelection, BlockScheme, BucketStats, TableStats
+    from .dedup.auto import Search
     from .dedup.batch import Pairs, brute_force_pairs, find_all_pairs, single_pass
+    from .dedup.candidates import CandidateSettings
     from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
+    from .dedup.documents import DocumentIndex, Prepared
     from .dedup.incremental import Assignment, IncrementalDeduper
     from .dedup.pipeline import DedupResult, DedupSettings, dedup_documents
+    from .dedup.summary import Summary
     from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
     from .errors import (
         ConfigError,
+        ForeignStoreError,
         IndexConfigMismatchError,
+        IndexNotFoundError,
         InputError,
         KeyExistsError,
         KeyNotFoundError,
         MissingDependencyError,
         NeardupError,
+        OutputError,
+        StorageBackendError,
+        StorageBusyError,
+        StorageConflictError,
+        StorageDamagedError,
         StorageError,
+        StorageFullError,
+        StorageReadOnlyError,
         StorageUnavailableError,
+        StorageUnsupportedError,
     )
     from .fingerprint.config import FingerprintConfig
-    from .fingerprint.fingerprinter import EncodedBatch, Feature, Fingerprinter, simhash
-    from .fingerprint.hashing import HASH_NAMES, hash_tokens
+    from .fingerprint.fingerprinter import Feature, Fingerprinter, simhash
+    from .fingerprint.hashing import HASH_NAMES
     from .fingerprint.idf import IdfModel
     from .fingerprint.weighting import WEIGHTINGS
+    from .index.config import IndexConfig
     from .index.keys import Match
     from .index.simhash_index import SimhashIndex
-    from .records.dedup import find_duplicate_records
-    from .records.schema import FieldSpec, RecordSchema
+    from .io.record import ErrorReport, Record
+    from .records.dedup import RecordsResult, Verification, find_duplicate_records
+    from .records.schema import FieldSpec, RecordSchema, ResolvedField, ResolvedSchema, RowChunk
     from .similarity.bands import BandScheme
-    from .similarity.minhash import (
-        MinHasher,
-        combined_score,
-        estimate_jaccard,
-        signature_from_bytes,
-        signature_to_bytes,
-    )
-    from .similarity.verify import VERIFY_MODES, Verifier
+    from .similarity.minhash import MinHasher, combined_score, estimate_jaccard
+    from .similarity.verify import VERIFY_MODES, Explanation, Verdicts, Verifier
+    from .storage.base import Candidates, RecordBatch, Storage, StoredRecord
+    from .text.normalize import Normalizer
 
     __version__: str
 
 #: Public names by the module (relative to this package) that defines them.
 _LAZY: dict[str, tuple[str, ...]] = {
-    ".blocks": ("BlockScheme", "BucketStats"),
-    ".dedup.batch": ("Pairs", "brute_force_pairs", "find_all_pairs", "single_pass"),
-    ".dedup.clusters": ("KEEP_POLICIES", "Clusters", "cluster_records"),
-    ".dedup.incremental": ("Assignment", "IncrementalDeduper"),
-    ".dedup.pipeline": ("DedupResult", "DedupSettings", "dedup_documents"),
-    ".distance": ("from_hex", "hamming", "hamming_many", "hex_many", "to_array", "to_hex", "to_ints"),
+    ".blocks": (
+        "BitSelection",
+        "BlockScheme",
+        "BucketStats",
+        "TableStats",
+    ),
+    ".dedup.auto": ("Search",),
+    ".dedup.batch": (
+        "Pairs",
+        "brute_force_pairs",
+        "find_all_pairs",
+        "single_pass",
+    ),
+    ".dedup.candidates": ("CandidateSettings",),
+    ".dedup.clusters": (
+        "KEEP_POLICIES",
+        "Clusters",
+        "cluster_records",
+    ),
+    ".dedup.documents": ("DocumentIndex", "Prepared"),
+    ".dedup.incremental": (
+        "Assignment",
+        "IncrementalDeduper",
+    ),
+    ".dedup.pipeline": (
+        "DedupResult",
+        "DedupSettings",
+        "dedup_documents",
+    ),
+    ".dedup.summary": ("Summary",),
+    ".distance": (
+        "from_hex",
+        "hamming",
+        "hamming_many",
+        "hex_many",
+        "to_array",
+        "to_hex",
+        "to_ints",
+    ),
     ".errors": (
         "ConfigError",
+        "ForeignStoreError",
         "IndexConfigMismatchError",
+        "IndexNotFoundError",
         "InputError",
         "KeyExistsError",
         "KeyNotFoundError",
         "MissingDependencyError",
         "NeardupError",
+        "OutputError",
+        "StorageBackendError",
+        "StorageBusyError",
+        "StorageConflictError",
+        "StorageDamagedError",
         "StorageError",
+        "StorageFullError",
+        "StorageReadOnlyError",
         "StorageUnavailableError",
+        "StorageUnsupportedError",
     ),
     ".fingerprint.config": ("FingerprintConfig",),
-    ".fingerprint.fingerprinter": ("EncodedBatch", "Feature", "Fingerprinter", "simhash"),
-    ".fingerprint.hashing": ("HASH_NAMES", "hash_tokens"),
+    ".fingerprint.fingerprinter": (
+        "Feature",
+        "Fingerprinter",
+        "simhash",
+    ),
+    ".fingerprint.hashing": ("HASH_NAMES",),
     ".fingerprint.idf": ("IdfModel",),
     ".fingerprint.weighting": ("WEIGHTINGS",),
+    ".index.config": ("IndexConfig",),
     ".index.keys": ("Match",),
     ".index.simhash_index": ("SimhashIndex",),
-    ".records.dedup": ("find_duplicate_records",),
-    ".records.schema": ("FieldSpec", "RecordSchema"),
+    ".io.record": (
+        "ErrorReport",
+        "Record",
+    ),
+    ".records.dedup": (
+        "RecordsResult",
+        "Verification",
+        "find_duplicate_records",
+    ),
+    ".records.schema": ("FieldSpec", "RecordSchema", "ResolvedField", "ResolvedSchema", "RowChunk"),
     ".similarity.bands": ("BandScheme",),
     ".similarity.minhash": (
         "MinHasher",
         "combined_score",
         "estimate_jaccard",
-        "signature_from_bytes",
-        "signature_to_bytes",
     ),
-    ".similarity.verify": ("VERIFY_MODES", "Verifier"),
+    ".similarity.verify": (
+        "VERIFY_MODES",
+        "Explanation",
+        "Verdicts",
+        "Verifier",
+    ),
+    ".storage.base": ("Candidates", "RecordBatch", "Storage", "StoredRecord"),
+    ".text.normalize": ("Normalizer",),
 }
 _LAZY_MODULE = {name: module for module, names in _LAZY.items() for name in names}
 
@@ -127,20 +200,28 @@ __all__ = [
     "WEIGHTINGS",
     "Assignment",
     "BandScheme",
+    "BitSelection",
     "BlockScheme",
     "BucketStats",
+    "CandidateSettings",
+    "Candidates",
     "Clusters",
     "ConfigError",
     "DedupResult",
     "DedupSettings",
-    "EncodedBatch",
+    "DocumentIndex",
+    "ErrorReport",
+    "Explanation",
     "Feature",
     "FieldSpec",
     "FingerprintConfig",
     "Fingerprinter",
+    "ForeignStoreError",
     "IdfModel",
     "IncrementalDeduper",
+    "IndexConfig",
     "IndexConfigMismatchError",
+    "IndexNotFoundError",
     "InputError",
     "KeyExistsError",
     "KeyNotFoundError",
@@ -148,11 +229,34 @@ __all__ = [
     "MinHasher",
     "MissingDependencyError",
     "NeardupError",
+    "Normalizer",
+    "OutputError",
     "Pairs",
+    "Prepared",
+    "Record",
+    "RecordBatch",
     "RecordSchema",
+    "RecordsResult",
+    "ResolvedField",
+    "ResolvedSchema",
+    "RowChunk",
+    "Search",
     "SimhashIndex",
+    "Storage",
+    "StorageBackendError",
+    "StorageBusyError",
+    "StorageConflictError",
+    "StorageDamagedError",
     "StorageError",
+    "StorageFullError",
+    "StorageReadOnlyError",
     "StorageUnavailableError",
+    "StorageUnsupportedError",
+    "StoredRecord",
+    "Summary",
+    "TableStats",
+    "Verdicts",
+    "Verification",
     "Verifier",
     "__version__",
     "brute_force_pairs",
@@ -165,10 +269,7 @@ __all__ = [
     "from_hex",
     "hamming",
     "hamming_many",
-    "hash_tokens",
     "hex_many",
-    "signature_from_bytes",
-    "signature_to_bytes",
     "simhash",
     "single_pass",
     "to_array",

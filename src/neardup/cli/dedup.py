@@ -23,7 +23,7 @@ from ..dedup.pipeline import CANDIDATE_SEARCHES, DedupResult, DedupSettings, ded
 from ..dedup.pipeline import MAX_TABLES as MAX_TABLES
 from ..dedup.pipeline import block_scheme_of as block_scheme_of
 from ..dedup.summary import Summary as Summary
-from ..errors import NeardupError
+from ..errors import OutputError
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..io.output import write_jsonl
 from ..io.record import ErrorReport, record_row
@@ -367,7 +367,7 @@ def check_directory(target: str) -> None:
     """Fail before the work, not after it, when an output cannot be created."""
     parent = Path(target).parent
     if not parent.is_dir():
-        raise NeardupError(f"cannot open output file {target}: no directory {parent}")
+        raise OutputError(f"cannot open output file {target}: no directory {parent}")
 
 
 def _dedup_against_index(ctx: click.Context, url: str) -> None:

@@ -299,7 +299,7 @@ def _query_rows(
     for group in groups:
         values = fingerprinter.fingerprint_many([r.text for r in group])
         signatures = signatures_of(verifier, group, fingerprinter)
-        found = IncrementalDeduper(opened, verifier).query_many(values, k, signatures=signatures)
+        found = IncrementalDeduper(opened, verifier).query_many(values, max_distance=k, signatures=signatures)
         for record, found_for in zip(group, found, strict=True):
             matches = [match for match in found_for if match.key != record.id]
             counts["records"] += 1
@@ -450,7 +450,9 @@ def _add_batch(
     if not fresh:
         return 0, changed
     signatures = signatures_of(verifier, [group[row] for row in fresh], fingerprinter)
-    added = opened.add_many([keys[row] for row in fresh], values[fresh], signatures, existing=existing)
+    added = opened.add_many(
+        [keys[row] for row in fresh], values[fresh], signatures=signatures, existing=existing
+    )
     return sum(added), changed
 
 

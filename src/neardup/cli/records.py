@@ -20,7 +20,7 @@ from click.core import ParameterSource
 
 from ..dedup.clusters import KEEP_POLICIES
 from ..distance import BITS_CHOICES
-from ..errors import ConfigError, NeardupError
+from ..errors import ConfigError, OutputError
 from ..fingerprint.config import FingerprintConfig
 from ..fingerprint.hashing import HASH_NAMES
 from ..io.output import write_jsonl
@@ -228,7 +228,7 @@ def _check_outputs(ctx: click.Context, settings: dict[str, Any]) -> None:
     )
     for target in (settings["clusters_path"], settings["pairs_path"]):
         if target not in (None, "-") and not Path(target).parent.is_dir():
-            raise NeardupError(f"cannot open output file {target}: no directory {Path(target).parent}")
+            raise OutputError(f"cannot open output file {target}: no directory {Path(target).parent}")
 
 
 def _settings(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ..errors import ConfigError, NeardupError
+from ..errors import ConfigError, InputError
 from ..io.read import detect_format
 from ..io.record import ErrorReport
 from ..spark import require_pyspark
@@ -129,7 +129,7 @@ def _checked_input(targets: list[str], params: dict[str, Any]) -> tuple[str, str
             check_directory(target)
     source: str = params["input_path"]
     if _is_local(source) and not any(char in source for char in "*?[{") and not Path(source).exists():
-        raise NeardupError(f"cannot open input {source}: no such file or folder")
+        raise InputError(f"cannot open input {source}: no such file or folder")
     input_format = detect_format(source, params["input_format"])
     if input_format not in ("jsonl", "parquet"):
         raise ConfigError(f"the Spark job reads JSONL or Parquet, not {input_format}; convert {source} first")

@@ -140,7 +140,7 @@ class DocumentIndex:
         signatures = signatures_of(self.verifier, records, self.fingerprinter)
         return Prepared([record.id for record in records], fingerprints, signatures)
 
-    def add(self, batch: Prepared, existing: str = "fail") -> list[bool]:
+    def add(self, batch: Prepared, *, existing: str = "fail") -> list[bool]:
         """Store a batch, all or nothing; which records were added. ``existing="skip"``
         passes over keys stored already (a retried request), ``"fail"`` refuses the batch."""
         if existing not in EXISTING_CHOICES:
@@ -160,7 +160,10 @@ class DocumentIndex:
         signatures = None if batch.signatures is None else batch.signatures[fresh]
         # "skip" also skips a key another writer stores between the check and the write.
         added = self.index.add_many(
-            [batch.keys[row] for row in fresh], batch.fingerprints[fresh], signatures, existing=existing
+            [batch.keys[row] for row in fresh],
+            batch.fingerprints[fresh],
+            signatures=signatures,
+            existing=existing,
         )
         flags = [False] * len(batch)
         for row, was_added in zip(fresh, added, strict=True):
@@ -171,12 +174,14 @@ class DocumentIndex:
         """Seed 002's incremental mode with stable cluster ids (see :mod:`neardup.dedup.incremental`)."""
         return self.deduper.check_and_add_many(batch.keys, batch.fingerprints, signatures=batch.signatures)
 
-    def query(self, batch: Prepared, max_distance: int | None = None) -> list[list[Match]]:
+    def query(self, batch: Prepared, *, max_distance: int | None = None) -> list[list[Match]]:
         """The stored near-duplicates of each record, verified as the index verifies."""
-        return self.deduper.query_many(batch.fingerprints, max_distance, signatures=batch.signatures)
+        return self.deduper.query_many(
+            batch.fingerprints, max_distance=max_distance, signatures=batch.signatures
+        )
 
     def query_fingerprints(
-        self, fingerprints: npt.ArrayLike, max_distance: int | None = None
+        self, fingerprints: npt.ArrayLike, *, max_distance: int | None = None
     ) -> list[list[Match]]:
         """The stored fingerprints near each given one. Without a text there is no signature,
         so these matches are Simhash's alone, never verified. A band index finds records by
@@ -186,7 +191,7 @@ class DocumentIndex:
                 "this index finds near-duplicates by their texts (band search, the default): "
                 "send documents with a text, not fingerprints"
             )
-        return self.index.query_many(fingerprints, max_distance)
+        return self.index.query_many(fingerprints, max_distance=max_distance)
 
     def describe(self) -> dict[str, Any]:
         """The index's size and settings, as ``neardup index stats --json`` prints them."""

@@ -92,20 +92,22 @@ class IncrementalDeduper:
 
     # -- queries -------------------------------------------------------------------------
     def query(
-        self, fingerprint: int, max_distance: int | None = None, *, signature: npt.ArrayLike | None = None
+        self, fingerprint: int, *, max_distance: int | None = None, signature: npt.ArrayLike | None = None
     ) -> list[Match]:
         """The stored near-duplicates of one fingerprint, by (distance, key); with a verifier,
         only those the query's ``signature`` and the stored ones confirm."""
         if not self.verifying:
-            return self.index.query(fingerprint, max_distance)
+            return self.index.query(fingerprint, max_distance=max_distance)
         signatures = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
-        return self.query_many(_flat(self.index.words(fingerprint)), max_distance, signatures=signatures)[0]
+        return self.query_many(
+            _flat(self.index.words(fingerprint)), max_distance=max_distance, signatures=signatures
+        )[0]
 
     def query_many(
         self,
         fingerprints: npt.ArrayLike,
-        max_distance: int | None = None,
         *,
+        max_distance: int | None = None,
         signatures: npt.ArrayLike | None = None,
     ) -> list[list[Match]]:
         """:meth:`query` for a batch; ``signatures`` has one row per fingerprint."""
@@ -117,7 +119,7 @@ class IncrementalDeduper:
         """The verified matches, and the stored records read to verify them (check-and-add
         takes their cluster ids from these instead of reading them again)."""
         words = self.index.words(fingerprints)
-        found = self.index.query_many(_flat(words), max_distance, signatures=signatures)
+        found = self.index.query_many(_flat(words), max_distance=max_distance, signatures=signatures)
         if not self.verifying or self.verifier is None:
             return found, {}
         check_verifiable(self.verifier, signatures)
@@ -126,7 +128,9 @@ class IncrementalDeduper:
         return verify_with_records(found, self.verifier, signatures, stored), stored
 
     # -- check-and-add -------------------------------------------------------------------
-    def check_and_add(self, key: Key, fingerprint: int, signature: npt.ArrayLike | None = None) -> Assignment:
+    def check_and_add(
+        self, key: Key, fingerprint: int, *, signature: npt.ArrayLike | None = None
+    ) -> Assignment:
         """Add one record and give it a stable cluster id (the module's rules)."""
         signatures = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
         return self.check_and_add_many([key], _flat(self.index.words(fingerprint)), signatures=signatures)[0]
@@ -172,7 +176,7 @@ class IncrementalDeduper:
                 index.add_many(
                     [listed[row] for row in new_rows],
                     _flat(words[new_rows]),
-                    None if sig_rows is None else sig_rows[new_rows],
+                    signatures=None if sig_rows is None else sig_rows[new_rows],
                     clusters=[results[listed[row]].cluster for row in new_rows],
                 )
         return [

@@ -143,11 +143,12 @@ def block_scheme_of(bits: int, max_distance: int, scheme: tuple[int, int] | None
     try:
         chosen = BlockScheme(bits, max_distance, num_blocks, key_blocks)
     except ConfigError as exc:
-        raise ConfigError(f"--scheme {num_blocks},{key_blocks}: {exc}") from exc
+        raise ConfigError(f"scheme=({num_blocks}, {key_blocks}): {exc}") from exc
     if chosen.table_count > MAX_TABLES:
         raise ConfigError(
-            f"--scheme {num_blocks},{key_blocks} means C({num_blocks},{key_blocks}) = {chosen.table_count:,} "
-            f"tables, each a sort of the whole input; choose a scheme with at most {MAX_TABLES} tables"
+            f"scheme=({num_blocks}, {key_blocks}) means C({num_blocks},{key_blocks}) = "
+            f"{chosen.table_count:,} tables, each a sort of the whole input; choose a scheme with at "
+            f"most {MAX_TABLES} tables"
         )
     return chosen
 
@@ -238,8 +239,8 @@ def _check_unique(group: list[Record], first_seen: dict[RecordId, str]) -> None:
         if record.id in first_seen:
             raise InputError(
                 f"duplicate id {record.id!r}, first seen at {first_seen[record.id]}; pairs and "
-                f"clusters name records by id, so ids must be unique (choose another field with "
-                f"--id-field)",
+                f"clusters name records by id, so ids must be unique (choose another field as "
+                f"id_field)",
                 record.location,
             )
         first_seen[record.id] = record.location

@@ -202,7 +202,7 @@ def _carry(
             signatures = signatures_of(verifier, kept, fingerprinter)
             clusters: list[Key | None] = [cluster for _, cluster in chosen.values()]
             keys = [record.id for record in kept]
-            added = sum(new.add_many(keys, values, signatures, existing="skip", clusters=clusters))
+            added = sum(new.add_many(keys, values, signatures=signatures, existing="skip", clusters=clusters))
             counts["carried"] += added
             counts["repeated"] += len(kept) - added  # stored by an earlier batch of the input
         if on_batch is not None:

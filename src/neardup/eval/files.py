@@ -58,7 +58,7 @@ def read_csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[tuple
             names = " and ".join(map(repr, missing)) + (" columns" if len(missing) > 1 else " column")
             raise InputError(
                 f"the CSV gold {path} has no {names} (its header: {', '.join(header) or 'none'}); "
-                f"rename the columns, or pass --id-field/--cluster-field to neardup eval"
+                f"rename the columns, or pass id_field/cluster_field"
             )
         for row in reader:
             if isinstance(row, InputError):

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from ..blocks import DEFAULT_MU, BucketStats
 from ..distance import as_words, ints_to_words, row_distances, word_ints
-from ..errors import ConfigError, IndexConfigMismatchError, InputError, KeyNotFoundError
+from ..errors import ConfigError, IndexConfigMismatchError, InputError
 from ..fingerprint.config import FingerprintConfig
 from ..similarity.bands import BandScheme, Scheme, scheme_from_dict
 from ..similarity.minhash import signature_blobs
@@ -146,8 +146,8 @@ class SimhashIndex:
         self,
         keys: Sequence[Key] | npt.NDArray[Any],
         fingerprints: npt.ArrayLike,
-        signatures: npt.ArrayLike | None = None,
         *,
+        signatures: npt.ArrayLike | None = None,
         existing: str = "fail",
         clusters: Sequence[Key | None] | None = None,
     ) -> list[bool]:
@@ -196,7 +196,7 @@ class SimhashIndex:
 
     # -- reading -------------------------------------------------------------------------
     def query(
-        self, fingerprint: int, max_distance: int | None = None, *, signature: npt.ArrayLike | None = None
+        self, fingerprint: int, *, max_distance: int | None = None, signature: npt.ArrayLike | None = None
     ) -> list[Match]:
         """Stored fingerprints within ``max_distance`` (default: the index's), by (distance,
         key). A band index needs the query's text ``signature`` and returns every record
@@ -207,20 +207,20 @@ class SimhashIndex:
         value = self._one_int(fingerprint)
         if self.bands is not None:
             sketch = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
-            return self.query_many(self._one_array(value), distance, signatures=sketch)[0]
+            return self.query_many(self._one_array(value), max_distance=distance, signatures=sketch)[0]
         if self._memory is not None:
             found = self._memory.search_one(value, distance)
             matches = [Match(key, stored, near) for key, stored, near in found]
             if len(matches) > 1:
                 matches.sort(key=match_order)
             return matches
-        return self.query_many(self._one_array(value), distance)[0]
+        return self.query_many(self._one_array(value), max_distance=distance)[0]
 
     def query_many(
         self,
         fingerprints: npt.ArrayLike,
-        max_distance: int | None = None,
         *,
+        max_distance: int | None = None,
         signatures: npt.ArrayLike | None = None,
     ) -> list[list[Match]]:
         """:meth:`query` for a batch, vectorised; one list per fingerprint, in order
@@ -243,19 +243,19 @@ class SimhashIndex:
         return out
 
     def check(
-        self, fingerprint: int, max_distance: int | None = None, *, signature: npt.ArrayLike | None = None
+        self, fingerprint: int, *, max_distance: int | None = None, signature: npt.ArrayLike | None = None
     ) -> bool:
         """Is any stored fingerprint within ``max_distance``? (Seed 002's first mode.)"""
-        return bool(self.query(fingerprint, max_distance, signature=signature))
+        return bool(self.query(fingerprint, max_distance=max_distance, signature=signature))
 
     def check_many(
         self,
         fingerprints: npt.ArrayLike,
-        max_distance: int | None = None,
         *,
+        max_distance: int | None = None,
         signatures: npt.ArrayLike | None = None,
     ) -> list[bool]:
-        found = self.query_many(fingerprints, max_distance, signatures=signatures)
+        found = self.query_many(fingerprints, max_distance=max_distance, signatures=signatures)
         return [bool(matches) for matches in found]
 
     @property
@@ -278,12 +278,10 @@ class SimhashIndex:
         with self.storage.exclusive():
             yield
 
-    def get(self, key: Key) -> int:
-        """The fingerprint stored under ``key``; :class:`KeyNotFoundError` if none."""
-        record = self.storage.get_many([_check_key(key)])[0]
-        if record is None:
-            raise KeyNotFoundError(f"key {key!r} is not in the index")
-        return record.fingerprint
+    def get(self, key: Key) -> StoredRecord | None:
+        """The stored record (fingerprint, cluster id, signature) of ``key``, None if absent:
+        one element of :meth:`get_many` (``index.get(key).fingerprint`` is the fingerprint)."""
+        return self.get_many([key])[0]
 
     def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
         """The stored records (fingerprint, cluster id, signature) of keys; None where absent
@@ -316,17 +314,21 @@ class SimhashIndex:
 
     # -- removing ------------------------------------------------------------------------
     def remove(self, key: Key) -> None:
-        """Forget one key; :class:`KeyNotFoundError` if it is not stored."""
+        """Forget one key; :class:`KeyNotFoundError` if it is not stored. Returns None: the
+        key is removed or the call raises, so there is no count to give (:meth:`remove_many`
+        returns 1 for the same call)."""
         self.remove_many([key])
 
-    def remove_many(self, keys: Iterable[Key]) -> None:
-        """Forget keys. All or nothing: a missing key raises before any is removed."""
+    def remove_many(self, keys: Iterable[Key]) -> int:
+        """Forget keys; the number removed (every distinct key given). All or nothing: a
+        missing key raises :class:`KeyNotFoundError` before any is removed."""
         listed = [_check_key(key) for key in keys]
         absent = [key for key in listed if not lookable(key)]
         if absent:  # no store holds such an id
             raise key_not_found_error(absent[0], len(absent), "the index")
         if listed:
             self.storage.remove_many(listed)
+        return len({(type(key), key) for key in listed})
 
     # -- facts ---------------------------------------------------------------------------
     def stats(self) -> BucketStats:

@@ -24,7 +24,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import ConfigError, NeardupError
+from ..errors import ConfigError, OutputError
 
 PathLike = str | Path
 #: (what the user calls it, e.g. ``--pairs`` or ``INPUT``; the path) pairs.
@@ -137,7 +137,7 @@ def _temporary(target: PathLike, path: str, existing: os.stat_result | None) -> 
         except FileExistsError:
             continue
         except OSError as exc:
-            raise NeardupError(f"cannot open output file {target}: {exc.strerror or exc}") from exc
+            raise OutputError(f"cannot open output file {target}: {exc.strerror or exc}") from exc
         break
     if existing is not None:
         with suppress(OSError):
@@ -150,7 +150,7 @@ def _plain(target: PathLike, path: str) -> Iterator[IO[bytes]]:
     try:
         stream = open(path, "wb")  # noqa: SIM115 - closed below
     except OSError as exc:
-        raise NeardupError(f"cannot open output file {target}: {exc.strerror or exc}") from exc
+        raise OutputError(f"cannot open output file {target}: {exc.strerror or exc}") from exc
     try:
         yield stream
         write_bytes(stream, b"", target)
@@ -171,7 +171,7 @@ def write_bytes(stream: IO[bytes], data: bytes, target: PathLike) -> None:
         raise
     except OSError as exc:
         name = "<stdout>" if str(target) == "-" else str(target)
-        raise NeardupError(f"cannot write {name}: {exc.strerror or exc}") from exc
+        raise OutputError(f"cannot write {name}: {exc.strerror or exc}") from exc
 
 
 def write_text(target: PathLike, text: str, *, inputs: Named = ()) -> None:

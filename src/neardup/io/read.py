@@ -62,7 +62,7 @@ def detect_format(source: str | Path, format: str = "auto") -> str:
     if suffix not in EXTENSIONS:
         raise ConfigError(
             f"cannot tell the format of {source} from its extension {repr(suffix) if suffix else '(none)'}; "
-            f"pass --format jsonl, csv or parquet"
+            "pass format='jsonl', 'csv' or 'parquet'"
         )
     return EXTENSIONS[suffix]
 

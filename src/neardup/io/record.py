@@ -127,7 +127,7 @@ def _make_record(
 
 def _check_id(value: Any, name: str, scan: bool = True) -> RecordId:
     if value is None or value == "":
-        raise InputError(f"missing id field {name!r}; name the id field with --id-field")
+        raise InputError(f"missing id field {name!r}; name the id field with id_field")
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise InputError(f"id field {name!r} must be a string or an integer, not {_json_type(value)}")
     if not isinstance(value, str):
@@ -139,7 +139,7 @@ def _check_id(value: Any, name: str, scan: bool = True) -> RecordId:
 
 def _check_text(value: Any, name: str, scan: bool = True) -> str:
     if value is None:
-        raise InputError(f"missing text field {name!r}; name the text field with --text-field")
+        raise InputError(f"missing text field {name!r}; name the text field with text_field")
     if not isinstance(value, str):
         raise InputError(f"text field {name!r} must be a string, not {_json_type(value)}")
     if scan:
@@ -186,7 +186,7 @@ def _check_not_binary(text: str, name: str) -> None:
 def require_columns(names: list[str], fields: RecordFields, what: str, location: str) -> None:
     """A file without the id or text column has no record to read: raised even when
     skipping bad records, which would only hide it. ``what`` names the header or schema."""
-    for column, option in ((fields.id, "--id-field"), (fields.text, "--text-field")):
+    for column, option in ((fields.id, "id_field"), (fields.text, "text_field")):
         if column not in names:
             raise InputError(
                 f"{what} has no column {column!r} (columns: {', '.join(names)}); "
@@ -199,7 +199,7 @@ def too_long_error(
     size: int,
     fields: RecordFields,
     what: str = "record",
-    fix: str = "raise it with --max-bytes if this is intended",
+    fix: str = "raise it with max_bytes if this is intended",
 ) -> InputError:
 
     return InputError(f"{what} is {size:,} bytes, over the limit of {fields.max_bytes:,} bytes; {fix}")

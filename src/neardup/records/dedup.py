@@ -335,7 +335,7 @@ class _Collector:
             if key in self.first_seen:
                 raise InputError(
                     f"duplicate key {key!r}, first seen at row {self.first_seen[key]}; clusters name rows by "
-                    f"key, so keys must be unique (choose another column with --key)",
+                    f"key, so keys must be unique (choose another column as key)",
                     where,
                 )
             self.first_seen[key] = number

@@ -394,7 +394,7 @@ def _check_keys(
         if key in first_seen:
             raise InputError(
                 f"duplicate key {key!r}, first seen at row {first_seen[key]}; clusters name rows by "
-                f"key, so keys must be unique (choose another column with --key)",
+                f"key, so keys must be unique (choose another column as key)",
                 where,
             )
         first_seen[key] = number

@@ -103,7 +103,7 @@ def parse_field(text: str) -> FieldSpec:
         kind = parts.pop().strip().lower()
     name = ":".join(parts)
     if not name:
-        raise ConfigError(f"--field {text!r} has no column name; write COLUMN[:KIND][:WEIGHT], e.g. name:3")
+        raise ConfigError(f"field {text!r} has no column name; write COLUMN[:KIND][:WEIGHT], e.g. name:3")
     return FieldSpec(name, kind, weight)
 
 
@@ -151,7 +151,7 @@ class RecordSchema:
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not self.key:
-            raise ConfigError("the key column must be named (--key COLUMN)")
+            raise ConfigError("the key column must be named (key='COLUMN')")
         object.__setattr__(self, "fields", tuple(self.fields))
         object.__setattr__(self, "ignore", tuple(self.ignore))
         names = [spec.name for spec in self.fields]
@@ -171,11 +171,11 @@ class RecordSchema:
         """The columns a source must deliver, in source order: the key and every column not
         left out by ``ignore`` or ``only_listed`` (all names are checked against ``columns``)."""
         _check_unique_columns(columns)
-        _check_known(self.key, columns, "key column", "--key")
+        _check_known(self.key, columns, "key column", "key")
         for spec in self.fields:
-            _check_known(spec.name, columns, "column", "--field")
+            _check_known(spec.name, columns, "column", "fields")
         for name in self.ignore:
-            _check_known(name, columns, "column", "--ignore")
+            _check_known(name, columns, "column", "ignore")
         listed = {spec.name for spec in self.fields if spec.kind != "ignore"}
         return [
             name
@@ -187,11 +187,11 @@ class RecordSchema:
         """Check the names against the source's columns and fix every kind and weight;
         ``sample`` holds the first rows, column by column."""
         _check_unique_columns(columns)
-        _check_known(self.key, columns, "key column", "--key")
+        _check_known(self.key, columns, "key column", "key")
         for spec in self.fields:
-            _check_known(spec.name, columns, "column", "--field")
+            _check_known(spec.name, columns, "column", "fields")
         for name in self.ignore:
-            _check_known(name, columns, "column", "--ignore")
+            _check_known(name, columns, "column", "ignore")
         specs = {spec.name: spec for spec in self.fields}
         resolved: list[ResolvedField] = []
         ignored: list[str] = []
@@ -213,7 +213,7 @@ class RecordSchema:
         if not resolved:
             raise ConfigError(
                 f"no columns left to compare (columns: {', '.join(columns)}; key {self.key!r}); "
-                f"name the columns to use with --field"
+                f"name the columns to use with fields"
             )
         return ResolvedSchema(self.key, columns.index(self.key), tuple(resolved), tuple(ignored))
 
@@ -249,7 +249,7 @@ def schema_from_mapping(data: Mapping[str, Any], **overrides: Any) -> RecordSche
         values["ignore"] = (*values.get("ignore", ()), *overrides.pop("ignore"))
     values.update(overrides)
     if "key" not in values:
-        raise ConfigError("the key column must be named: --key COLUMN or key = '...' under [records]")
+        raise ConfigError("the key column must be named: key='COLUMN' (key = '...' under [records])")
     return RecordSchema(**values)
 
 
@@ -456,7 +456,7 @@ def _problem(column: ResolvedField, value: Any, error: ValueError) -> str:
     if is_binary(value):
         return (
             f"column {column.name!r} holds binary data, which cannot be compared; "
-            f"leave the column out with --ignore {column.name}"
+            f"leave the column out with ignore=[{column.name!r}]"
         )
-    fix = f"fix the value, or declare the column as text with --field {column.name}:short"
+    fix = f"fix the value, or declare the column as text with the field {column.name}:short"
     return f"column {column.name!r} ({column.kind}): {error} ({type_name(value)}); {fix}"

@@ -135,7 +135,7 @@ def open_source(
     if is_database_url(source):
         return SqlSource(source, table=table, query=query, schema=schema, chunk_size=chunk_size)
     if table is not None or query is not None:
-        raise ConfigError(f"--table and --query read from a database, but {source} is a file; give a URL")
+        raise ConfigError(f"table and query read from a database, but {source} is a file; give a URL")
     suffix = Path(source).suffix.lower()
     if suffix == ".csv":
         return CsvSource(source, chunk_size=chunk_size, on_error=on_error, report=report)
@@ -160,7 +160,7 @@ class SqlSource(RowSource):
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> None:
         if (table is None) == (query is None):
-            raise ConfigError("a database source needs exactly one of --table TABLE or --query SQL")
+            raise ConfigError("a database source needs exactly one of table=TABLE or query=SQL")
         sa = _sqlalchemy()
         if isinstance(url, str):
             _check_sqlite_file(sa.engine.make_url(url))
@@ -243,7 +243,7 @@ class SqlSource(RowSource):
         try:
             check_write_target(self.engine, table, schema=self.schema, table=self.table, query=self.query)
         except _sqlalchemy().exc.SQLAlchemyError as exc:
-            raise _database_error(exc, f"checking --write-table {table!r} in {self.url}") from exc
+            raise _database_error(exc, f"checking the write table {table!r} in {self.url}") from exc
 
     def dispose(self) -> None:
         self.close()
@@ -270,7 +270,7 @@ def table_columns(engine: Any, table: str, schema: str | None = None) -> list[st
             shown = ", ".join(sorted(names)[:20]) or "none"
             where = f" in schema {schema!r}" if schema else ""
             raise ConfigError(
-                f"no table or view {table!r}{where} in the database (it has: {shown}); check --table "
+                f"no table or view {table!r}{where} in the database (it has: {shown}); check table "
                 f"(the name is matched exactly, case included, and never read as SQL)"
             )
         # The names as the database reports them for a query: reflection can mangle names
@@ -457,7 +457,7 @@ def write_groups(
     sa = _sqlalchemy()
     engine = sa.create_engine(driver_url(engine_or_url)) if isinstance(engine_or_url, str) else engine_or_url
     if not table or not isinstance(table, str):
-        raise ConfigError("--write-table needs a table name")
+        raise ConfigError("the write table needs a name")
     key_type = _key_type(sa, rows.keys)
     primary = not isinstance(key_type, sa.Text)
     target = sa.Table(
@@ -475,8 +475,8 @@ def write_groups(
             if sa.inspect(connection).has_table(table, schema=schema):
                 if not replace:
                     raise ConfigError(
-                        f"table {table!r} already exists; choose another --write-table name or add "
-                        f"--replace-table to overwrite it"
+                        f"table {table!r} already exists; choose another table name or pass "
+                        f"replace=True to overwrite it"
                     )
                 target.drop(connection)
             target.create(connection)

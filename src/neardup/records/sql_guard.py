@@ -173,7 +173,7 @@ def read_only_query(query: str) -> str:
             found = tokens(text, lexer)
         except Unreadable as exc:
             raise ConfigError(
-                f"--query {shown!r} cannot be checked as read-only ({exc}, as {lexer.name})"
+                f"query {shown!r} cannot be checked as read-only ({exc}, as {lexer.name})"
             ) from exc
         _check_statement(found, shown)
     return text
@@ -183,13 +183,13 @@ def _check_statement(found: list[Token], shown: str) -> None:
     first = next((token for token in found if token.text != "("), None)
     if first is None or first.kind != "word" or first.text not in FIRST_WORDS:
         raise ConfigError(
-            f"--query must be one SELECT statement (or WITH/VALUES/TABLE); got {shown!r}; "
-            f"to read a whole table use --table NAME"
+            f"query must be one SELECT statement (or WITH/VALUES/TABLE); got {shown!r}; "
+            f"to read a whole table pass table=NAME"
         )
     for index, token in enumerate(found):
         if token.kind == "punct" and token.text == ";":
             raise ConfigError(
-                f"--query must be one SELECT statement; {shown!r} has another after ';'; give a single SELECT"
+                f"query must be one SELECT statement; {shown!r} has another after ';'; give a single SELECT"
             )
         if token.kind != "word" or token.text not in WRITES:
             continue
@@ -198,8 +198,8 @@ def _check_statement(found: list[Token], shown: str) -> None:
             continue
         fix = "remove the INTO clause" if token.text in _INTO else "give a plain SELECT"
         raise ConfigError(
-            f"--query must only read, but {shown!r} contains {token.text.upper()}; "
-            f"neardup runs --query read-only: {fix}"
+            f"query must only read, but {shown!r} contains {token.text.upper()}; "
+            f"neardup runs the query read-only: {fix}"
         )
 
 
@@ -256,13 +256,13 @@ def check_write_target(
     wanted = target.lower()
     fix = "neardup never replaces a table the source reads; write to a new table name"
     if table is not None and table.lower() == wanted:
-        raise ConfigError(f"--write-table {target!r} is the source table; {fix}")
+        raise ConfigError(f"the write table {target!r} is the source table; {fix}")
     origin: dict[str, str] = {}
     functions: list[str] = []
-    pending: list[tuple[str, str]] = [(table.lower(), "--table")] if table is not None else []
+    pending: list[tuple[str, str]] = [(table.lower(), "table")] if table is not None else []
     if query is not None:
         names, functions = referenced_names(query)
-        pending.extend((name, "--query") for name in names)
+        pending.extend((name, "query") for name in names)
     while pending:
         name, where = pending.pop()
         if name in origin:
@@ -278,7 +278,7 @@ def check_write_target(
             pending.extend((found, f"view {views[name]!r}") for found in names)
             functions.extend(more)
     if wanted in origin:
-        raise ConfigError(f"--write-table {target!r} is named by {origin[wanted]} of the source; {fix}")
+        raise ConfigError(f"the write table {target!r} is named by {origin[wanted]} of the source; {fix}")
     if functions and inspector.has_table(target, schema=schema):
         raise ConfigError(
             f"the source reads the table function {functions[0]!r}, which may read {target!r}; {fix}"

@@ -122,7 +122,7 @@ class Engine:
 
     def _add(self, existing: str, batches: list[Prepared]) -> list[Any]:
         def add(batch: Prepared) -> list[bool]:
-            return self.documents.add(batch, existing)
+            return self.documents.add(batch, existing=existing)
 
         def refused(record: StoredRecord, fingerprint: int) -> bool:
             return existing != "skip"
@@ -175,9 +175,9 @@ class Engine:
     def _query(self, option: QueryOption, batches: list[Prepared]) -> list[list[Found]]:
         whole = Prepared.concat(batches)
         if option.verified:
-            found = self.documents.query(whole, option.max_distance)
+            found = self.documents.query(whole, max_distance=option.max_distance)
         else:
-            found = self.documents.query_fingerprints(whole.fingerprints, option.max_distance)
+            found = self.documents.query_fingerprints(whole.fingerprints, max_distance=option.max_distance)
         results = []
         for row, matches in enumerate(found):
             explanations = None

@@ -154,7 +154,7 @@ M = TypeVar("M", bound=HasDistance)
 
 
 @dataclass(frozen=True)
-class Verification:
+class Verdicts:
     """Per candidate pair: the similarity the mode compares (Jaccard, estimate or combined
     score; 1.0 for ``none``) and whether the pair is kept."""
 
@@ -248,14 +248,14 @@ class Verifier:
 
     def decide(
         self, distances: npt.ArrayLike, jaccard: npt.ArrayLike, identical: npt.ArrayLike | None = None
-    ) -> Verification:
+    ) -> Verdicts:
         """Keep a candidate when its similarity reaches the threshold, or its texts are
         identical (``identical``, when the caller knows)."""
         similarity = self.similarity(distances, jaccard)
         kept = similarity >= self.cutoff - 1e-12
         if identical is not None:
             kept |= np.asarray(identical, dtype=bool)
-        return Verification(similarity=similarity, kept=np.asarray(kept, dtype=bool))
+        return Verdicts(similarity=similarity, kept=np.asarray(kept, dtype=bool))
 
     def verify_signatures(
         self,
@@ -263,7 +263,7 @@ class Verifier:
         left: npt.ArrayLike,
         right: npt.ArrayLike,
         identical: npt.ArrayLike | None = None,
-    ) -> Verification:
+    ) -> Verdicts:
         """Candidates with their signatures (rows of ``left`` against rows of ``right``, or one
         query signature against many): the index query path."""
         if self.mode in ("none", "jaccard"):
@@ -295,7 +295,7 @@ class Verifier:
         metadata: Sequence[Sequence[str] | None] | None = None,
         fingerprinter: Fingerprinter | None = None,
         normalizer: Normalizer | None = None,
-    ) -> Verification:
+    ) -> Verdicts:
         """Candidate pairs (i[t], j[t]) of a batch of texts at ``distances``: the batch path.
 
         ``metadata`` holds each record's raw metadata (None where it has none: the text's top
@@ -426,7 +426,7 @@ def check_verifiable(verifier: Verifier, signatures: npt.ArrayLike | None) -> No
     """Refuse a verification an index cannot do before anything is read."""
     if not verifier.uses_signatures:
         raise ConfigError(
-            f"--verify {verifier.mode} needs the texts, which an index does not keep; "
+            f"Verifier({verifier.mode!r}) needs the texts, which an index does not keep; "
             "use sketch, minhash or combined (signatures stored beside the fingerprints)"
         )
     if signatures is None:

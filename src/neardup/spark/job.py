@@ -238,7 +238,7 @@ def _source(spark: SparkSession, job: DedupJob) -> tuple[DataFrame, ReadSettings
     elif settings.format == "parquet":
         frame = spark.read.parquet(job.input)
         names = frame.columns
-        for column, option in ((settings.id_field, "--id-field"), (settings.text_field, "--text-field")):
+        for column, option in ((settings.id_field, "id_field"), (settings.text_field, "text_field")):
             if column not in names:
                 raise InputError(
                     f"the Parquet schema has no column {column!r} (columns: {', '.join(names)}); "
@@ -367,7 +367,7 @@ def _repeated_id(
     places = _locations(spark, job, read, [first, again])
     return InputError(
         f"duplicate id {_shown(record_id)}, first seen at {places[first]}; pairs and clusters name "
-        f"records by id, so ids must be unique (choose another field with --id-field)",
+        f"records by id, so ids must be unique (choose another field as id_field)",
         places[again],
     )
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..errors import NeardupError
+from ..errors import OutputError
 from ..io.output import atomic_output, write_bytes
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -99,7 +99,7 @@ def _write(frame: DataFrame, target: str, format: str, ids_in: tuple[str, ...], 
         try:
             frame.select(*typed).write.parquet(target)
         except Exception as exc:  # Spark's AnalysisException for an existing folder, I/O errors
-            raise NeardupError(f"cannot write {target}: {str(exc).splitlines()[0]}") from exc
+            raise OutputError(f"cannot write {target}: {str(exc).splitlines()[0]}") from exc
         return
     _write_lines(frame.select(json_line(frame.columns).alias("line")), target)
 
@@ -118,7 +118,7 @@ def _write_lines(frame: DataFrame, target: str) -> None:
         try:
             frame.write.text(target)
         except Exception as exc:  # Spark's AnalysisException for an existing folder, I/O errors
-            raise NeardupError(f"cannot write {target}: {str(exc).splitlines()[0]}") from exc
+            raise OutputError(f"cannot write {target}: {str(exc).splitlines()[0]}") from exc
         return
     local = target[len("file:") :] if target.startswith("file:") else target
     with atomic_output(local) as stream:  # a failed run leaves the previous file whole

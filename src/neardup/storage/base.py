@@ -28,7 +28,14 @@ import numpy.typing as npt
 
 from ..blocks import BucketStats
 from ..distance import row_distances
-from ..errors import InputError, KeyExistsError, KeyNotFoundError, StorageError
+from ..errors import (
+    ConfigError,
+    InputError,
+    KeyExistsError,
+    KeyNotFoundError,
+    StorageDamagedError,
+    StorageUnsupportedError,
+)
 from ..similarity.bands import Scheme
 
 Key = int | str
@@ -124,7 +131,7 @@ class Storage(ABC):
     @property
     def scheme(self) -> Scheme:
         if self._scheme is None:
-            raise StorageError(f"{self.name}: the store is not attached to an index yet")
+            raise ConfigError(f"{self.name}: the store is not attached to an index yet")
         return self._scheme
 
     def close(self) -> None:  # noqa: B027 - most backends have nothing to release
@@ -211,7 +218,9 @@ class Storage(ABC):
 
     def drop(self) -> None:
         """Delete everything this store holds, meta included (tests, ``index drop``)."""
-        raise StorageError(f"{self.name} stores cannot be dropped by neardup; delete them yourself")
+        raise StorageUnsupportedError(
+            f"{self.name} stores cannot be dropped by neardup; delete them yourself"
+        )
 
     # -- search --------------------------------------------------------------------------
     def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:
@@ -313,7 +322,7 @@ def bytes_to_words(values: Sequence[bytes], width: int) -> UInt64Array:
     """Inverse of :func:`words_to_bytes`; a value of the wrong size is a corrupt store."""
     joined = b"".join(values)
     if len(joined) != len(values) * width * 8:
-        raise StorageError(
+        raise StorageDamagedError(
             f"a stored fingerprint is not {width * 8} bytes long: the store is damaged "
             "or was written by another program"
         )
@@ -347,7 +356,7 @@ def decode_key(text: str | bytes) -> Key:
         return int(value)
     if kind == "s:":
         return value
-    raise StorageError(f"stored key {text!r} is not a neardup key: the store is damaged")
+    raise StorageDamagedError(f"stored key {text!r} is not a neardup key: the store is damaged")
 
 
 def key_columns(key: Key) -> tuple[str, int]:
@@ -367,11 +376,11 @@ def load_meta(text: str | bytes, where: str) -> dict[str, Any]:
     try:
         meta = json.loads(text)
     except ValueError as exc:
-        raise StorageError(
+        raise StorageDamagedError(
             f"{where}: the stored index meta is not JSON ({exc}); the store is damaged"
         ) from exc
     if not isinstance(meta, dict):
-        raise StorageError(f"{where}: the stored index meta is not an object; the store is damaged")
+        raise StorageDamagedError(f"{where}: the stored index meta is not an object; the store is damaged")
     return meta
 
 

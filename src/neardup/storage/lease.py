@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from ..errors import StorageError
+from ..errors import StorageBusyError
 
 LEASE_TTL_MS = 30_000
 LEASE_WAIT_S = 60.0
@@ -79,7 +79,7 @@ class Lease:
         pause = 0.001
         while not self._take(token):
             if time.monotonic() > deadline:
-                raise StorageError(
+                raise StorageBusyError(
                     f"could not take the writer lock of {self.where} within {self.wait_s:.0f} s: another "
                     f"writer holds it (a crashed writer's lock expires {self.ttl_ms // 1000} s after it "
                     "stopped renewing it)"

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..blocks import BitSelection, TableStats, split_size
-from ..errors import StorageError
+from ..errors import StorageFullError
 from ..similarity.bands import Scheme
 
 IntArray = npt.NDArray[np.int64]
@@ -46,7 +46,7 @@ class _Segment:
     ) -> None:
         """Index ``slots`` (rows of ``words``); ``hashes`` are their key hashes."""
         if words.shape[0] > 1 << 32:
-            raise StorageError("an in-memory index holds at most 2^32 entries; use a persistent store")
+            raise StorageFullError("an in-memory index holds at most 2^32 entries; use a persistent store")
         slots = slots.astype(np.int32 if words.shape[0] < 1 << 31 else np.int64)
         order = np.argsort(hashes, kind="stable")
         self.hashes = hashes[order]

@@ -54,7 +54,8 @@ from ..blocks import BucketStats, TableStats
 from ..errors import (
     ConfigError,
     KeyExistsError,
-    StorageError,
+    StorageBackendError,
+    StorageConflictError,
     StorageUnavailableError,
 )
 from ..similarity.bands import scheme_from_dict
@@ -151,7 +152,9 @@ class MongoStorage(Storage):
                 "is the server running?"
             ) from exc
         except errors.PyMongoError as exc:
-            raise StorageError(f"MongoDB at {self.where} failed while {doing}: {first_line(exc)}") from exc
+            raise StorageBackendError(
+                f"MongoDB at {self.where} failed while {doing}: {first_line(exc)}"
+            ) from exc
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -182,7 +185,7 @@ class MongoStorage(Storage):
             try:
                 self.meta.insert_one({"_id": "config", "value": dump_meta(meta), "layout": self.layout})
             except self._pymongo.errors.DuplicateKeyError as exc:
-                raise StorageError(
+                raise StorageConflictError(
                     f"another process created an index at {self.where} (collection {self.collection}) "
                     "meanwhile; open it again"
                 ) from exc

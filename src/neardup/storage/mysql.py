@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
-from ..errors import MissingDependencyError, StorageError, StorageUnavailableError
+from ..errors import MissingDependencyError, StorageBusyError, StorageUnavailableError
 from . import check_options
 from .base import MAX_KEY_BYTES, Key, check_keys
 from .sql import DEFAULT_PREFIX, SqlStorage
@@ -34,7 +34,7 @@ class MysqlStorage(SqlStorage):
     def _lock(self, cursor: Any) -> None:
         cursor.execute("SELECT GET_LOCK(%s, %s)", (self._lock_name(), LOCK_TIMEOUT_S))
         if cursor.fetchone()[0] != 1:
-            raise StorageError(f"{self.where}: could not take the writer lock within {LOCK_TIMEOUT_S} s")
+            raise StorageBusyError(f"{self.where}: could not take the writer lock within {LOCK_TIMEOUT_S} s")
 
     def _unlock(self, cursor: Any) -> None:
         cursor.execute("SELECT RELEASE_LOCK(%s)", (self._lock_name(),))

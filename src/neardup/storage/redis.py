@@ -53,7 +53,9 @@ from ..errors import (
     KeyExistsError,
     KeyNotFoundError,
     MissingDependencyError,
-    StorageError,
+    StorageBackendError,
+    StorageConflictError,
+    StorageDamagedError,
     StorageUnavailableError,
 )
 from ..similarity.bands import scheme_from_dict
@@ -122,7 +124,9 @@ def unpack_record(key: Key, packed: bytes, width: int) -> tuple[bytes, Key | Non
     """(stored words as bytes, cluster, signature) of a packed record; a short value is damage."""
     size = width * 8
     if len(packed) < size + 1:
-        raise StorageError(f"the stored record of key {key!r} is truncated: the Redis store is damaged")
+        raise StorageDamagedError(
+            f"the stored record of key {key!r} is truncated: the Redis store is damaged"
+        )
     flags = packed[size]
     position = size + 1
     cluster: Key | None = None
@@ -180,7 +184,7 @@ class RedisStorage(Storage):
                 f"lost the connection to Redis at {self.where} while {doing} ({exc}); is the server running?"
             ) from exc
         except errors.RedisError as exc:
-            raise StorageError(f"Redis at {self.where} failed while {doing}: {exc}") from exc
+            raise StorageBackendError(f"Redis at {self.where} failed while {doing}: {exc}") from exc
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -200,7 +204,7 @@ class RedisStorage(Storage):
         with self._errors("writing the index meta"):
             created = self._create(keys=[self.meta_key, self.layout_key], args=[dump_meta(meta), LAYOUT])
         if not created:
-            raise StorageError(
+            raise StorageConflictError(
                 f"another process created an index at {self.where} (key {self.meta_key}) meanwhile; "
                 "open it again"
             )
@@ -290,7 +294,7 @@ class RedisStorage(Storage):
                         f"key {decode_key(answer[1])!r} was removed from {self.where} by another writer "
                         "meanwhile; nothing of this batch was removed"
                     )
-            raise StorageError(
+            raise StorageConflictError(
                 f"records of this batch kept changing in {self.where} while they were being removed; "
                 "nothing was removed: retry"
             )
@@ -309,13 +313,13 @@ class RedisStorage(Storage):
                 f"key {decode_key(answer[1])!r} appears twice in the batch; nothing was added"
             )
         if answer[0] == 3:
-            raise StorageError(
+            raise StorageConflictError(
                 f"the writer lock {self.lock_key} at {self.where} expired before the batch was {what} "
                 "(the process stalled or lost the server for longer than the lock lives); nothing was "
                 f"{what}: retry"
             )
         if answer[0] == 5:
-            raise StorageError(
+            raise StorageDamagedError(
                 f"the Redis bucket {answer[1].decode()} at {self.where} is damaged (its entries do not "
                 f"parse); nothing was {what}"
             )

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import StorageError
+from ..errors import StorageDamagedError
 from ..similarity.bands import Scheme
 
 #: Keys or (name, value) pairs per multi-key command inside a script.
@@ -215,7 +215,7 @@ def bucket_entries(value: bytes, width: int, name: bytes | str = "") -> list[tup
         position = stop
     if position != end:
         shown = name.decode() if isinstance(name, bytes) else name
-        raise StorageError(f"the Redis bucket {shown} is damaged (its entries do not parse)")
+        raise StorageDamagedError(f"the Redis bucket {shown} is damaged (its entries do not parse)")
     return entries
 
 

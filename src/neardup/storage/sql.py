@@ -194,7 +194,7 @@ class SqlStorage(Storage):
         if tables > MAX_SQL_TABLES:
             raise ConfigError(
                 f"the block scheme needs {tables} tables; SQL stores hold at most {MAX_SQL_TABLES} "
-                "indexed block columns: choose a scheme with fewer tables (e.g. --scheme 4,1) "
+                "indexed block columns: choose a scheme with fewer tables (e.g. BlockScheme(64, 3, 4, 1)) "
                 "or a smaller max_distance"
             )
         p = self.placeholder
