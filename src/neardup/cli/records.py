@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
-import tomllib
 from click.core import ParameterSource
 
 from ..dedup.clusters import KEEP_POLICIES
