@@ -80,7 +80,8 @@ _SIMHASH_KEYS = ("max_distance", "verify", "min_similarity", "fields", "only_lis
     default="auto",
     show_default=True,
     callback=parse_distance,
-    help="Largest Hamming distance of two duplicate rows' fingerprints; auto: 18 up to 20,000 rows, "
+    help="Simhash path only (giving it replaces the default, learned field weights): largest "
+    "Hamming distance of two duplicate rows' fingerprints; auto: 18 up to 20,000 rows, "
     f"12 up to 100,000, then {DEFAULT_MAX_DISTANCE}.",
 )
 @click.option(
@@ -88,7 +89,8 @@ _SIMHASH_KEYS = ("max_distance", "verify", "min_similarity", "fields", "only_lis
     type=click.Choice((AUTO, *VERIFY_MODES)),
     default=AUTO,
     show_default=True,
-    help="Check each pair: fields (share of agreeing columns) or jaccard (shared features); "
+    help="Simhash path only (giving it replaces the learned weights): check each pair by fields "
+    "(share of agreeing columns) or jaccard (shared features); "
     "auto: fields when -k auto searches wider than 8.",
 )
 @click.option(
