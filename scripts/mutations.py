@@ -70,9 +70,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "all-drops-a-name",
-        "neardup.__all__ loses a public name (hash_tokens) that the package still provides",
-        '    "hash_tokens",\n    "hex_many",\n',
-        '    "hex_many",\n',
+        "neardup.__all__ loses a public name (IdfModel) that the package still provides",
+        '    "IdfModel",\n    "IncrementalDeduper",\n',
+        '    "IncrementalDeduper",\n',
         ("tests/test_public_api.py",),
     ),
     Mutation(
