@@ -390,7 +390,9 @@ class SimhashIndex:
         (:class:`IndexConfigMismatchError` otherwise), so fingerprints made under another
         configuration are never mixed in."""
         try:
-            with np.load(path, allow_pickle=False) as data:
+            # neardup opens the file: given a path, numpy left it open when the archive was
+            # damaged (a ResourceWarning per bad file).
+            with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as data:
                 header = json.loads(bytes(data["header"]).decode())
                 check_header(header, path)
                 words = data["words"]
