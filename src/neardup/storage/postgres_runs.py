@@ -40,9 +40,11 @@ class PostgresRuns(PostingRuns):
         with cursor.copy(f"COPY {self.postings_table} (k, id) FROM STDIN (FORMAT BINARY)") as copy:
             copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
 
-    def _keys_of(self, cursor: Any, table: str) -> IntArray:
-        cursor.execute(f"SELECT COUNT(*) FROM {table}")
-        reads = max(1, -(-int(cursor.fetchone()[0]) // KEYS_PER_READ))
+    def _keys_of(self, cursor: Any, table: str, rows: int) -> IntArray:
+        if rows < 0:
+            cursor.execute(f"SELECT COUNT(*) FROM {table}")
+            rows = int(cursor.fetchone()[0])
+        reads = max(1, -(-rows // KEYS_PER_READ))
         parts = []
         for part in range(reads):
             where = f" WHERE id % {reads} = {part}" if reads > 1 else ""

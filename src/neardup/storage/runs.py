@@ -126,14 +126,15 @@ class PostingRuns:
         return [self.postings_table, *(run["table"] for run in state["runs"])]
 
     # -- writes ---------------------------------------------------------------------------
-    def reserve_ids(self, cursor: Any, count: int) -> list[int]:
+    def reserve_ids(self, cursor: Any, count: int) -> tuple[list[int], dict[str, Any]]:
         """Ids for new records, from the meta row (so they are never handed out twice: a
-        removed record's postings must not come back as another's)."""
+        removed record's postings must not come back as another's), and the state as saved
+        (for :meth:`cut_if_full` in the same transaction)."""
         state = self.state(cursor)
         first = int(state["next_id"])
         state["next_id"] = first + count
         self._save(cursor, state)
-        return list(range(first, first + count))
+        return list(range(first, first + count)), state
 
     def add(self, cursor: Any, keys: IntArray, ids: list[int]) -> None:
         """The postings of new records: ``keys`` is (records, tables), ``ids`` their ids. They
@@ -149,10 +150,10 @@ class PostingRuns:
         state["removed"] += count
         self._save(cursor, state)
 
-    def cut_if_full(self, cursor: Any, last_id: int) -> None:
+    def cut_if_full(self, cursor: Any, state: dict[str, Any], last_id: int) -> None:
         """Turn the recent postings into a run once :attr:`run_records` records were added
-        since the last cut, then merge (see the module docstring)."""
-        state = self.state(cursor)
+        since the last cut, then merge (see the module docstring). ``state``: the meta row
+        as this transaction last saved it."""
         if last_id - int(state["cut"]) < self.run_records:
             return
         self._prepare_builds(cursor)
@@ -182,9 +183,10 @@ class PostingRuns:
         live = f" WHERE EXISTS (SELECT 1 FROM {self.records_table} r WHERE r.id = p.id)" if live_only else ""
         # No ORDER BY: reads use the index only, and the index build sorts anyway.
         cursor.execute(f"CREATE TABLE {table} AS SELECT k, id FROM ({union}) AS p{live}")
+        created = int(cursor.rowcount)  # -1 where the driver does not count (sqlite3)
         cursor.execute(f"CREATE INDEX {table}_k ON {table} {self.posting_index}")
         cursor.execute(f"ANALYZE {table}")  # the planner's row counts, before any autovacuum's
-        keys = self._keys_of(cursor, table)
+        keys = self._keys_of(cursor, table, created)
         bits = build_filter(keys)
         p = self.placeholder
         cursor.execute(
@@ -262,9 +264,10 @@ class PostingRuns:
             zip(keys.tolist(), ids.tolist(), strict=True),
         )
 
-    def _keys_of(self, cursor: Any, table: str) -> IntArray:
-        """Every posting key of a run, as one comma-separated text parsed by numpy (a row at
-        a time through Python took 7.1 s for 10^7 keys, this 3.1)."""
+    def _keys_of(self, cursor: Any, table: str, rows: int) -> IntArray:
+        """Every posting key of a run (``rows`` of them, or -1: not counted), as one
+        comma-separated text parsed by numpy (a row at a time through Python took 7.1 s for
+        10^7 keys, this 3.1)."""
         cursor.execute(f"SELECT group_concat(k) FROM {table}")
         text = cursor.fetchone()[0]
         return np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, np.int64)
@@ -299,9 +302,8 @@ class RunsStorage(SqlStorage):
     #: The id column of a runs-layout records table (ids come from the meta row).
     runs_id_column = "id BIGINT PRIMARY KEY"
     runs: PostingRuns
-
-    def _uses_runs(self) -> bool:
-        return bool(getattr(self, "_runs_layout", False))
+    #: Whether the attached store is in the runs layout (known at :meth:`attach`).
+    _runs_layout = False
 
     def _create_tables(self, cursor: Any, tables: int) -> None:
         if self.create_layout == LAYOUT:
@@ -317,7 +319,7 @@ class RunsStorage(SqlStorage):
         self._runs_layout = row is not None and row[0] == LAYOUT
 
     def add_many(self, batch: RecordBatch) -> None:
-        if not self._uses_runs():
+        if not self._runs_layout:
             super().add_many(batch)
             return
         if not len(batch):
@@ -330,7 +332,7 @@ class RunsStorage(SqlStorage):
             stored = self._stored_keys(cursor, batch.keys)
             if stored:
                 raise key_exists_error(stored[0], len(stored), self.where)
-            ids = self.runs.reserve_ids(cursor, len(batch))
+            ids, state = self.runs.reserve_ids(cursor, len(batch))
             rows = []
             for row, key in enumerate(batch.keys):
                 cluster = batch.cluster(row)
@@ -345,7 +347,7 @@ class RunsStorage(SqlStorage):
             except self._integrity_errors() as exc:
                 raise raced_key_error(self.where, exc) from exc
             self.runs.add(cursor, keys, ids)
-            self.runs.cut_if_full(cursor, max(ids))
+            self.runs.cut_if_full(cursor, state, max(ids))
 
     def _insert_records(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         marks = self._marks(len(rows[0]))
@@ -358,14 +360,14 @@ class RunsStorage(SqlStorage):
     def remove_many(self, keys: Sequence[Key]) -> None:
         # The record rows go; their postings are skipped by reads and dropped by merges.
         with self._transaction(write=True) as cursor:
-            if self._uses_runs():
+            if self._runs_layout:
                 self._lock(cursor)
             super().remove_many(keys)
-            if self._uses_runs():
+            if self._runs_layout:
                 self.runs.note_removed(cursor, len(set(keys)))
 
     def candidates(self, words: UInt64Array) -> Candidates:
-        if not self._uses_runs():
+        if not self._runs_layout:
             return super().candidates(words)
         keys = posting_keys(self.scheme.keys(words))
         with self._transaction() as cursor:
@@ -382,7 +384,7 @@ class RunsStorage(SqlStorage):
         )
 
     def stats(self) -> BucketStats:
-        if not self._uses_runs():
+        if not self._runs_layout:
             return super().stats()
         stats = BucketStats(scheme=self.scheme.describe())
         with self._transaction() as cursor:
@@ -390,7 +392,7 @@ class RunsStorage(SqlStorage):
         return stats
 
     def drop(self) -> None:
-        if not self._uses_runs():
+        if not self._runs_layout:
             return super().drop()
         with self._transaction(write=True) as cursor:
             self.runs.drop(cursor)
