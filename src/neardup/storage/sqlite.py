@@ -54,11 +54,11 @@ CACHE_KIB = 1 << 20
 class SqliteStorage(RunsStorage):
     name = "sqlite"
     runs_id_column = "id INTEGER PRIMARY KEY"  # the rowid itself
-    #: New SQLite stores keep the column layout unless the URL asks for runs (``?layout=runs``):
-    #: at 10^6 stored, band check-and-add sustained over 140,000 documents ran at 4,387 docs/s
-    #: in columns and 3,760 in runs (SQLite inserts into 16 indexes far more cheaply than
-    #: PostgreSQL, and reads a run's keys back row by row). A column move still touches every
-    #: index page, so runs should win at some larger size; that was not measured.
+    #: New SQLite stores keep the column layout unless the URL asks for runs (``?layout=runs``).
+    #: At 10^6 stored, band check-and-add sustained over 140,000 documents measured 4,387 docs/s
+    #: in columns against 3,760 in runs (a scratch script), then 3,502 against 4,692
+    #: (``benchmarks/store_speed.py --backends sqlite sqlite-runs``), both on a busy machine:
+    #: no clear winner yet, so the default stays the layout existing stores have.
     create_layout = "columns"
 
     def __init__(
