@@ -49,7 +49,7 @@ def make_old_store(path: Path, *, settled_only: bool = True) -> str:
     check-and-add, meta version 1 and (``settled_only``) no ``neardup_recent`` table."""
     url = f"sqlite:///{path}"
     fingerprinter = Fingerprinter(config=FingerprintConfig())
-    with SimhashIndex.open(url, IndexConfig(fingerprint=FingerprintConfig())) as index:
+    with SimhashIndex.open(f"{url}?layout=columns", IndexConfig(fingerprint=FingerprintConfig())) as index:
         values = fingerprinter.fingerprint_many([doc["text"] for doc in OLD])
         assignments = IncrementalDeduper(index).check_and_add_many([doc["id"] for doc in OLD], values)
         assert [a.cluster for a in assignments] == ["a", "a", "b", 7, "d"]

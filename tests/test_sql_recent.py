@@ -25,7 +25,7 @@ RECENT = 40
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/store.db"
+        return f"sqlite:///{tmp_path}/store.db?layout=columns"
     return str(request.getfixturevalue(f"fresh_{request.param}_url"))
 
 
@@ -33,8 +33,8 @@ def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
 def small_moves(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for store in (SqlStorage, PostgresStorage):  # PostgreSQL sets its own
         monkeypatch.setattr(store, "recent_rows", RECENT)
-    # New PostgreSQL and SQLite stores keep postings in runs (tests/test_postgres_runs.py);
-    # stores of the column layout are still served, by this code.
+    # New PostgreSQL and SQLite stores keep postings in runs (tests/test_sql_runs.py); stores
+    # of the column layout are still served, by this code (SQLite's URL asks for it).
     monkeypatch.setattr(RunsStorage, "create_layout", "columns")
     yield
 

@@ -183,12 +183,53 @@ def test_a_reader_never_misses_an_acknowledged_record_while_runs_change(url: str
     assert not failures, failures[0]
 
 
+@pytest.mark.parametrize("stamps", ["random", "all alike"])
+def test_each_process_finds_what_another_added(
+    url: str, small_runs: None, stamps: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two stores on one index (as two processes) take turns adding, across cuts; after every
+    turn each finds every record, its own and the other's. A process's filter of the recent
+    postings must not be used once the other has written; with every stamp alike (a writer
+    that keeps the stamp it read) the next id still tells the states apart."""
+    if stamps == "all alike":
+        monkeypatch.setattr(runs_module, "_stamp", lambda: "same")
+    values = np.random.default_rng(31).integers(0, 2**63, size=90, dtype=np.uint64)
+    sketch = sketches(90, seed=32)
+    with SimhashIndex.open(url, BANDS) as first, SimhashIndex.open(url, create=False) as second:
+        for turn, start in enumerate(range(0, 90, 9)):
+            writer = (first, second)[turn % 2 if turn < 6 else 0]
+            rows = slice(start, start + 9)
+            writer.add_many(list(range(start, start + 9)), values[rows], signatures=sketch[rows])
+            for reader in (first, second):
+                found = reader.query_many(values[: start + 9], signatures=sketch[: start + 9])
+                assert all(row in {match.key for match in matches} for row, matches in enumerate(found))
+
+
+def test_a_writers_filter_of_the_recent_postings_is_used_and_exact(url: str, small_runs: None) -> None:
+    """One writer alone keeps its filter current through adds and cuts (no full read of the
+    postings per batch), and the filter lets every recent posting through."""
+    values = np.random.default_rng(33).integers(0, 2**63, size=70, dtype=np.uint64)
+    sketch = sketches(70, seed=34)
+    with SimhashIndex.open(url, BANDS) as index:
+        storage = storage_of(index)
+        for start in range(0, 70, 7):
+            index.add_many(
+                list(range(start, start + 7)), values[start : start + 7], signatures=sketch[start : start + 7]
+            )
+            with storage._transaction() as cursor:
+                state = storage.runs.state(cursor)
+                recent = storage.runs.recent.current(state)
+                assert recent is not None
+                keys = storage.runs._keys_of(cursor, storage.runs.postings_table, -1)
+            assert may_contain(recent, keys).all()
+
+
 def test_a_store_of_the_column_layout_is_still_served(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     values = np.random.default_rng(9).integers(0, 2**63, size=60, dtype=np.uint64)
     sketch = sketches(60, seed=10)
     with monkeypatch.context() as patch:
         patch.setattr(RunsStorage, "create_layout", "columns")  # PostgreSQL's default before
-        with SimhashIndex.open(url.replace("?layout=runs", ""), BANDS) as index:  # SQLite's default
+        with SimhashIndex.open(url.replace("?layout=runs", "?layout=columns"), BANDS) as index:
             index.add_many(list(range(30)), values[:30], signatures=sketch[:30])
     with SimhashIndex.open(url, create=False) as index:  # asking for runs does not convert it
         storage = storage_of(index)
@@ -210,9 +251,12 @@ def test_new_stores_record_the_runs_layout(url: str) -> None:
         assert not storage._table_exists(storage.runs.postings_table)
 
 
-def test_sqlite_keeps_the_column_layout_unless_the_url_asks_for_runs(tmp_path: object) -> None:
+def test_sqlite_gets_runs_unless_the_url_asks_for_columns(tmp_path: object) -> None:
     with SimhashIndex.open(f"sqlite:///{tmp_path}/default.db", BANDS) as index:
-        assert not storage_of(index)._runs_layout
+        assert storage_of(index)._runs_layout
+    with SimhashIndex.open(f"sqlite:///{tmp_path}/seed.db?layout=columns", BANDS) as index:
+        storage = storage_of(index)
+        assert not storage._runs_layout and storage._table_exists(storage.recent_table)
     with pytest.raises(ConfigError, match=r"layout='heap' .* must be one of columns, runs"):
         SimhashIndex.open(f"sqlite:///{tmp_path}/other.db?layout=heap", BANDS)
     assert not (Path(str(tmp_path)) / "other.db").exists()

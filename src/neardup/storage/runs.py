@@ -26,9 +26,11 @@ at most 3 runs per tier are read. Once a record was removed, merges leave out th
 removed records (a remove deletes the record row only; postings whose id has no row are
 ignored by every read).
 
-Reads: one statement per batch, the recent postings asked for every key and each run only for
-the keys that pass its filter (a few hundred of a batch's 16,000: each probe of a B-tree is a
-descent from its root, so asking every run for every key cost ~300 ms a run per batch).
+Reads: one statement per batch, each run asked only for the keys that pass its filter (a few
+hundred of a batch's 16,000: each probe of a B-tree is a descent from its root, so asking every
+run for every key cost ~300 ms a run per batch), and the recent postings likewise through a
+filter the process keeps in step with its own writes (:class:`~.run_filters.RecentFilter`;
+after another process's write, every key).
 
 Writers run one at a time (PostgreSQL: the advisory writer lock for the whole transaction;
 SQLite: ``BEGIN IMMEDIATE``). Readers see the run list and the runs of one moment: SQLite's
@@ -63,7 +65,7 @@ from .base import (
     raced_key_error,
     words_to_bytes,
 )
-from .run_filters import TABLE_BITS, build_filter, may_contain, posting_keys
+from .run_filters import TABLE_BITS, RecentFilter, build_filter, may_contain, posting_keys, version_of
 from .sql import SqlStorage
 
 #: The layout a store of this module records in its meta row ``layout``.
@@ -91,6 +93,11 @@ class PostingRuns:
         self.run_records = RUN_RECORDS
         #: Filters read so far, by run table (runs never change, so neither do they).
         self.filters: dict[str, UInt64Array] = {}
+        #: Posting keys per record (the scheme's tables; the recent filter's capacity).
+        self.table_count = 16
+        self.recent = RecentFilter()
+        #: The version of the recent postings the last :meth:`reserve_ids` wrote over.
+        self.written_over: tuple[str, int] | None = None
 
     # -- creation and state ---------------------------------------------------------------
     def create(self, cursor: Any, record_columns: str) -> None:
@@ -101,7 +108,7 @@ class PostingRuns:
         cursor.execute(
             f"CREATE TABLE {self.filters_table} (name VARCHAR(80) PRIMARY KEY, bits {self.blob} NOT NULL)"
         )
-        state = {"runs": [], "cut": 0, "next_id": 1, "removed": 0}
+        state = {"runs": [], "cut": 0, "next_id": 1, "removed": 0, "stamp": _stamp()}
         cursor.execute(
             f"INSERT INTO {self.meta_table} (name, value) VALUES ('layout', {p}), ('runs', {p})",
             (LAYOUT, json.dumps(state)),
@@ -109,8 +116,9 @@ class PostingRuns:
 
     def state(self, cursor: Any) -> dict[str, Any]:
         """The meta row ``runs``: ``runs`` ([{"table", "postings", "tier"}], oldest first),
-        ``cut`` (the last record id whose postings are in a run), ``next_id`` and
-        ``removed`` (records removed so far)."""
+        ``cut`` (the last record id whose postings are in a run), ``next_id``, ``removed``
+        (records removed so far) and ``stamp`` (new with every change of the recent postings,
+        :class:`~.run_filters.RecentFilter`; absent in stores made before it)."""
         cursor.execute(f"SELECT value FROM {self.meta_table} WHERE name = 'runs'")
         state: dict[str, Any] = json.loads(cursor.fetchone()[0])
         return state
@@ -132,17 +140,23 @@ class PostingRuns:
         (for :meth:`cut_if_full` in the same transaction)."""
         state = self.state(cursor)
         first = int(state["next_id"])
-        state["next_id"] = first + count
+        if self.recent.current(state) is None and _empty(state):
+            self.recent.reset(state, np.empty(0, np.int64), self._recent_capacity)
+        before = version_of(state)
+        state.update(next_id=first + count, stamp=_stamp())
         self._save(cursor, state)
+        self.written_over = before
         return list(range(first, first + count)), state
 
-    def add(self, cursor: Any, keys: IntArray, ids: list[int]) -> None:
-        """The postings of new records: ``keys`` is (records, tables), ``ids`` their ids. They
-        go in key order, so consecutive inserts land on neighbouring leaf pages."""
+    def add(self, cursor: Any, keys: IntArray, ids: list[int], state: dict[str, Any]) -> None:
+        """The postings of new records: ``keys`` is (records, tables), ``ids`` their ids and
+        ``state`` what :meth:`reserve_ids` returned. They go in key order, so consecutive
+        inserts land on neighbouring leaf pages."""
         flat = keys.ravel()
         order = np.argsort(flat, kind="stable")
         repeated = np.repeat(np.asarray(ids, dtype=np.int64), keys.shape[1])
         self._insert_postings(cursor, flat[order], repeated[order])
+        self.recent.added(self.written_over, state, flat)
 
     def note_removed(self, cursor: Any, count: int) -> None:
         """Count removed records, whose postings later merges must leave out."""
@@ -170,8 +184,9 @@ class PostingRuns:
         for table in retired:
             cursor.execute(f"DROP TABLE {table}")
             cursor.execute(f"DELETE FROM {self.filters_table} WHERE name = {self.placeholder}", (table,))
-        state.update(runs=runs, cut=last_id)
+        state.update(runs=runs, cut=last_id, stamp=_stamp())
         self._save(cursor, state)
+        self.recent.reset(state, np.empty(0, np.int64), self._recent_capacity)
 
     def _build(self, cursor: Any, sources: list[str], tier: int, live_only: bool) -> dict[str, Any]:
         """One new run of ``tier`` from the postings of ``sources`` (``live_only``: without
@@ -196,29 +211,36 @@ class PostingRuns:
         return {"table": table, "postings": int(keys.size), "tier": tier}
 
     # -- reads ----------------------------------------------------------------------------
-    def open_for_reading(self, cursor: Any) -> list[str]:
-        """The posting tables, with the filters of their runs read; run changes are locked
-        out for the rest of the transaction."""
+    def open_for_reading(self, cursor: Any) -> tuple[list[str], dict[str, Any]]:
+        """The posting tables and the state, with the filters of the runs read; run changes
+        are locked out for the rest of the transaction."""
         self._lock_for_reading(cursor)
-        tables = self.tables(self.state(cursor))
+        state = self.state(cursor)
+        tables = self.tables(state)
         missing = [table for table in tables[1:] if table not in self.filters]
         if missing:
             for name, bits in self._read_filters(cursor, missing):
                 self.filters[name] = np.frombuffer(bytes(bits), dtype=np.uint64)
         for table in set(self.filters) - set(tables):
             del self.filters[table]  # merged away
-        return tables
+        return tables, state
 
     def find(self, cursor: Any, keys: IntArray) -> list[tuple[Any, ...]]:
         """(posting key, key_text, key_int, fingerprint) of every live record that has one of
         ``keys``, once per posting."""
-        tables = self.open_for_reading(cursor)
+        tables, state = self.open_for_reading(cursor)
         unique = np.unique(keys)
-        asked = {tables[0]: unique}  # the recent postings have no filter
-        for table in tables[1:]:
-            passed = unique[may_contain(self.filters[table], unique)]
+        filters = dict(self.filters)
+        recent = self._recent_filter(cursor, state)
+        if recent is not None:
+            filters[tables[0]] = recent
+        asked = {}
+        for table in tables:
+            passed = unique[may_contain(filters[table], unique)] if table in filters else unique
             if passed.size:
                 asked[table] = passed
+        if not asked:
+            return []
         parts, parameters = [], []
         for table, values in asked.items():
             condition, parameter = self._one_of_keys(values)
@@ -232,9 +254,25 @@ class PostingRuns:
         rows: list[tuple[Any, ...]] = cursor.fetchall()
         return rows
 
+    @property
+    def _recent_capacity(self) -> int:
+        return self.run_records * self.table_count
+
+    def _recent_filter(self, cursor: Any, state: dict[str, Any]) -> UInt64Array | None:
+        """The filter of the recent postings of ``state`` (None: ask the table for every key).
+        Read in full once per process, and again whenever the postings are empty."""
+        found = self.recent.current(state)
+        if found is not None:
+            return found
+        empty = _empty(state)
+        if empty or self.recent.words is None:
+            keys = np.empty(0, np.int64) if empty else self._keys_of(cursor, self.postings_table, -1)
+            self.recent.reset(state, keys, self._recent_capacity)
+        return self.recent.current(state)
+
     def stats(self, cursor: Any, bit_counts: list[int]) -> list[TableStats]:
         """Bucket counts per table over the live postings."""
-        tables = self.open_for_reading(cursor)
+        tables, _ = self.open_for_reading(cursor)
         union = " UNION ALL ".join(f"SELECT k, id FROM {table}" for table in tables)
         shift, mask = 64 - TABLE_BITS, (1 << TABLE_BITS) - 1
         cursor.execute(
@@ -313,6 +351,7 @@ class RunsStorage(SqlStorage):
 
     def attach(self, scheme: Scheme, mu: float) -> None:
         super().attach(scheme, mu)
+        self.runs.table_count = scheme.table_count
         with self._transaction() as cursor:
             cursor.execute(f"SELECT value FROM {self.meta_table} WHERE name = 'layout'")
             row = cursor.fetchone()
@@ -346,7 +385,7 @@ class RunsStorage(SqlStorage):
                 self._insert_records(cursor, rows)
             except self._integrity_errors() as exc:
                 raise raced_key_error(self.where, exc) from exc
-            self.runs.add(cursor, keys, ids)
+            self.runs.add(cursor, keys, ids, state)
             self.runs.cut_if_full(cursor, state, max(ids))
 
     def _insert_records(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
@@ -397,3 +436,13 @@ class RunsStorage(SqlStorage):
         with self._transaction(write=True) as cursor:
             self.runs.drop(cursor)
             cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
+
+
+def _stamp() -> str:
+    """A token never used before (see :class:`~.run_filters.RecentFilter`)."""
+    return secrets.token_hex(8)
+
+
+def _empty(state: dict[str, Any]) -> bool:
+    """Whether the recent postings of a state are empty (every record's are in a run)."""
+    return int(state["next_id"]) <= int(state["cut"]) + 1
