@@ -391,6 +391,24 @@ def test_band_queries_equal_brute_force(opened: Callable[..., SimhashIndex]) -> 
     assert len(index) == 300
 
 
+def test_queries_with_records_equal_queries_and_reads(opened: Callable[..., SimhashIndex]) -> None:
+    """``query_many_with_records`` (what check-and-add reads: SQL stores take the records with
+    the postings) gives query_many's matches and, for every match, what get_many gives."""
+    index = opened(band_config())
+    keys, values, sketches = band_corpus(300, seed=21)
+    clusters = [key if row % 3 else keys[max(row - 1, 0)] for row, key in enumerate(keys)]
+    index.add_many(keys[:250], values[:250], signatures=sketches[:250], clusters=clusters[:250])
+    index.add_many(keys[250:], values[250:], signatures=sketches[250:])  # no cluster ids
+    index.remove_many(keys[:10])
+    queries, query_sketches = band_queries(values, sketches, seed=22)
+    found, records = index.query_many_with_records(queries, signatures=query_sketches)
+    assert found == index.query_many(queries, signatures=query_sketches)
+    matched = list(dict.fromkeys(match.key for matches in found for match in matches))
+    assert len(matched) > 250 and not set(matched) & set(keys[:10])
+    assert [records[key] for key in matched] == index.get_many(matched)
+    assert sum(records[key].cluster is not None for key in matched) > 200
+
+
 def test_band_remove_then_query_finds_no_removed_record(opened: Callable[..., SimhashIndex]) -> None:
     """Removing records removes their band postings: queries then equal brute force over
     what is left, and a removed key added back with another sketch is found by that one only."""

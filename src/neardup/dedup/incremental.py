@@ -119,12 +119,12 @@ class IncrementalDeduper:
         """The verified matches, and the stored records read to verify them (check-and-add
         takes their cluster ids from these instead of reading them again)."""
         words = self.index.words(fingerprints)
-        found = self.index.query_many(_flat(words), max_distance=max_distance, signatures=signatures)
         if not self.verifying or self.verifier is None:
-            return found, {}
+            return self.index.query_many(_flat(words), max_distance=max_distance, signatures=signatures), {}
         check_verifiable(self.verifier, signatures)
-        keys = list({match.key: None for matches in found for match in matches})
-        stored = {record.key: record for record in self.index.get_many(keys) if record is not None}
+        found, stored = self.index.query_many_with_records(
+            _flat(words), max_distance=max_distance, signatures=signatures
+        )
         return verify_with_records(found, self.verifier, signatures, stored), stored
 
     # -- check-and-add -------------------------------------------------------------------

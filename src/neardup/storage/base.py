@@ -20,7 +20,7 @@ import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -108,6 +108,9 @@ class Candidates:
     rows: IntArray
     keys: list[Key]
     words: UInt64Array
+    #: The stored records of the keys, where the backend read them with the postings
+    #: (``candidates(..., records=True)`` on a store whose :attr:`Storage.reads_records`).
+    records: dict[Key, StoredRecord] = field(default_factory=dict)
 
 
 class Storage(ABC):
@@ -201,8 +204,9 @@ class Storage(ABC):
         """The stored record of each key (None where absent), in order."""
 
     @abstractmethod
-    def candidates(self, words: UInt64Array) -> Candidates:
-        """Records that share at least one table's block key with each query."""
+    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
+        """Records that share at least one table's block key with each query (``records``:
+        with their stored records too, where :attr:`reads_records`)."""
 
     @abstractmethod
     def size(self) -> int:
@@ -223,21 +227,41 @@ class Storage(ABC):
         )
 
     # -- search --------------------------------------------------------------------------
+    #: Whether :meth:`candidates` can read the found records in the same statement.
+    reads_records = False
+
     def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:
         """(query rows, keys, fingerprint words) of every stored record within
         ``max_distance`` of each query, each (row, key) once; the distance is recomputed by
         the caller. Backends with their own fast path override this."""
+        found = self._search(words, max_distance, records=False)
+        return found.rows, found.keys, found.words
+
+    def search_records_many(self, words: UInt64Array, max_distance: int) -> Candidates:
+        """:meth:`search_many` with the stored record of every key found (their signatures
+        verify the matches, their cluster ids place a new record): read with the postings
+        where the store can (one statement fewer per batch), else by :meth:`get_many`."""
+        if self.reads_records:
+            return self._search(words, max_distance, records=True)
+        rows, keys, found = self.search_many(words, max_distance)
+        stored = self.get_many(list(dict.fromkeys(keys)))
+        return Candidates(rows, keys, found, {record.key: record for record in stored if record is not None})
+
+    def _search(self, words: UInt64Array, max_distance: int, *, records: bool) -> Candidates:
         width = self.scheme.fingerprint_words
-        parts = [
-            verified(self.candidates(words[start : start + QUERY_BATCH]), words, max_distance, start, width)
-            for start in range(0, words.shape[0], QUERY_BATCH)
-        ]
+        parts, read = [], {}
+        for start in range(0, words.shape[0], QUERY_BATCH):
+            found = self.candidates(words[start : start + QUERY_BATCH], records=records)
+            read.update(found.records)
+            parts.append(verified(found, words, max_distance, start, width))
         if not parts:
-            return np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64)
-        rows = np.concatenate([part.rows for part in parts])
-        keys = [key for part in parts for key in part.keys]
-        found = np.concatenate([part.words for part in parts])
-        return rows, keys, found
+            return Candidates(np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64))
+        return Candidates(
+            np.concatenate([part.rows for part in parts]),
+            [key for part in parts for key in part.keys],
+            np.concatenate([part.words for part in parts]),
+            read,
+        )
 
 
 def verified(

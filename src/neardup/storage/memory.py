@@ -362,7 +362,7 @@ class MemoryStorage(Storage):
         slots = self.find_many(keys, key_hashes(keys)).tolist()
         return [None if slot < 0 else self._record(slot) for slot in slots]
 
-    def candidates(self, words: UInt64Array) -> Candidates:
+    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
         rows_parts, slot_parts = [], []
         for segment in self.segments:
             rows, entries = segment.candidates_many(words)

@@ -342,7 +342,7 @@ class MongoStorage(Storage):
         found = {record.key: record for record in self._records(documents)}
         return [found.get(key) for key in keys]
 
-    def candidates(self, words: UInt64Array) -> Candidates:
+    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
         """One find per batch: by block fields (records) or bucket ``_id`` (buckets); the
         members' block keys, recomputed from their fingerprints, pair them with the queries."""
         blocks = self.scheme.keys(words)

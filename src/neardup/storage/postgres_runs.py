@@ -73,6 +73,11 @@ class PostgresRuns(PostingRuns):
             "SET LOCAL maintenance_work_mem = '256MB'; SET LOCAL work_mem = '64MB'"
         )
 
+    def _fetch(self, cursor: Any, statement: str, parameters: Any) -> list[tuple[Any, ...]]:
+        cursor.execute(statement, parameters, binary=True)
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
+
     def _empty_postings(self, cursor: Any) -> None:
         # Readers wait here, not during the builds; TRUNCATE is transactional in PostgreSQL.
         cursor.execute(f"LOCK TABLE {self.postings_table} IN ACCESS EXCLUSIVE MODE")

@@ -358,7 +358,7 @@ class RedisStorage(Storage):
             np.concatenate([part.words for part in parts]),
         )
 
-    def candidates(self, words: UInt64Array) -> Candidates:
+    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
         """One MGET of each distinct (table, block) bucket of the batch; a member found in
         bucket b is a candidate of every query whose block in b's table is b's. The words
         returned are the members' fingerprint words (all that a bucket keeps)."""

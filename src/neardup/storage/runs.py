@@ -64,9 +64,10 @@ from .base import (
     match_blocks,
     raced_key_error,
     words_to_bytes,
+    words_to_int,
 )
 from .run_filters import TABLE_BITS, RecentFilter, build_filter, may_contain, posting_keys, version_of
-from .sql import SqlStorage
+from .sql import RECORD_COLUMNS, SqlStorage, stored_record
 
 #: The layout a store of this module records in its meta row ``layout``.
 LAYOUT = "runs-1"
@@ -225,9 +226,9 @@ class PostingRuns:
             del self.filters[table]  # merged away
         return tables, state
 
-    def find(self, cursor: Any, keys: IntArray) -> list[tuple[Any, ...]]:
-        """(posting key, key_text, key_int, fingerprint) of every live record that has one of
-        ``keys``, once per posting."""
+    def find(self, cursor: Any, keys: IntArray, extra: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+        """(posting key, key_text, key_int, fingerprint, the ``extra`` record columns) of every
+        live record that has one of ``keys``, once per posting."""
         tables, state = self.open_for_reading(cursor)
         unique = np.unique(keys)
         filters = dict(self.filters)
@@ -246,13 +247,13 @@ class PostingRuns:
             condition, parameter = self._one_of_keys(values)
             parts.append(f"SELECT k, id FROM {table} WHERE {condition}")
             parameters.append(parameter)
-        cursor.execute(
-            f"SELECT p.k, r.key_text, r.key_int, r.fingerprint FROM ({' UNION ALL '.join(parts)}) AS p "
-            f"JOIN {self.records_table} AS r ON r.id = p.id",
+        columns = "".join(f", r.{column}" for column in extra)
+        return self._fetch(
+            cursor,
+            f"SELECT p.k, r.key_text, r.key_int, r.fingerprint{columns} "
+            f"FROM ({' UNION ALL '.join(parts)}) AS p JOIN {self.records_table} AS r ON r.id = p.id",
             parameters,
         )
-        rows: list[tuple[Any, ...]] = cursor.fetchall()
-        return rows
 
     @property
     def _recent_capacity(self) -> int:
@@ -330,6 +331,12 @@ class PostingRuns:
     def _empty_postings(self, cursor: Any) -> None:
         cursor.execute(f"DELETE FROM {self.postings_table}")
 
+    def _fetch(self, cursor: Any, statement: str, parameters: Any) -> list[tuple[Any, ...]]:
+        """Every row of a read (PostgreSQL: in binary, which spares hex-coding the blobs)."""
+        cursor.execute(statement, parameters)
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
+
 
 class RunsStorage(SqlStorage):
     """A SQL store whose new indexes use the runs layout; stores of the column layout made
@@ -405,21 +412,31 @@ class RunsStorage(SqlStorage):
             if self._runs_layout:
                 self.runs.note_removed(cursor, len(set(keys)))
 
-    def candidates(self, words: UInt64Array) -> Candidates:
+    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
         if not self._runs_layout:
-            return super().candidates(words)
+            return super().candidates(words, records=records)
         keys = posting_keys(self.scheme.keys(words))
         with self._transaction() as cursor:
             self._prefer_indexes(cursor)
-            rows = self.runs.find(cursor, keys)
+            rows = self.runs.find(cursor, keys, RECORD_COLUMNS if records else ())
         if not rows:
             return Candidates(np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64))
         found = np.array([row[0] for row in rows], dtype=np.int64).view(np.uint64)
         positions, found_rows = match_blocks(keys.reshape(-1, 1).view(np.uint64), found.reshape(-1, 1))
         found_words = bytes_to_words([bytes(row[3]) for row in rows], words.shape[1])
         record_keys = [key_from_columns(row[1], row[2]) for row in rows]
+        read = {}
+        if records:
+            width = self.scheme.fingerprint_words
+            for position, row in enumerate(rows):
+                key = record_keys[position]
+                if key not in read:  # a record comes once per posting found
+                    read[key] = stored_record(key, words_to_int(found_words[position], width), row[4:])
         return Candidates(
-            positions // keys.shape[1], [record_keys[i] for i in found_rows.tolist()], found_words[found_rows]
+            positions // keys.shape[1],
+            [record_keys[i] for i in found_rows.tolist()],
+            found_words[found_rows],
+            read,
         )
 
     def stats(self) -> BucketStats:

@@ -325,31 +325,38 @@ class SqlStorage(Storage):
                         found[record.key] = record
         return [found.get(key) for key in keys]
 
-    def candidates(self, words: UInt64Array) -> Candidates:
+    reads_records = True
+
+    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
         blocks = to_signed(self.scheme.keys(words))
         conditions, values = [], []
         for table, column in enumerate(self._block_columns):
             condition, parameters = self._one_of(column, np.unique(blocks[:, table]).tolist())
             conditions.append(condition)
             values.extend(parameters)
-        columns = ", ".join(self._block_columns)
+        columns = ", ".join(
+            ["key_text", "key_int", "fingerprint", *self._block_columns, *(RECORD_COLUMNS if records else ())]
+        )
         rows = []
         with self._transaction() as cursor:
             self._prefer_indexes(cursor)
             for name in self.tables:
-                cursor.execute(
-                    f"SELECT key_text, key_int, fingerprint, {columns} FROM {name} "
-                    f"WHERE {' OR '.join(conditions)}",
-                    values,
-                )
+                cursor.execute(f"SELECT {columns} FROM {name} WHERE {' OR '.join(conditions)}", values)
                 rows += cursor.fetchall()
         if not rows:
             return Candidates(np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64))
-        found_blocks = np.array([row[3:] for row in rows], dtype=np.int64).view(np.uint64)
+        tables = len(self._block_columns)
+        found_blocks = np.array([row[3 : 3 + tables] for row in rows], dtype=np.int64).view(np.uint64)
         query_rows, found_rows = match_blocks(blocks.view(np.uint64), found_blocks)
         found_words = bytes_to_words([bytes(row[2]) for row in rows], words.shape[1])
         keys = [key_from_columns(row[0], row[1]) for row in rows]
-        return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows])
+        read = {}
+        if records:
+            fingerprint_words = self.scheme.fingerprint_words
+            for position, row in enumerate(rows):
+                fingerprint = words_to_int(found_words[position], fingerprint_words)
+                read[keys[position]] = stored_record(keys[position], fingerprint, row[3 + tables :])
+        return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows], read)
 
     def size(self) -> int:
         total = 0
@@ -431,11 +438,10 @@ class SqlStorage(Storage):
             return []
         words = bytes_to_words([bytes(row[2]) for row in rows], width)
         return [
-            StoredRecord(
+            stored_record(
                 key_from_columns(row[0], row[1]),
                 words_to_int(words[position], self.scheme.fingerprint_words),
-                None if row[3] is None else key_from_columns(row[3], row[4]),
-                None if row[5] is None else bytes(row[5]),
+                row[3:],
             )
             for position, row in enumerate(rows)
         ]
@@ -467,6 +473,21 @@ class SqlStorage(Storage):
 
     def signature_type(self) -> str:
         return self.blob_type
+
+
+#: The columns of a record beyond its key and fingerprint, as :func:`stored_record` takes them.
+RECORD_COLUMNS = ("cluster_text", "cluster_int", "signature")
+
+
+def stored_record(key: Key, fingerprint: int, columns: Sequence[Any]) -> StoredRecord:
+    """A record from its key, fingerprint and :data:`RECORD_COLUMNS` values."""
+    cluster_text, cluster_int, signature = columns[:3]
+    return StoredRecord(
+        key,
+        fingerprint,
+        None if cluster_text is None else key_from_columns(cluster_text, cluster_int),
+        None if signature is None else bytes(signature),
+    )
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
