@@ -7,6 +7,7 @@ One local[2] SparkSession serves the whole test session (starting one costs ~10 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-from neardup import BlockScheme, Fingerprinter, brute_force_pairs
+from neardup import BlockScheme, ConfigError, FingerprintConfig, Fingerprinter, brute_force_pairs
 from neardup.cli.main import main
 from neardup.dedup.clusters import components
 from neardup.io.record import Record
@@ -152,6 +153,30 @@ def test_default_search_same_as_local_default(spark: SparkSession, tmp_path: Pat
         assert (tmp_path / f"spark.{output}.jsonl").read_bytes() == (
             tmp_path / f"local.{output}.jsonl"
         ).read_bytes()
+
+
+def test_the_library_call_writes_what_the_command_writes(spark: SparkSession, tmp_path: Path) -> None:
+    """``neardup.spark.dedup.dedup`` (the call the command makes) on a job built by hand
+    writes the command's pairs and clusters byte for byte, and refuses a CSV input first."""
+    from neardup.spark.dedup import dedup
+    from neardup.spark.job import DedupJob
+    from neardup.spark.output import Outputs
+
+    source = _default_fixture(tmp_path / "docs.jsonl")
+    command = [f"--pairs={tmp_path / 'cli.p.jsonl'}", f"--clusters={tmp_path / 'cli.c.jsonl'}"]
+    assert _run(_spark_args(str(source), *command)).exit_code == 0
+    job = DedupJob(
+        input=str(source), read=ReadSettings(format="jsonl"), config=FingerprintConfig(), max_distance=None
+    )
+    outputs = Outputs(pairs=str(tmp_path / "lib.p.jsonl"), clusters=str(tmp_path / "lib.c.jsonl"))
+    result = dedup(job, outputs, master="local[2]", conf=SPARK_CONF)
+    assert result.records > 0 and result.pairs > 0 and result.session_seconds >= 0
+    for output in ("p", "c"):
+        assert (tmp_path / f"lib.{output}.jsonl").read_bytes() == (
+            tmp_path / f"cli.{output}.jsonl"
+        ).read_bytes()
+    with pytest.raises(ConfigError, match="JSONL or Parquet"):
+        dedup(dataclasses.replace(job, read=ReadSettings(format="csv")), outputs)
 
 
 def test_spark_search_simhash_needs_k(tmp_path: Path) -> None:

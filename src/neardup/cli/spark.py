@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import click
 
-from ..errors import ConfigError, InputError
 from ..io.read import detect_format
 from ..io.record import ErrorReport
 from ..spark import require_pyspark
+from ..spark.dedup import check_input, dedup, is_local
 from .common import report_skipped, text_config
 from .dedup import Summary, block_scheme_of, check_directory, check_outputs, parse_distance
 from .dedup import dedup as local_dedup
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _CONF = re.compile(r"^([^=\s]+)=(.*)$")
 OUTPUT_FORMATS = ("auto", "jsonl", "parquet")
 
@@ -35,10 +33,6 @@ def _parse_conf(ctx: click.Context, param: click.Parameter, values: tuple[str, .
             raise click.BadParameter(f"{value!r} is not KEY=VALUE, e.g. spark.executor.memory=8g", ctx, param)
         settings[match.group(1)] = match.group(2)
     return settings
-
-
-def _is_local(path: str) -> bool:
-    return not _URL.match(path) and not path.startswith("file:")
 
 
 @click.group(short_help="Run neardup on Apache Spark (needs neardup[spark]).")
@@ -100,40 +94,26 @@ def _spark_dedup(**params: Any) -> None:
     targets = check_outputs(
         ctx, params["pairs_path"], params["clusters_path"], params["emit"], params["output"]
     )
+    for target in targets:
+        if is_local(target):
+            check_directory(target)
     config = text_config(ctx)
     block_scheme = _block_scheme(ctx, config.bits, params)
-    source, input_format = _checked_input(targets, params)
-
-    from ..spark.job import run_dedup
-    from ..spark.session import build_session
-
+    source: str = params["input_path"]
+    input_format = detect_format(source, params["input_format"])
+    check_input(source, input_format)  # before the job's modules import pyspark
     job, outputs = _job_of(params, source, input_format, config, block_scheme)
     conf = dict(params["spark_conf"])
     if params["progress"] is not None:
         conf.setdefault("spark.ui.showConsoleProgress", str(params["progress"]).lower())
-    session = build_session(params["master"], params["partitions"], conf)
     ready = time.perf_counter()
-    result = run_dedup(session, job, outputs, stats=params["stats"])
+    result = dedup(job, outputs, master=params["master"], conf=conf, stats=params["stats"])
     summary = _summary_of(result, params, config.bits)
     if params["stats"]:
-        _echo_stats(result, summary, ready - started)
+        _echo_stats(result, summary, ready - started + result.session_seconds)
     else:
         click.echo(summary.line(), err=True)
     report_skipped(ErrorReport(count=result.skipped, messages=result.messages))
-
-
-def _checked_input(targets: list[str], params: dict[str, Any]) -> tuple[str, str]:
-    """INPUT and its format, once local output folders and the input are checked."""
-    for target in targets:
-        if _is_local(target):
-            check_directory(target)
-    source: str = params["input_path"]
-    if _is_local(source) and not any(char in source for char in "*?[{") and not Path(source).exists():
-        raise InputError(f"cannot open input {source}: no such file or folder")
-    input_format = detect_format(source, params["input_format"])
-    if input_format not in ("jsonl", "parquet"):
-        raise ConfigError(f"the Spark job reads JSONL or Parquet, not {input_format}; convert {source} first")
-    return source, input_format
 
 
 def _job_of(

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..distance import row_distances, word_ints
 from ..errors import InputError, KeyExistsError
+from ..storage.base import Candidates
 from ..storage.memory import Key
 from ..storage.memory import plain_key as _plain
 
@@ -27,6 +29,23 @@ class Match:
 def match_order(match: Match) -> tuple[int, bool, Key]:
     """(distance, key) with int keys before str keys, so mixed keys still sort."""
     return (match.distance, isinstance(match.key, str), match.key)
+
+
+def matches_of(words: npt.NDArray[np.uint64], found: Candidates, width: int) -> list[list[Match]]:
+    """One list of matches per query row of ``words``, by (distance, key), from a store's
+    search (distances over the first ``width`` words, the fingerprint's)."""
+    out: list[list[Match]] = [[] for _ in range(words.shape[0])]
+    if not found.keys:
+        return out
+    prints = found.words[:, :width]
+    distances = row_distances(prints ^ words[found.rows, :width]).tolist()
+    values = word_ints(prints)
+    for position, row in enumerate(found.rows.tolist()):
+        out[row].append(Match(found.keys[position], values[position], distances[position]))
+    for matches in out:
+        if len(matches) > 1:
+            matches.sort(key=match_order)
+    return out
 
 
 def _key_array(keys: list[Key]) -> npt.NDArray[Any]:

@@ -24,20 +24,28 @@ import numpy as np
 import numpy.typing as npt
 
 from ..blocks import DEFAULT_MU, BucketStats
-from ..distance import as_words, ints_to_words, row_distances, word_ints
+from ..distance import as_words, ints_to_words
 from ..errors import ConfigError, IndexConfigMismatchError, InputError
 from ..fingerprint.config import FingerprintConfig
 from ..similarity.bands import BandScheme, Scheme, scheme_from_dict
 from ..similarity.minhash import signature_blobs
 from ..storage import DEFAULT_URL, open_storage
-from ..storage.base import RecordBatch, Storage, StoredRecord, check_keys, key_not_found_error, lookable
+from ..storage.base import (
+    Candidates,
+    RecordBatch,
+    Storage,
+    StoredRecord,
+    check_keys,
+    key_not_found_error,
+    lookable,
+)
 from ..storage.memory import Key, MemoryStorage, key_hash, key_hashes
 from ..storage.memory import plain_key as _plain
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
 from .files import write_index_file
-from .keys import Match, _check_distinct, _check_key, _check_keys, _key_array, match_order
+from .keys import Match, _check_distinct, _check_key, _check_keys, _key_array, match_order, matches_of
 from .meta import (
     DEFAULT_MEMORY_BUDGET,
     FORMAT,
@@ -228,7 +236,7 @@ class SimhashIndex:
         distance = self._distance(max_distance)
         words = self._stored_words(self.words(fingerprints), signatures)
         rows, keys, found = self.storage.search_many(words, distance)
-        return self._matches(words, rows, keys, found)
+        return matches_of(words, Candidates(rows, keys, found), self.scheme.fingerprint_words)
 
     def query_many_with_records(
         self,
@@ -243,29 +251,7 @@ class SimhashIndex:
         distance = self._distance(max_distance)
         words = self._stored_words(self.words(fingerprints), signatures)
         found = self.storage.search_records_many(words, distance)
-        return self._matches(words, found.rows, found.keys, found.words), found.records
-
-    def _matches(
-        self,
-        words: npt.NDArray[np.uint64],
-        rows: npt.NDArray[np.int64],
-        keys: list[Key],
-        found: npt.NDArray[np.uint64],
-    ) -> list[list[Match]]:
-        """One list of matches per query, by (distance, key), from a store's search."""
-        out: list[list[Match]] = [[] for _ in range(words.shape[0])]
-        if not keys:
-            return out
-        width = self.scheme.fingerprint_words
-        found = found[:, :width]
-        distances = row_distances(found ^ words[rows, :width]).tolist()
-        values = word_ints(found)
-        for position, row in enumerate(rows.tolist()):
-            out[row].append(Match(keys[position], values[position], distances[position]))
-        for matches in out:
-            if len(matches) > 1:
-                matches.sort(key=match_order)
-        return out
+        return matches_of(words, found, self.scheme.fingerprint_words), found.records
 
     def check(
         self, fingerprint: int, *, max_distance: int | None = None, signature: npt.ArrayLike | None = None

@@ -113,6 +113,8 @@ class DedupResult:
     method: str = "simhash"
     stats: BucketStats = field(default_factory=BucketStats)
     seconds: dict[str, float] = field(default_factory=dict)
+    #: The time the session took to start (set by :func:`neardup.spark.dedup.dedup`).
+    session_seconds: float = 0.0
 
 
 class _Timer:
