@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from neardup.cli.main import main
 from neardup.records.dedup import Verification, find_duplicate_records
+from neardup.records.run import SimhashSearch, dedup_records, group_rows, pair_rows
 from neardup.records.schema import FieldSpec, RecordSchema
 from neardup.records.sources import CsvSource, ParquetSource, open_source
 
@@ -61,6 +62,31 @@ def test_csv_every_row_gets_a_cluster_line(tmp_path: Path) -> None:
             assert "5 rows, 2 pairs within distance 18" in result.output  # -k auto for a small input
         else:
             assert "5 rows, 2 pairs agreeing on 70% of their filled columns" in result.output
+
+
+def test_the_library_calls_give_what_the_command_writes(tmp_path: Path) -> None:
+    """``dedup_records`` (the call the command makes) on an opened source: the command's
+    clusters and pairs by learned weights and by a Simhash search, reading only the columns
+    the schema keeps."""
+    source_path = write_csv(tmp_path / "people.csv")
+    expected = {"a1": "a1", "a2": "a1", "b1": "b1", "c1": "c1", "b2": "b1"}
+    for simhash in (None, SimhashSearch()):
+        with open_source(str(source_path)) as source:
+            result = dedup_records(source, RecordSchema(key="id", ignore=("notes",)), simhash=simhash)
+            assert source.columns == ["id", "name", "city", "born"]
+        keys = result.keys
+        clusters = result.clusters.cluster.tolist()
+        assert {key: keys[index] for key, index in zip(keys, clusters, strict=True)} == expected
+        assert [(row["a"], row["b"]) for row in pair_rows(result)] == [("a1", "a2"), ("b1", "b2")]
+        assert (result.model is None) == (simhash is not None)
+        rows = group_rows(result)
+        assert list(rows.groups) == [1, 1, 2, 3, 2] and list(rows.representatives) == [
+            "a1",
+            "a1",
+            "b1",
+            "c1",
+            "b1",
+        ]
 
 
 def test_parquet_source(tmp_path: Path) -> None:

@@ -2,13 +2,12 @@
 
 A thin adapter: options and the ``[records]`` / ``[fingerprint]`` tables of ``--config`` →
 a :class:`~neardup.records.schema.RecordSchema` and a source (:mod:`neardup.records.sources`) →
-:func:`~neardup.records.dedup.find_duplicate_records` → the CLUSTERS file, the pairs and the
-groups table.
+:func:`~neardup.records.run.dedup_records` → the CLUSTERS file, the pairs and the groups table
+(:mod:`neardup.records.run`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import tomllib
 from pathlib import Path
@@ -25,17 +24,11 @@ from ..fingerprint.config import FingerprintConfig
 from ..fingerprint.hashing import HASH_NAMES
 from ..io.output import write_jsonl
 from ..io.record import ErrorReport
-from ..records.dedup import (
-    AUTO,
-    DEFAULT_MAX_DISTANCE,
-    VERIFY_MODES,
-    RecordsResult,
-    find_duplicate_records,
-    verification,
-)
-from ..records.learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT, learned_duplicate_records
-from ..records.schema import RecordSchema, ResolvedSchema, parse_field, schema_from_mapping
-from ..records.sources import DEFAULT_CHUNK_SIZE, GroupRows, RowSource, SqlSource, open_source, write_groups
+from ..records.dedup import AUTO, DEFAULT_MAX_DISTANCE, VERIFY_MODES, RecordsResult, verification
+from ..records.learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT
+from ..records.run import SimhashSearch, dedup_records, pair_rows, write_group_table
+from ..records.schema import ResolvedSchema, parse_field, schema_from_mapping
+from ..records.sources import DEFAULT_CHUNK_SIZE, RowSource, SqlSource, open_source
 from .common import (
     TOKENIZER_SETTINGS,
     check_outputs_not_inputs,
@@ -289,47 +282,29 @@ def _fingerprint_config(
 
 
 def _run(row_source: RowSource, settings: dict[str, Any], report: ErrorReport) -> RecordsResult:
-    schema: RecordSchema = settings["record_schema"]
-    if not row_source.columns and isinstance(row_source, SqlSource):
-        row_source.open()  # a query's columns are known once it runs
-    wanted = schema.columns_to_read(row_source.columns)
-    if len(wanted) < len(row_source.columns):
-        row_source.select(wanted)
-    schema = dataclasses.replace(schema, ignore=())
-    progress = settings["progress"]
-
     def announce(resolved: ResolvedSchema) -> None:
         click.echo(f"neardup: {row_source.name}: {resolved.describe()}", err=True)
 
-    common = {
-        "keep": str(settings["keep"]),
-        "on_error": settings["on_error"],
-        "report": report,
-        "source_name": row_source.name,
-        "on_schema": announce,
-    }
-    with progress_bar(progress, "rows", unit=" rows") as bar:
-        if not settings["learned"]:
-            return find_duplicate_records(
-                row_source.columns,
-                row_source.chunks(),
-                schema,
-                config=settings["config"],
-                max_distance=settings["max_distance"],
-                check=settings["check"],
-                progress=bar.update,
-                **common,
-            )
-        result = learned_duplicate_records(
-            row_source.columns,
-            row_source.chunks(),
-            schema,
+    simhash = (
+        None
+        if settings["learned"]
+        else SimhashSearch(settings["config"], settings["max_distance"], settings["check"])
+    )
+    with progress_bar(settings["progress"], "rows", unit=" rows") as bar:
+        result = dedup_records(
+            row_source,
+            settings["record_schema"],
+            simhash=simhash,
             threshold=float(settings["match_threshold"]),
+            keep=str(settings["keep"]),
+            on_error=settings["on_error"],
+            report=report,
             progress=bar.update,
-            **common,
+            on_schema=announce,
         )
-    for line in result.model.describe():
-        click.echo(f"neardup: {line}", err=True)
+    if result.model is not None:
+        for line in result.model.describe():
+            click.echo(f"neardup: {line}", err=True)
     return result
 
 
@@ -337,41 +312,16 @@ def _write_outputs(result: RecordsResult, row_source: RowSource, settings: dict[
     if settings["clusters_path"]:
         write_jsonl(settings["clusters_path"], result.cluster_rows())
     if settings["pairs_path"]:
-        keys = result.keys
-        pairs = result.pairs
-        write_jsonl(
-            settings["pairs_path"],
-            (
-                {"a": keys[a], "b": keys[b], "distance": d}
-                for a, b, d in zip(pairs.i.tolist(), pairs.j.tolist(), pairs.distance.tolist(), strict=True)
-            ),
-        )
+        write_jsonl(settings["pairs_path"], pair_rows(result))
     if settings["write_table"]:
         assert isinstance(row_source, SqlSource)
-        write_groups(
-            row_source.engine,
+        write_group_table(
+            result,
+            row_source,
             settings["write_table"],
-            group_rows(result),
             schema=settings["db_schema"],
             replace=settings["replace_table"],
-            source_table=row_source.table,
-            source_query=row_source.query,
         )
-
-
-def group_rows(result: RecordsResult) -> GroupRows:
-    """The rows of the groups table: groups numbered 1, 2, ... in order of their first row."""
-    cluster = result.clusters.cluster
-    _, first_index, inverse = np.unique(cluster, return_index=True, return_inverse=True)
-    rank = np.empty(len(first_index), dtype=np.int64)
-    rank[np.argsort(first_index)] = np.arange(1, len(first_index) + 1)
-    keys = result.keys
-    return GroupRows(
-        keys=keys,
-        groups=rank[inverse].tolist() if len(cluster) else [],
-        representatives=[keys[index] for index in result.clusters.representative.tolist()],
-        distances=result.distances().tolist(),
-    )
 
 
 def _summary(result: RecordsResult, settings: dict[str, Any], seconds: float) -> str:
