@@ -131,6 +131,11 @@ def test_a_likely_pair_does_not_bridge_two_groups_whose_other_pairs_do_not_match
     # the same bridge between groups whose other compared pairs mostly match is kept
     pairs |= {(0, 3): 0.9, (1, 4): 0.8}
     assert (2, 3) in _guard(pairs)
+    # a row joins a pair of rows when 1 of the 2 pairs between them is likely (one pair of
+    # slack: small groups' shares are coarse), but not a trio when 1 of 3 is
+    assert _guard({(0, 1): 0.999, (1, 2): 0.995, (0, 2): 0.3}) == {(0, 1), (1, 2)}
+    trio = {(0, 1): 0.999, (0, 2): 0.999, (1, 2): 0.999, (2, 3): 0.995, (0, 3): 0.1, (1, 3): 0.1}
+    assert _guard(trio) == {(0, 1), (0, 2), (1, 2)}
     # a chain of single likely pairs, with nothing else compared, stays one group
     chain = {(0, 1): 0.999, (1, 2): 0.999, (2, 3): 0.995}
     assert _guard(chain) == set(chain)

@@ -21,13 +21,18 @@ from neardup.records.compare import (
     normalize_column,
     prepare_table,
     term_counts,
+    word_weights,
 )
 from neardup.records.weights import (
+    MIN_ANCHORS,
+    ColumnWeights,
     FieldWeights,
+    bound_disagreement,
     estimate_u_random,
     fit_weights,
     match_probability,
     match_weights,
+    source_columns,
 )
 
 RECORDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dev" / "records"
@@ -80,6 +85,110 @@ def test_close_values_with_other_numbers_are_different() -> None:
     assert levels_of(left[:3], right[:3], "name") == [0, 2, 2]
     assert levels_of(left[3:], right[3:], "text") == [0, 3]
     assert levels_of(["editorial 2003"], ["editorial 2003"], "name") == [3]
+
+
+def test_punctuation_is_no_difference_and_no_word() -> None:
+    """Values that differ only in punctuation reach the top level; exact agreement itself
+    (and so term frequencies) stays on the values as written."""
+    left = ["1110 W. Belmont", "Smith-Jones"]
+    assert levels_of(left, ["1110 W Belmont", "smith jones"], "name") == [3, 3]
+    title = "Call for Bids - Evidence from Online Labor Markets"
+    assert levels_of([title], ["Call for bids: evidence from online labor markets"], "text") == [3]
+
+
+def test_abbreviated_names_are_close_unless_their_numbers_differ() -> None:
+    left = ["600 W. Madison", "Dept. of Physics", "37 W 47TH ST", "600 W. Madison", "Ann"]
+    right = [
+        "600 West Madison Street",
+        "Department of Physics",
+        "37 West 47th Street",
+        "610 West Madison St",
+        "Ann Lee",
+    ]
+    assert levels_of(left, right, "name") == [1, 1, 1, 0, 0]
+
+
+def test_common_words_count_less_in_text() -> None:
+    """With word weights, two sites of one organisation share only its common words (level 0
+    where plain Jaccard gave 2), and a value sharing the rare words rises."""
+    people = ["maria", "rosa", "ana", "lucia", "carmen", "iris", "nora", "elsa"]
+    rows = [f"erie house fcch {name} site" for name in people]
+    idf = word_weights(rows, [1] * len(rows), len(rows))
+    assert idf["maria"] > idf["erie"] > 0
+
+    def text_levels(a: list[str], b: list[str], weights: dict[str, float] | None) -> list[int]:
+        return compare_values(
+            normalize_column(a, "text"), normalize_column(b, "text"), "text", weights
+        ).tolist()
+
+    left, right = (
+        ["erie house fcch maria site", "erie house fcch maria site"],
+        ["erie house fcch rosa site", "maria site"],
+    )
+    assert text_levels(left, right, None) == [2, 1]
+    assert text_levels(left, right, idf) == [0, 3]
+    table = prepare_table({"site": rows})
+    assert table.idf == ()  # prepare_table keeps plain Jaccard; the learned path adds weights
+
+
+def _anchor_weights(names: tuple[str, ...], kinds: tuple[str, ...]) -> FieldWeights:
+    """Column 0 a near key (exact agreement rare among non-matches), the others ordinary."""
+    columns = []
+    for position, (name, kind) in enumerate(zip(names, kinds, strict=True)):
+        size = len(LEVELS[kind])
+        if position == 0:
+            m, u = (
+                (0.1,) * (size - 1) + (1.0 - 0.1 * (size - 1),),
+                (0.999 - 0.001 * (size - 2),) + (0.001,) * (size - 1),
+            )
+        else:
+            m, u = (0.4, 0.1, 0.1, 0.4), (0.7, 0.1, 0.1, 0.1)
+        columns.append(ColumnWeights(name, kind, LEVELS[kind], m, u))
+    return FieldWeights(tuple(columns), 0.2, 10, True)
+
+
+def _pair_levels(names: tuple[str, ...], kinds: tuple[str, ...], levels: np.ndarray) -> PairLevels:
+    empty = np.full(len(levels), None, dtype=object)
+    return PairLevels(names, kinds, levels.astype(np.int8), tuple(empty for _ in names))
+
+
+def test_columns_duplicates_rarely_fill_are_source_columns() -> None:
+    """Pairs agreeing on the near key (the first 100) never both fill ``flag``, which the
+    other pairs always fill: ``flag`` comes with a source. ``city`` is filled alike."""
+    names, kinds = ("doi", "flag", "city"), ("code", "name", "name")
+    levels = np.zeros((200, 3), dtype=np.int64)
+    levels[:100, 0] = 2  # anchored
+    levels[:100, 1] = -1
+    levels[100:, 1] = 3
+    levels[:, 2] = np.tile([3, 0], 100)
+    weights = _anchor_weights(names, kinds)
+    assert source_columns(weights, _pair_levels(names, kinds, levels)) == ["flag"]
+    few = levels.copy()
+    few[MIN_ANCHORS - 1 :, 0] = 0  # too few anchored pairs to tell
+    assert source_columns(weights, _pair_levels(names, kinds, few)) == []
+
+
+def test_anchored_pairs_bound_the_disagreement_of_the_other_columns() -> None:
+    names, kinds = ("doi", "title", "pages"), ("code", "text", "name")
+    levels = np.zeros((300, 3), dtype=np.int64)
+    levels[:100, 0] = 2  # anchored: title differs in 5 of them
+    levels[:100, 1] = np.where(np.arange(100) < 5, 0, 3)
+    levels[:100, 2] = np.where(np.arange(100) < 5, 0, 3)
+    weights = _anchor_weights(names, kinds)
+    out_of_model = ColumnWeights("pages", "name", LEVELS["name"], (0.25,) * 4, (0.25,) * 4)
+    weights = FieldWeights((*weights.columns[:2], out_of_model), 0.2, 10, True)
+    bounded = bound_disagreement(weights, _pair_levels(names, kinds, levels))
+    title = bounded.column("title")
+    assert title.m[0] == pytest.approx(5.5 / 102)
+    assert sum(title.m) == pytest.approx(1.0)
+    assert title.m[1] / title.m[3] == pytest.approx(0.1 / 0.4)  # the other levels keep proportions
+    assert title.u == weights.column("title").u
+    assert bounded.column("pages") == out_of_model  # out of the model: m = u stays
+    assert bounded.column("doi") == weights.column("doi")  # no other near key anchors it
+    levels[:100, 1] = 0  # anchors that disagree more than EM's m never raise it
+    assert bound_disagreement(weights, _pair_levels(names, kinds, levels)).column("title") == weights.column(
+        "title"
+    )
 
 
 def test_kinds_from_values() -> None:

@@ -10,7 +10,9 @@ Simhash on short rows misses duplicates whose differing column moves the fingerp
 3. compares each candidate column by column (:func:`~neardup.records.compare.compare_pairs`)
    and fits Fellegi–Sunter m/u weights by EM without labels
    (:func:`~neardup.records.weights.fit_weights`, on at most :data:`FIT_PAIRS` pairs, a seeded
-   sample, so large tables fit in bounded time and runs repeat exactly);
+   sample, so large tables fit in bounded time and runs repeat exactly), without the columns
+   a source rather than the entity fills, and with each column's disagreement bounded by
+   pairs that agree on a near-key column (:func:`fit_model`);
 4. keeps pairs whose match probability (with term frequencies) reaches ``threshold`` and
    joins them into groups, most probable first, except a pair that would join two groups
    most of whose other compared pairs are more likely non-matches (:func:`guarded_pairs`):
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,11 +50,20 @@ from .compare import (
     compare_pairs,
     comparison_kind,
     normalize_column,
+    word_weights,
 )
 from .dedup import RecordsResult, _sample
 from .schema import RecordSchema, ResolvedField, ResolvedSchema, RowChunk
 from .values import RecordKey, record_key
-from .weights import SEED, ColumnWeights, FieldWeights, fit_weights, match_probability
+from .weights import (
+    SEED,
+    ColumnWeights,
+    FieldWeights,
+    bound_disagreement,
+    fit_weights,
+    match_probability,
+    source_columns,
+)
 
 #: Default P(match) a pair needs. EM's λ is the share of duplicates among candidates, not in
 #: the table, and pairs chain into clusters, so the midpoint let through chains of plausible
@@ -75,9 +86,18 @@ SCORE_CHUNK = 500_000
 #: has a match probability of at least :data:`GUARD_PROBABILITY` (:func:`guarded_pairs`). On
 #: the dev sets, majority / more likely than not gave Chicago CSV F1 0.827 → 0.873 and HPI
 #: Cora 0.875 → 0.900, FEBRL and the bib sets within 0.001; a share of 0.3 or 0.7, or a
-#: probability of 0.9, were lower on one or the other.
-GUARD_SHARE = 0.5
+#: probability of 0.9, were lower on one or the other. Since text is compared without
+#: punctuation and with word weights (:mod:`neardup.records.compare`), records that share a
+#: title but not a venue (a technical report and the paper) score closer, and a bare majority
+#: let such groups join (HPI Cora 0.896): three in four of the pairs between them must now
+#: be likely matches (shares 0.55–0.85 gave Cora 0.907–0.918, Chicago 0.917–0.923; 0.5 gave
+#: Cora 0.896, Chicago 0.916; at 10⁶ rows records_scale.py gave F1 0.981 / 0.972 / 0.969 at
+#: 0.5 / 0.67 / 0.75), less :data:`GUARD_SLACK` pairs: between small groups the share
+#: is coarse (1 of 2, 2 of 3), and one typo-ridden pair of a person's records should not keep
+#: them apart (without it FEBRL 2 and 3 lost 3 and 10 of their duplicate pairs).
+GUARD_SHARE = 0.75
 GUARD_PROBABILITY = 0.5
+GUARD_SLACK = 1
 
 IntArray = npt.NDArray[np.int64]
 
@@ -225,20 +245,22 @@ class _Scored:
 
 
 def prepared(columns: Sequence[KeyColumn]) -> tuple[PreparedTable, dict[str, Counter[str]]]:
-    """The table for :func:`compare_pairs` (value arrays sharing the distinct strings) and
-    the term counts of the columns compared on single values."""
+    """The table for :func:`compare_pairs` (value arrays sharing the distinct strings, and the
+    word weights of text columns) and the term counts of the columns compared on single values."""
     keys = []
     counts: dict[str, Counter[str]] = {}
+    idf: list[dict[str, float] | None] = []
     for column in columns:
         values = np.empty(len(column.values) + 1, dtype=object)
         values[: len(column.values)] = column.values
         keys.append(values[column.codes])  # code -1 reads the trailing None
+        present = column.codes[column.codes >= 0]
+        tally = np.bincount(present, minlength=len(column.values)).tolist()
         if column.kind in TF_KINDS:
-            present = column.codes[column.codes >= 0]
-            tally = np.bincount(present, minlength=len(column.values)).tolist()
             counts[column.name] = Counter(dict(zip(column.values, tally, strict=True)))
-    table = PreparedTable(tuple(c.name for c in columns), tuple(c.kind for c in columns), tuple(keys))
-    return table, counts
+        idf.append(word_weights(column.values, tally, len(column.codes)) if column.kind == "text" else None)
+    names, kinds = tuple(c.name for c in columns), tuple(c.kind for c in columns)
+    return PreparedTable(names, kinds, tuple(keys), tuple(idf)), counts
 
 
 def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tuple[Pairs, _Scored]:
@@ -250,7 +272,7 @@ def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tu
     if total > FIT_PAIRS:
         sample = np.sort(np.random.default_rng(SEED).choice(total, FIT_PAIRS, replace=False))
     fitted = compare_pairs(table, candidates.i[sample], candidates.j[sample])
-    weights = fit_monotone(fitted)
+    weights = fit_model(fitted)
     tops = np.asarray([len(LEVELS[kind]) - 1 for kind in table.kinds], dtype=np.int8)
     probability = np.zeros(total, dtype=np.float64)
     differing = np.zeros(total, dtype=np.uint8)
@@ -279,8 +301,8 @@ def guarded_pairs(
     """The accepted pairs (positions into ``i``/``j``, ascending) that end inside one group
     when accepted pairs join groups most probable first, and a pair that would join two groups
     of which one has more than one row joins them only if at least :data:`GUARD_SHARE` of the
-    candidate pairs between the two groups have probability ≥ :data:`GUARD_PROBABILITY`.
-    Deterministic: ties in probability are taken in pair order."""
+    candidate pairs between the two groups (less :data:`GUARD_SLACK`) have probability ≥
+    :data:`GUARD_PROBABILITY`. Deterministic: ties in probability are taken in pair order."""
     if not len(accepted):
         return accepted
     nodes = np.unique(np.concatenate([i[accepted], j[accepted]]))
@@ -310,7 +332,7 @@ def guarded_pairs(
             spans = [np.arange(starts[x], starts[x + 1]) for x in members[left]]
             near = np.concatenate(spans)
             between = label[neighbours[near]] == right
-            if np.count_nonzero(good[near][between]) < GUARD_SHARE * np.count_nonzero(between):
+            if np.count_nonzero(good[near][between]) < GUARD_SHARE * np.count_nonzero(between) - GUARD_SLACK:
                 continue
         label[members[left]] = right
         members[right].extend(members[left])
@@ -327,13 +349,33 @@ def _agreement(levels: npt.NDArray[np.int8], tops: npt.NDArray[np.int8]) -> npt.
     return np.where(compared > 0, agreeing / np.maximum(compared, 1), 0.0)
 
 
-def fit_monotone(pairs: PairLevels, u: dict[str, tuple[float, ...]] | None = None) -> FieldWeights:
+def fit_model(pairs: PairLevels) -> FieldWeights:
+    """The weights of the learned path: :func:`fit_monotone`, fitted again without the
+    columns that :func:`~neardup.records.weights.source_columns` finds filled by a source
+    rather than by the entity, then disagreement bounded by anchored pairs
+    (:func:`~neardup.records.weights.bound_disagreement`)."""
+    weights = fit_monotone(pairs)
+    sources: set[str] = set()
+    while True:  # a refit may bring back columns the first fit had set to 0
+        found = set(source_columns(weights, pairs)) - sources
+        if not found:
+            return bound_disagreement(weights, pairs)
+        sources |= found
+        weights = fit_monotone(pairs, exclude=sources)
+
+
+def fit_monotone(
+    pairs: PairLevels, u: dict[str, tuple[float, ...]] | None = None, exclude: Collection[str] = ()
+) -> FieldWeights:
     """EM weights where agreement never counts against a match: EM on many correlated
     columns may learn a latent class other than "same entity" (rows of one source, which
     agree on source-specific columns), and such a class shows as columns whose exact
     agreement weighs below zero or whose disagreement weighs above. Those columns are set
-    to weight 0 (their m := u) and EM is fitted again on the rest, until none is left."""
-    active = list(range(len(pairs.names)))
+    to weight 0 (their m := u) and EM is fitted again on the rest, until none is left.
+    Columns named in ``exclude`` are left out (weight 0) from the start."""
+    active = [position for position, name in enumerate(pairs.names) if name not in exclude]
+    if not active:
+        active = list(range(len(pairs.names)))
     while True:
         subset = _columns(pairs, active)
         weights = fit_weights(subset, u)
