@@ -103,6 +103,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    keys = parse_ids(texts, int_ids)\n    stored = opened.get_many(keys)\n",
         ("tests/test_mutations_resolve_keys.py", "tests/test_ids.py"),
     ),
+    Mutation(
+        "recent-filter-stale",
+        "a process trusts its filter of the recent postings after another process has written",
+        "return self.words if self.version is not None and self.version == version_of(state) else None",
+        "return self.words",
+        ("tests/test_sql_runs.py",),
+    ),
 )
 
 
