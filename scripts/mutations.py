@@ -104,10 +104,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_mutations_resolve_keys.py", "tests/test_ids.py"),
     ),
     Mutation(
-        "recent-filter-stale",
-        "a process trusts its filter of the recent postings after another process has written",
-        "return self.words if self.version is not None and self.version == version_of(state) else None",
-        "return self.words",
+        "recent-postings-stale",
+        "a process trusts its copy of the recent postings after another process has written",
+        'return "current" if next_id == self.next_id else "behind"',
+        'return "current"',
         ("tests/test_sql_runs.py",),
     ),
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -205,23 +205,66 @@ def test_each_process_finds_what_another_added(
                 assert all(row in {match.key for match in matches} for row, matches in enumerate(found))
 
 
-def test_a_writers_filter_of_the_recent_postings_is_used_and_exact(url: str, small_runs: None) -> None:
-    """One writer alone keeps its filter current through adds and cuts (no full read of the
-    postings per batch), and the filter lets every recent posting through."""
-    values = np.random.default_rng(33).integers(0, 2**63, size=70, dtype=np.uint64)
-    sketch = sketches(70, seed=34)
+def recent_postings(storage: RunsStorage) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]]]:
+    """How the process's copy of the recent postings relates to the store, what it holds and
+    what the postings table holds, as sorted (key, id) pairs."""
+    runs = storage.runs
+    with storage._transaction() as cursor:
+        state = runs.state(cursor)
+        usable = runs.recent.usable_for(state)
+        stored = runs._postings_between(cursor, 0, int(state["next_id"]))
+    everything = np.iinfo(np.int64)
+    held = runs.recent.find(np.unique(np.concatenate([stored[0], [everything.min, everything.max]])))
+    pairs = [sorted(zip(*(part.tolist() for part in found), strict=True)) for found in (held, stored)]
+    return usable, pairs[0], pairs[1]
+
+
+def test_a_writer_keeps_its_copy_of_the_recent_postings_exact(
+    url: str, small_runs: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One writer alone keeps its in-memory copy of the recent postings current through adds
+    and cuts (never reading them back), equal to the table; a batch that rolls back (here its
+    cut fails) leaves the copy as it was, and the next add and queries are right."""
+    values = np.random.default_rng(33).integers(0, 2**63, size=77, dtype=np.uint64)
+    sketch = sketches(77, seed=34)
     with SimhashIndex.open(url, BANDS) as index:
         storage = storage_of(index)
+        reads: list[object] = []
+        counted = _counting(storage.runs._postings_between, reads)
+        monkeypatch.setattr(storage.runs, "_postings_between", counted)
+        sizes = []
         for start in range(0, 70, 7):
-            index.add_many(
-                list(range(start, start + 7)), values[start : start + 7], signatures=sketch[start : start + 7]
-            )
-            with storage._transaction() as cursor:
-                state = storage.runs.state(cursor)
-                recent = storage.runs.recent.current(state)
-                assert recent is not None
-                keys = storage.runs._keys_of(cursor, storage.runs.postings_table, -1)
-            assert may_contain(recent, keys).all()
+            rows = slice(start, start + 7)
+            index.add_many(list(range(start, start + 7)), values[rows], signatures=sketch[rows])
+            index.query_many(values[rows], signatures=sketch[rows])
+            usable, held, stored = recent_postings(storage)
+            assert usable == "current" and held == stored
+            sizes.append(len(held))
+        assert len(reads) == 10  # recent_postings() read them; the queries never did
+        assert 0 in sizes and max(sizes) >= 7 * 16  # across cuts
+        with monkeypatch.context() as patch:
+            patch.setattr(storage.runs, "cut_if_full", _failing)
+            with pytest.raises(RuntimeError, match="cut failed"):
+                index.add_many([70], values[70:71], signatures=sketch[70:71])
+        usable, held, stored = recent_postings(storage)
+        assert usable == "current" and held == stored
+        index.add_many(list(range(70, 77)), values[70:], signatures=sketch[70:])
+        found = index.query_many(values, signatures=sketch)
+        assert all(row in {match.key for match in matches} for row, matches in enumerate(found))
+        usable, held, stored = recent_postings(storage)
+        assert usable == "current" and held == stored and held
+
+
+def _counting(function: Callable[..., object], calls: list[object]) -> Callable[..., object]:
+    def counted(*args: object) -> object:
+        calls.append(args)
+        return function(*args)
+
+    return counted
+
+
+def _failing(*args: object) -> None:
+    raise RuntimeError("cut failed")
 
 
 def test_a_store_of_the_column_layout_is_still_served(url: str, monkeypatch: pytest.MonkeyPatch) -> None:

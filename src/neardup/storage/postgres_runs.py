@@ -53,6 +53,26 @@ class PostgresRuns(PostingRuns):
             parts.append(np.frombuffer(bytes(data or b""), dtype=">i8").astype(np.int64))
         return np.concatenate(parts)
 
+    def _postings_between(self, cursor: Any, first: int, stop: int) -> tuple[IntArray, IntArray]:
+        # Both aggregates walk the rows in one order, so the keys and ids stay paired.
+        cursor.execute(
+            f"SELECT string_agg(int8send(k), ''::bytea), string_agg(int8send(id), ''::bytea) "
+            f"FROM {self.postings_table} WHERE id >= %s AND id < %s",
+            (first, stop),
+            binary=True,
+        )
+        keys, ids = cursor.fetchone()
+        return (
+            np.frombuffer(bytes(keys or b""), dtype=">i8").astype(np.int64),
+            np.frombuffer(bytes(ids or b""), dtype=">i8").astype(np.int64),
+        )
+
+    def _given_postings(self, keys: IntArray, ids: IntArray) -> tuple[str, list[Any]]:
+        return "SELECT * FROM unnest(%s::bigint[], %s::bigint[]) AS g(k, id)", [
+            bigint_array(keys.tolist()),
+            bigint_array(ids.tolist()),
+        ]
+
     def _read_filters(self, cursor: Any, names: list[str]) -> list[tuple[str, bytes]]:
         cursor.execute(
             f"SELECT name, bits FROM {self.filters_table} WHERE name = ANY(%s)", (names,), binary=True

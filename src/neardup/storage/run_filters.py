@@ -60,10 +60,10 @@ def _filter_slots(keys: IntArray, words: int) -> tuple[UInt64Array, UInt64Array]
     return slots, masks
 
 
-def build_filter(keys: IntArray, capacity: int = 0) -> UInt64Array:
-    """A filter of ``keys``: :data:`FILTER_BITS` bits or more per key (per ``capacity`` keys
-    when that is more: room for keys added later), rounded to a power of two words."""
-    words = 1 << max(0, int(np.ceil(np.log2(max(len(keys), capacity, 1) * FILTER_BITS / 64))))
+def build_filter(keys: IntArray) -> UInt64Array:
+    """A filter of ``keys``: :data:`FILTER_BITS` bits or more per key, rounded to a power of
+    two words."""
+    words = 1 << max(0, int(np.ceil(np.log2(max(len(keys), 1) * FILTER_BITS / 64))))
     filter_words = np.zeros(words, dtype=np.uint64)
     add_to_filter(filter_words, keys)
     return filter_words
@@ -86,41 +86,3 @@ def bigint_array(values: Any) -> str:
     """An integer sequence as one PostgreSQL array literal (one parameter, parsed by the
     server; psycopg dumps a list element by element in Python)."""
     return "{" + ",".join(map(str, values)) + "}"
-
-
-class RecentFilter:
-    """One process's filter of the recent postings (``<prefix>_postings``), so that a query
-    batch asks that table, like the runs, only for the keys that may be in it: asked for all
-    16,000 keys of a batch it took ~60 of PostgreSQL's ~90 ms per candidate statement at 10^6
-    records. The table changes with every add, so the filter is used only for the state it
-    was made for: the meta row's ``stamp`` (a new random token with every write that changes
-    the postings) and ``next_id`` (which a writer that knows no stamp still moves). After
-    another process's write it is not used (the table is asked for every key) until the
-    postings are next empty."""
-
-    def __init__(self) -> None:
-        self.words: UInt64Array | None = None
-        self.version: tuple[str, int] | None = None
-
-    def current(self, state: dict[str, Any]) -> UInt64Array | None:
-        """The filter, if it holds the recent postings of ``state``."""
-        return self.words if self.version is not None and self.version == version_of(state) else None
-
-    def reset(self, state: dict[str, Any], keys: IntArray, capacity: int) -> None:
-        """A filter of exactly ``keys``, the recent postings of ``state``."""
-        self.words = build_filter(keys, capacity)
-        self.version = version_of(state)
-
-    def added(self, before: tuple[str, int] | None, state: dict[str, Any], keys: IntArray) -> None:
-        """This process added the postings ``keys`` to the state of version ``before``,
-        making ``state`` (not yet committed: if it never is, no state has its version and
-        the filter is not used again)."""
-        if self.words is not None and before is not None and self.version == before:
-            add_to_filter(self.words, keys)
-            self.version = version_of(state)
-
-
-def version_of(state: dict[str, Any]) -> tuple[str, int] | None:
-    """What identifies the recent postings of a runs state (None: a store without stamps)."""
-    stamp = state.get("stamp")
-    return None if stamp is None else (str(stamp), int(state["next_id"]))

@@ -28,9 +28,11 @@ ignored by every read).
 
 Reads: one statement per batch, each run asked only for the keys that pass its filter (a few
 hundred of a batch's 16,000: each probe of a B-tree is a descent from its root, so asking every
-run for every key cost ~300 ms a run per batch), and the recent postings likewise through a
-filter the process keeps in step with its own writes (:class:`~.run_filters.RecentFilter`;
-after another process's write, every key).
+run for every key cost ~300 ms a run per batch). The recent postings are indexed by record id
+only, and each process searches its own copy of them in memory
+(:mod:`~neardup.storage.recent_postings`), so that an add appends instead of touching one
+random index page per posting. Stores made before that (no ``stamp`` in the meta row) keep
+their index by key and are asked by key.
 
 Writers run one at a time (PostgreSQL: the advisory writer lock for the whole transaction;
 SQLite: ``BEGIN IMMEDIATE``). Readers see the run list and the runs of one moment: SQLite's
@@ -44,7 +46,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -66,7 +68,8 @@ from .base import (
     words_to_bytes,
     words_to_int,
 )
-from .run_filters import TABLE_BITS, RecentFilter, build_filter, may_contain, posting_keys, version_of
+from .recent_postings import RecentPostings
+from .run_filters import TABLE_BITS, build_filter, may_contain, posting_keys
 from .sql import RECORD_COLUMNS, SqlStorage, stored_record
 
 #: The layout a store of this module records in its meta row ``layout``.
@@ -94,18 +97,16 @@ class PostingRuns:
         self.run_records = RUN_RECORDS
         #: Filters read so far, by run table (runs never change, so neither do they).
         self.filters: dict[str, UInt64Array] = {}
-        #: Posting keys per record (the scheme's tables; the recent filter's capacity).
-        self.table_count = 16
-        self.recent = RecentFilter()
-        #: The version of the recent postings the last :meth:`reserve_ids` wrote over.
-        self.written_over: tuple[str, int] | None = None
+        self.recent = RecentPostings()
+        #: Runs a function once the current transaction commits (set by the store).
+        self.on_commit: Callable[[Callable[[], None]], None] = lambda function: None
 
     # -- creation and state ---------------------------------------------------------------
     def create(self, cursor: Any, record_columns: str) -> None:
         p = self.placeholder
         cursor.execute(f"CREATE TABLE {self.records_table} ({record_columns}, UNIQUE (key_text, key_int))")
         cursor.execute(f"CREATE TABLE {self.postings_table} (k BIGINT NOT NULL, id BIGINT NOT NULL)")
-        cursor.execute(f"CREATE INDEX {self.postings_table}_k ON {self.postings_table} {self.posting_index}")
+        cursor.execute(f"CREATE INDEX {self.postings_table}_id ON {self.postings_table} (id)")
         cursor.execute(
             f"CREATE TABLE {self.filters_table} (name VARCHAR(80) PRIMARY KEY, bits {self.blob} NOT NULL)"
         )
@@ -118,8 +119,8 @@ class PostingRuns:
     def state(self, cursor: Any) -> dict[str, Any]:
         """The meta row ``runs``: ``runs`` ([{"table", "postings", "tier"}], oldest first),
         ``cut`` (the last record id whose postings are in a run), ``next_id``, ``removed``
-        (records removed so far) and ``stamp`` (new with every change of the recent postings,
-        :class:`~.run_filters.RecentFilter`; absent in stores made before it)."""
+        (records removed so far) and ``stamp`` (new at every cut,
+        :mod:`~neardup.storage.recent_postings`; absent in stores made before it)."""
         cursor.execute(f"SELECT value FROM {self.meta_table} WHERE name = 'runs'")
         state: dict[str, Any] = json.loads(cursor.fetchone()[0])
         return state
@@ -141,23 +142,29 @@ class PostingRuns:
         (for :meth:`cut_if_full` in the same transaction)."""
         state = self.state(cursor)
         first = int(state["next_id"])
-        if self.recent.current(state) is None and _empty(state):
-            self.recent.reset(state, np.empty(0, np.int64), self._recent_capacity)
-        before = version_of(state)
-        state.update(next_id=first + count, stamp=_stamp())
+        if first <= int(state["cut"]) + 1 and self.recent.usable_for(state) == "stale":
+            empty = np.empty(0, np.int64)
+            self.recent.reset(state, empty, empty)  # no recent postings: nothing to read
+        state["next_id"] = first + count
         self._save(cursor, state)
-        self.written_over = before
         return list(range(first, first + count)), state
 
     def add(self, cursor: Any, keys: IntArray, ids: list[int], state: dict[str, Any]) -> None:
-        """The postings of new records: ``keys`` is (records, tables), ``ids`` their ids and
-        ``state`` what :meth:`reserve_ids` returned. They go in key order, so consecutive
-        inserts land on neighbouring leaf pages."""
+        """The postings of new records: ``keys`` is (records, tables), ``ids`` their ids (the
+        last ones reserved) and ``state`` what :meth:`reserve_ids` returned. Once the
+        transaction commits, this process's copy of the recent postings takes them, if it
+        held every earlier one."""
         flat = keys.ravel()
-        order = np.argsort(flat, kind="stable")
         repeated = np.repeat(np.asarray(ids, dtype=np.int64), keys.shape[1])
-        self._insert_postings(cursor, flat[order], repeated[order])
-        self.recent.added(self.written_over, state, flat)
+        self._insert_postings(cursor, flat, repeated)
+        stamp, first, after = state.get("stamp"), min(ids), int(state["next_id"])
+        recent = self.recent
+
+        def committed() -> None:
+            if stamp is not None and recent.stamp == stamp and recent.next_id == first:
+                recent.extend(flat, repeated, after)
+
+        self.on_commit(committed)
 
     def note_removed(self, cursor: Any, count: int) -> None:
         """Count removed records, whose postings later merges must leave out."""
@@ -187,7 +194,8 @@ class PostingRuns:
             cursor.execute(f"DELETE FROM {self.filters_table} WHERE name = {self.placeholder}", (table,))
         state.update(runs=runs, cut=last_id, stamp=_stamp())
         self._save(cursor, state)
-        self.recent.reset(state, np.empty(0, np.int64), self._recent_capacity)
+        empty = np.empty(0, np.int64)
+        self.on_commit(lambda: self.recent.reset(state, empty, empty))
 
     def _build(self, cursor: Any, sources: list[str], tier: int, live_only: bool) -> dict[str, Any]:
         """One new run of ``tier`` from the postings of ``sources`` (``live_only``: without
@@ -231,22 +239,25 @@ class PostingRuns:
         live record that has one of ``keys``, once per posting."""
         tables, state = self.open_for_reading(cursor)
         unique = np.unique(keys)
-        filters = dict(self.filters)
-        recent = self._recent_filter(cursor, state)
-        if recent is not None:
-            filters[tables[0]] = recent
-        asked = {}
-        for table in tables:
-            passed = unique[may_contain(filters[table], unique)] if table in filters else unique
-            if passed.size:
-                asked[table] = passed
-        if not asked:
-            return []
         parts, parameters = [], []
-        for table, values in asked.items():
-            condition, parameter = self._one_of_keys(values)
-            parts.append(f"SELECT k, id FROM {table} WHERE {condition}")
+        if self._recent_in_memory(cursor, state):
+            found_keys, found_ids = self.recent.find(unique)
+            if found_keys.size:
+                part, given = self._given_postings(found_keys, found_ids)
+                parts.append(part)
+                parameters.extend(given)
+        else:  # a store made before the stamps: its recent postings are indexed by key
+            condition, parameter = self._one_of_keys(unique)
+            parts.append(f"SELECT k, id FROM {tables[0]} WHERE {condition}")
             parameters.append(parameter)
+        for table in tables[1:]:
+            passed = unique[may_contain(self.filters[table], unique)]
+            if passed.size:
+                condition, parameter = self._one_of_keys(passed)
+                parts.append(f"SELECT k, id FROM {table} WHERE {condition}")
+                parameters.append(parameter)
+        if not parts:
+            return []
         columns = "".join(f", r.{column}" for column in extra)
         return self._fetch(
             cursor,
@@ -255,21 +266,19 @@ class PostingRuns:
             parameters,
         )
 
-    @property
-    def _recent_capacity(self) -> int:
-        return self.run_records * self.table_count
-
-    def _recent_filter(self, cursor: Any, state: dict[str, Any]) -> UInt64Array | None:
-        """The filter of the recent postings of ``state`` (None: ask the table for every key).
-        Read in full once per process, and again whenever the postings are empty."""
-        found = self.recent.current(state)
-        if found is not None:
-            return found
-        empty = _empty(state)
-        if empty or self.recent.words is None:
-            keys = np.empty(0, np.int64) if empty else self._keys_of(cursor, self.postings_table, -1)
-            self.recent.reset(state, keys, self._recent_capacity)
-        return self.recent.current(state)
+    def _recent_in_memory(self, cursor: Any, state: dict[str, Any]) -> bool:
+        """Bring this process's copy of the recent postings to ``state`` (reading another
+        process's adds by id, or all of them after a cut); False for a store without stamps."""
+        if state.get("stamp") is None:
+            return False
+        usable = self.recent.usable_for(state)
+        if usable == "behind":
+            keys, ids = self._postings_between(cursor, self.recent.next_id, int(state["next_id"]))
+            self.recent.extend(keys, ids, int(state["next_id"]))
+        elif usable == "stale":
+            keys, ids = self._postings_between(cursor, 0, int(state["next_id"]))
+            self.recent.reset(state, keys, ids)
+        return True
 
     def stats(self, cursor: Any, bit_counts: list[int]) -> list[TableStats]:
         """Bucket counts per table over the live postings."""
@@ -331,6 +340,24 @@ class PostingRuns:
     def _empty_postings(self, cursor: Any) -> None:
         cursor.execute(f"DELETE FROM {self.postings_table}")
 
+    def _postings_between(self, cursor: Any, first: int, stop: int) -> tuple[IntArray, IntArray]:
+        """(keys, ids) of the recent postings of records ``first`` ≤ id < ``stop``."""
+        cursor.execute(
+            f"SELECT group_concat(k), group_concat(id) FROM {self.postings_table} WHERE id >= ? AND id < ?",
+            (first, stop),
+        )
+        keys, ids = cursor.fetchone()
+        if not keys:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.fromstring(keys, dtype=np.int64, sep=","), np.fromstring(ids, dtype=np.int64, sep=",")
+
+    def _given_postings(self, keys: IntArray, ids: IntArray) -> tuple[str, list[Any]]:
+        """A table of the given (k, id) pairs and its parameters, for the union with the
+        runs' postings."""
+        pairs = json.dumps(np.stack([keys, ids], axis=1).tolist())
+        columns = "json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS id"
+        return f"SELECT {columns} FROM json_each(?)", [pairs]
+
     def _fetch(self, cursor: Any, statement: str, parameters: Any) -> list[tuple[Any, ...]]:
         """Every row of a read (PostgreSQL: in binary, which spares hex-coding the blobs)."""
         cursor.execute(statement, parameters)
@@ -358,7 +385,7 @@ class RunsStorage(SqlStorage):
 
     def attach(self, scheme: Scheme, mu: float) -> None:
         super().attach(scheme, mu)
-        self.runs.table_count = scheme.table_count
+        self.runs.on_commit = self._on_commit
         with self._transaction() as cursor:
             cursor.execute(f"SELECT value FROM {self.meta_table} WHERE name = 'layout'")
             row = cursor.fetchone()
@@ -456,10 +483,5 @@ class RunsStorage(SqlStorage):
 
 
 def _stamp() -> str:
-    """A token never used before (see :class:`~.run_filters.RecentFilter`)."""
+    """A token never used before (the meta row's ``stamp``, new at every cut)."""
     return secrets.token_hex(8)
-
-
-def _empty(state: dict[str, Any]) -> bool:
-    """Whether the recent postings of a state are empty (every record's are in a run)."""
-    return int(state["next_id"]) <= int(state["cut"]) + 1

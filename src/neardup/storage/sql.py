@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -101,6 +101,7 @@ class SqlStorage(Storage):
         self._recent = True
         self._depth = 0
         self._block_columns: list[str] = []
+        self._committed: list[Callable[[], None]] = []
 
     # -- transactions --------------------------------------------------------------------
     # Connections run in autocommit mode and transactions are explicit statements, the one
@@ -154,6 +155,7 @@ class SqlStorage(Storage):
             yield cursor
             cursor.execute("COMMIT")
         except BaseException:
+            self._committed.clear()
             with contextlib.suppress(Exception):
                 cursor.execute("ROLLBACK")
             raise
@@ -163,6 +165,14 @@ class SqlStorage(Storage):
                 with contextlib.suppress(Exception):
                     self._unlock(cursor)
             cursor.close()
+        committed, self._committed = self._committed, []
+        for function in committed:
+            function()
+
+    def _on_commit(self, function: Callable[[], None]) -> None:
+        """Run ``function`` once the open transaction commits (never if it rolls back): what
+        a process keeps in memory about the store follows only what the store holds."""
+        self._committed.append(function)
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
