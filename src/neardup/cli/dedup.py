@@ -218,17 +218,19 @@ def dedup(
 ) -> None:
     """Find the near-duplicate records of INPUT (JSONL, CSV or Parquet; '-' is stdin).
 
-    Every record is fingerprinted as `neardup fingerprint` does (same options), every
-    pair within --max-distance bits is found exactly (block keys, no pair missed), and
-    pairs are joined into clusters: a near-duplicate of a near-duplicate is in the same
-    cluster. Ids are written as given; they must be unique.
+    Pairs of near-duplicate records are found and joined into clusters: a near-duplicate
+    of a near-duplicate is in the same cluster. Ids are written as given; they must be
+    unique.
 
-    By default (-k auto, --verify auto) the distance follows the input size: 16 bits up
-    to 20,000 records, 12 up to 100,000, 6 up to 1,000,000, each candidate confirmed by
-    the shingle Jaccard of the texts (--verify jaccard); above that, 3 bits and Simhash
-    alone. On the labelled news dev sets this scores F1 0.99 where -k 3 alone scores
-    0.41-0.45 (docs/evaluation.md). A -k given by hand is searched as given, with no
-    verification unless --verify asks for it.
+    By default (-k auto, --search lsh) candidates come from a shingle LSH whose recall does
+    not fall with the input size (every pair of shingle Jaccard >= 0.5 found with
+    probability >= 0.99), each checked on the texts' sketches and, where those are unsure,
+    on the exact shingle Jaccard. On the labelled dev sets this scores F1 0.99 where -k 3
+    alone scores 0.41-0.60 (docs/candidates.md). --search simhash, or a -k given by hand,
+    is the exact Simhash search instead: records fingerprinted as `neardup fingerprint`
+    does (same options), every pair within --max-distance bits found (block keys, no pair
+    missed); a -k given by hand is searched as given, with no verification unless --verify
+    asks for it.
 
     \b
     Outputs (give at least one):
@@ -246,9 +248,10 @@ def dedup(
       drop-all  every record of a cluster of two or more is dropped; the earliest
                 names the cluster
 
-    A record whose text yields no features (empty, only stopwords or punctuation) gets
-    the all-zero fingerprint, so all such records pair up at distance 0 in one cluster
-    (unless a verification rejects them: their texts share no shingles).
+    Under the default search a record without letters or digits has no shingles and
+    pairs with nothing (the summary counts it as empty). Under -k K or --search simhash a
+    record whose text yields no features gets the all-zero fingerprint, so all such
+    records pair up at distance 0 in one cluster (unless a verification rejects them).
 
     \b
     --verify confirms each pair found within --max-distance before clustering, so a
