@@ -344,9 +344,8 @@ class SqlStorage(Storage):
             condition, parameters = self._one_of(column, np.unique(blocks[:, table]).tolist())
             conditions.append(condition)
             values.extend(parameters)
-        columns = ", ".join(
-            ["key_text", "key_int", "fingerprint", *self._block_columns, *(RECORD_COLUMNS if records else ())]
-        )
+        extra = RECORD_COLUMNS if records else ()
+        columns = ", ".join(["key_text", "key_int", "fingerprint", *extra, *self._block_columns])
         rows = []
         with self._transaction() as cursor:
             self._prefer_indexes(cursor)
@@ -355,17 +354,11 @@ class SqlStorage(Storage):
                 rows += cursor.fetchall()
         if not rows:
             return Candidates(np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64))
-        tables = len(self._block_columns)
-        found_blocks = np.array([row[3 : 3 + tables] for row in rows], dtype=np.int64).view(np.uint64)
+        found_blocks = np.array([row[3 + len(extra) :] for row in rows], dtype=np.int64).view(np.uint64)
         query_rows, found_rows = match_blocks(blocks.view(np.uint64), found_blocks)
         found_words = bytes_to_words([bytes(row[2]) for row in rows], words.shape[1])
         keys = [key_from_columns(row[0], row[1]) for row in rows]
-        read = {}
-        if records:
-            fingerprint_words = self.scheme.fingerprint_words
-            for position, row in enumerate(rows):
-                fingerprint = words_to_int(found_words[position], fingerprint_words)
-                read[keys[position]] = stored_record(keys[position], fingerprint, row[3 + tables :])
+        read = {record.key: record for record in self._records(rows, words.shape[1])} if records else {}
         return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows], read)
 
     def size(self) -> int:
