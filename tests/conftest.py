@@ -3,7 +3,8 @@ fingerprinters, which are built once per session because loading the default IDF
 
 Markers (declared in pyproject.toml, applied here at collection): ``servers`` on every test that
 uses a real database server (tests/servers.py), ``spark`` on the pyspark tests and ``slow`` on
-the dataset-quality modules that take minutes, so that the fast lane is
+the dataset-quality modules that take minutes and two single tests of 6-12 s (SLOW_TESTS), so
+that the fast lane is
 ``python3 -m pytest -m "not servers and not spark and not slow"``."""
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ SPARK_MODULES = frozenset({"test_spark.py"})
 #: --index, index add/query, a real server under 8 clients) over the whole dev sets for F1 (its
 #: shared fixture alone takes 60-120 s on 2 cores).
 SLOW_MODULES = frozenset({"test_online_quality.py"})
+#: Single tests of 6-12 s each that the fast lane leaves to the full run: a real headless
+#: browser, and the longest stateful property run (by module and test or class name).
+SLOW_TESTS = frozenset(
+    {("test_report.py", "test_plots_render_in_headless_chromium"), ("test_index.py", "TestIndexMachine")}
+)
 #: Warnings that test code (not neardup) causes, ignored for those tests only, by (module,
 #: function): pyproject.toml turns every other warning into an error.
 KNOWN_TEST_WARNINGS = {
@@ -106,7 +112,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.servers)
         if needs_spark(item):
             item.add_marker(pytest.mark.spark)
-        if item.path.name in SLOW_MODULES:
+        names = {getattr(item, "originalname", item.name), getattr(item.parent, "name", "")}
+        if item.path.name in SLOW_MODULES or any((item.path.name, name) in SLOW_TESTS for name in names):
             item.add_marker(pytest.mark.slow)
         known = KNOWN_TEST_WARNINGS.get((item.path.name, getattr(item, "originalname", item.name)))
         if known is not None:
