@@ -27,7 +27,7 @@ test sets hpi_cora, bib_respiratory, bib_stroke, bib_digital_work; ``--sets`` pi
 line per set and method with pairwise precision, recall, F1 and seconds, scored as above:
 
 - ``neardup default``  what ``neardup records FILE --key id --ignore cluster --clusters OUT``
-                       does, through the calls :mod:`neardup.cli.records` makes (open_source,
+                       does, through the call :mod:`neardup.cli.records` makes (open_source,
                        the columns but ``cluster`` selected, learned weights, --keep first).
 - ``neardup -k auto``  the same with ``-k auto``: the Simhash path (-k auto, --verify auto,
                        fields weighting), the default before the learned weights.
@@ -84,8 +84,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
-import functools
 import logging
 import random
 import sqlite3
@@ -101,10 +99,8 @@ from typing import Any
 import numpy as np
 
 from neardup import Fingerprinter, cluster_records, find_all_pairs
-from neardup.fingerprint.config import FingerprintConfig
-from neardup.io.record import ErrorReport
-from neardup.records.dedup import AUTO, DEFAULT_MAX_DISTANCE, Verification, find_duplicate_records
-from neardup.records.learned import learned_duplicate_records
+from neardup.records.dedup import DEFAULT_MAX_DISTANCE, Verification, find_duplicate_records
+from neardup.records.run import SimhashSearch, dedup_records
 from neardup.records.schema import FieldSpec, RecordSchema, schema_from_mapping
 from neardup.records.sources import DEFAULT_CHUNK_SIZE, CsvSource, SqlSource, open_source
 
@@ -445,51 +441,27 @@ def in_gold_order(assigned: dict[str, object], gold: dict[str, str]) -> list[obj
 def run_neardup_default(path: Path, name: str = "") -> dict[str, object]:
     """What ``neardup records FILE --key id --ignore cluster --clusters OUT`` does: learned
     weights (:mod:`neardup.records.learned`), --keep first; id → representative id."""
-    return _run_neardup(path, learned_duplicate_records)
+    return _run_neardup(path)
 
 
 def _at_threshold(value: float) -> Callable[[Path, str], dict[str, object]]:
     """The default at ``--match-threshold value``."""
-    return lambda path, name: _run_neardup(
-        path, functools.partial(learned_duplicate_records, threshold=value)
-    )
+    return lambda path, name: _run_neardup(path, threshold=value)
 
 
 def run_neardup_simhash(path: Path, name: str = "") -> dict[str, object]:
     """``neardup records FILE --key id --ignore cluster -k auto``: the Simhash path, the
     default before the learned weights (-k auto, --verify auto, fields weighting)."""
-    return _run_neardup(
-        path,
-        functools.partial(
-            find_duplicate_records,
-            config=FingerprintConfig().replace(weighting="fields"),
-            max_distance=None,
-            check=AUTO,
-        ),
-    )
+    return _run_neardup(path, simhash=SimhashSearch())
 
 
-def _run_neardup(path: Path, find: Callable[..., Any]) -> dict[str, object]:
-    """One neardup records path through the calls :mod:`neardup.cli.records` makes (source,
-    the columns but ``cluster`` selected, schema, --keep first); id → representative id."""
-    report = ErrorReport()
-    source = open_source(str(path), chunk_size=DEFAULT_CHUNK_SIZE, on_error="fail", report=report)
+def _run_neardup(path: Path, **options: Any) -> dict[str, object]:
+    """One neardup records path through the call the command makes
+    (:func:`neardup.records.run.dedup_records`: the columns but ``cluster`` read, --keep
+    first); id → representative id."""
     schema = schema_from_mapping({}, key="id", ignore=(GOLD,))
-    try:
-        wanted = schema.columns_to_read(source.columns)
-        if len(wanted) < len(source.columns):
-            source.select(wanted)
-        result = find(
-            source.columns,
-            source.chunks(),
-            dataclasses.replace(schema, ignore=()),
-            keep="first",
-            on_error="fail",
-            report=report,
-            source_name=source.name,
-        )
-    finally:
-        source.close()
+    with open_source(str(path), chunk_size=DEFAULT_CHUNK_SIZE) as source:
+        result = dedup_records(source, schema, **options)
     keys = [str(key) for key in result.keys]
     return {key: keys[index] for key, index in zip(keys, result.clusters.cluster.tolist(), strict=True)}
 
