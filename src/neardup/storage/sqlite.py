@@ -109,6 +109,7 @@ class SqliteStorage(RunsStorage):
             connection.close()
             if _writable(self.path) or not _error_name(exc).startswith("SQLITE_CANTOPEN"):
                 raise
+            _refuse_unreadable_wal(self.path, where)
             connection = self._connect(target + "&immutable=1", uri=True)
             connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         connection.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
@@ -243,6 +244,26 @@ def _writable(path: str) -> bool:
     """Can this process write the file and its folder (where SQLite puts the WAL)?"""
     folder = os.path.dirname(os.path.abspath(path))
     return path == ":memory:" or (os.access(path, os.W_OK) and os.access(folder, os.W_OK))
+
+
+#: Bytes of a WAL file's header; a longer file holds frames (changes) the main file may lack.
+WAL_HEADER_BYTES = 32
+
+
+def _refuse_unreadable_wal(path: str, where: str) -> None:
+    """Refuse a store whose WAL holds changes that cannot be read: without its ``-shm`` on a
+    read-only folder SQLite cannot read the WAL, and reading the file as immutable would
+    silently answer from the main file alone (committed batches missing)."""
+    wal = f"{path}-wal"
+    with contextlib.suppress(OSError):
+        if os.path.getsize(wal) > WAL_HEADER_BYTES:
+            raise StorageUnavailableError(
+                f"cannot read {where}: its write-ahead log {os.path.abspath(wal)} holds committed "
+                "changes that SQLite can read only by creating the -shm file beside it, and the folder "
+                "is read-only; open the store once where its folder is writable (any neardup command, "
+                "e.g. `neardup index stats`, folds the log into the file), or copy the .db and -wal "
+                "files to a writable folder"
+            )
 
 
 def _foreign_tables(connection: sqlite3.Connection) -> list[str]:
