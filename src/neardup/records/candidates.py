@@ -140,8 +140,10 @@ def key_types(columns: Sequence[KeyColumn]) -> list[tuple[str, IntArray]]:
     """Every key type of the module docstring as ``(name, codes)``, codes -1 for no key."""
     types: list[tuple[str, IntArray]] = []
     for column in columns:
-        if len(column.values) < 2:
-            continue  # constant or empty: every row shares the key
+        if not column.values:
+            continue  # all null: no key
+        # a column of one value is still a key: its rows (a few, or a whole small table of
+        # copies) pair up, and where it is held by more than the cap it makes no pairs anyway
         types.append((column.name, column.codes))
         for form, _ in _DERIVED.get(column.kind, ()):
             codes = derive(column, form)

@@ -112,19 +112,27 @@ class LearnedModel:
     candidates: int
     fitted_on: int
     guarded: int = 0
+    #: False when every fitted pair compared alike on every column (a table of copies):
+    #: EM then cannot tell m from u, every weight comes out 0 and λ alone would decide.
+    varied: bool = True
 
     @property
     def learned(self) -> bool:
-        """False when there were too few candidates to learn from (:data:`MIN_FIT_PAIRS`)."""
-        return self.candidates >= MIN_FIT_PAIRS
+        """False when there was nothing to learn from: too few candidates
+        (:data:`MIN_FIT_PAIRS`), or all of them compared alike (``varied``)."""
+        return self.candidates >= MIN_FIT_PAIRS and self.varied
 
     def describe(self) -> list[str]:
         """Lines for stderr: the candidates, then :meth:`FieldWeights.describe`."""
         if not self.learned:
+            why = (
+                f"too few to learn weights from (< {MIN_FIT_PAIRS})"
+                if self.candidates < MIN_FIT_PAIRS
+                else "all compared alike on every column, nothing to learn weights from"
+            )
             return [
-                f"learned: {self.candidates} candidate pairs (keys held by {self.caps} rows), too few to "
-                f"learn weights from (< {MIN_FIT_PAIRS}): a pair counts when it agrees on "
-                f"{FEW_PAIRS_AGREEMENT:.0%} of the columns both rows fill"
+                f"learned: {self.candidates} candidate pairs (keys held by {self.caps} rows), {why}: "
+                f"a pair counts when it agrees on {FEW_PAIRS_AGREEMENT:.0%} of the columns both rows fill"
             ]
         return [
             f"learned: {self.candidates} candidate pairs (keys held by {self.caps} rows), "
@@ -273,24 +281,26 @@ def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tu
         sample = np.sort(np.random.default_rng(SEED).choice(total, FIT_PAIRS, replace=False))
     fitted = compare_pairs(table, candidates.i[sample], candidates.j[sample])
     weights = fit_model(fitted)
+    varied = bool(len(sample)) and len(np.unique(fitted.levels, axis=0)) > 1
+    learn = total >= MIN_FIT_PAIRS and varied
     tops = np.asarray([len(LEVELS[kind]) - 1 for kind in table.kinds], dtype=np.int8)
     probability = np.zeros(total, dtype=np.float64)
     differing = np.zeros(total, dtype=np.uint8)
     for start in range(0, total, SCORE_CHUNK):
         part = slice(start, start + SCORE_CHUNK)
         levels = compare_pairs(table, candidates.i[part], candidates.j[part])
-        if total >= MIN_FIT_PAIRS:
+        if learn:
             probability[part] = match_probability(weights, levels, counts)
         else:  # the share of agreeing columns stands in for a probability
             probability[part] = np.where(_agreement(levels.levels, tops) >= FEW_PAIRS_AGREEMENT, 1.0, 0.0)
         differ = ((levels.levels >= 0) & (levels.levels < tops)).sum(axis=1)
         differing[part] = np.minimum(differ, 255).astype(np.uint8)
-    # with too few pairs to learn from, the agreement rule alone decides (not the threshold)
-    accepted = np.flatnonzero(probability >= (threshold if total >= MIN_FIT_PAIRS else 1.0))
+    # with nothing to learn from, the agreement rule alone decides (not the threshold)
+    accepted = np.flatnonzero(probability >= (threshold if learn else 1.0))
     index = guarded_pairs(candidates.i, candidates.j, probability, accepted)
     pairs = Pairs(candidates.i[index], candidates.j[index], differing[index])
     model = LearnedModel(
-        weights, threshold, candidates.describe_caps(), total, len(sample), len(accepted) - len(index)
+        weights, threshold, candidates.describe_caps(), total, len(sample), len(accepted) - len(index), varied
     )
     return pairs, _Scored(model, candidates.i, candidates.j)
 
