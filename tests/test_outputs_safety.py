@@ -274,3 +274,62 @@ def test_messages_carry_no_stray_quotes(docs: Path, tmp_path: Path) -> None:
     plain.write_text("")
     result = run("fingerprint", plain)
     assert result.exit_code == 1 and "from its extension (none);" in result.stderr
+
+
+# -- issue 28 item 8: two outputs that are one file ----------------------------------------------
+
+
+def _people_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "people.csv"
+    path.write_text("id,name,city\n1,Ann Lee,Leeds\n2,Ann Lee,Leeds\n3,Bob Ray,Perth\n", encoding="utf-8")
+    return path
+
+
+def _alias(tmp_path: Path, target: Path, how: str) -> Path:
+    """The path the second output is given as: the same, through a symlink or a hard link."""
+    if how == "same":
+        return target
+    alias = tmp_path / f"{how}.jsonl"
+    if how == "symlink":
+        alias.symlink_to(target)
+    else:
+        os.link(target, alias)
+    return alias
+
+
+@pytest.mark.parametrize("how", ["same", "symlink", "hardlink"])
+@pytest.mark.parametrize("command", ["records", "dedup"])
+def test_two_outputs_that_are_one_file_are_refused(tmp_path: Path, how: str, command: str) -> None:
+    """``--clusters F --pairs F`` (or a link to F) kept only the pairs with exit 0: now bad
+    usage naming both flags, before anything is written."""
+    target = tmp_path / "out.jsonl"
+    target.write_text("previous\n", encoding="utf-8")
+    alias = _alias(tmp_path, target, how)
+    source = (
+        ["records", _people_csv(tmp_path), "--key", "id"]
+        if command == "records"
+        else ["dedup", tmp_path / "d.jsonl"]
+    )
+    if command == "dedup":
+        write_lines(tmp_path / "d.jsonl", *DOCS)
+    result = run(*source, "--clusters", target, "--pairs", alias)
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip().splitlines()[-1]
+    assert "both write to" in message and "give them different files" in message
+    assert "--clusters" in message and "--pairs" in message
+    assert target.read_text(encoding="utf-8") == "previous\n"
+
+
+def test_two_outputs_on_stdout_are_refused_by_records(tmp_path: Path) -> None:
+    result = run("records", _people_csv(tmp_path), "--key", "id", "--clusters", "-", "--pairs", "-")
+    assert result.exit_code == 2
+    assert "both write to stdout" in result.stderr
+
+
+def test_the_library_check_refuses_two_outputs_that_are_one_file(tmp_path: Path) -> None:
+    first = tmp_path / "a.jsonl"
+    first.write_text("x\n", encoding="utf-8")
+    os.link(first, tmp_path / "b.jsonl")
+    with pytest.raises(OutputIsInputError, match="--x and --y both write to"):
+        check_outputs_distinct([], {"--x": first, "--y": tmp_path / "b.jsonl"})
+    check_outputs_distinct([], {"--x": first, "--y": tmp_path / "c.jsonl"})  # distinct: fine

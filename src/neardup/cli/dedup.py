@@ -352,17 +352,8 @@ def check_outputs(
             "nothing to write: give --pairs PATH, --clusters PATH or --emit kept|dropped", ctx
         )
     named = {"--pairs": pairs_path, "--clusters": clusters_path, "--output": output if emit else None}
-    check_outputs_not_inputs(ctx, named)
+    check_outputs_not_inputs(ctx, named)  # also two outputs that are one file (links too)
     given = [(flag, path) for flag, path in named.items() if path is not None]
-    seen: dict[str, str] = {}
-    for flag, path in given:
-        key = "-" if path == "-" else str(Path(path).resolve())
-        if key in seen:
-            where = "stdout ('-')" if path == "-" else path
-            raise click.UsageError(
-                f"{seen[key]} and {flag} both write to {where}; give them different files", ctx
-            )
-        seen[key] = flag
     return [path for _, path in given if path != "-"]
 
 

@@ -9,7 +9,9 @@ and streams as before; so does a target that is not a regular file (``/dev/null`
 An output that is, or links to, one of the run's inputs would replace that input, so
 :func:`check_outputs_distinct` refuses it before anything is opened, comparing files as the
 file system does (``st_dev``/``st_ino``: symlinks and hard links) and, for a target that does
-not exist yet, by resolved path.
+not exist yet, by resolved path. Two outputs that are one file (the same path, a link to it,
+or ``-`` twice) are refused the same way: the second rename would silently replace the first
+output, and the run would still report success.
 """
 
 from __future__ import annotations
@@ -39,11 +41,23 @@ class OutputIsInputError(ConfigError):
         super().__init__(message)
 
 
+class OutputGivenTwiceError(OutputIsInputError):
+    """Two outputs are one file (or both stdout); ``option`` names the second one's flag."""
+
+
 def check_outputs_distinct(inputs: Named, outputs: Named) -> None:
-    """Refuse an output that is, or links to, an input, naming both and the fix. Call it
-    before opening anything: afterwards the input may already be gone."""
+    """Refuse an output that is, or links to, an input, and two outputs that are one file,
+    naming both and the fix. Call it before opening anything: afterwards the input may
+    already be gone."""
     input_items = _items(inputs)
-    for option, target in _items(outputs):
+    output_items = _items(outputs)
+    for index, (option, target) in enumerate(output_items):
+        for earlier, other in output_items[:index]:
+            how = _same_output(other, target)
+            if how is not None:
+                raise OutputGivenTwiceError(
+                    f"{earlier} and {option} both write to {how}; give them different files", option
+                )
         for role, source in input_items:
             how = _overlap(source, target)
             if how:
@@ -70,6 +84,19 @@ def _overlap(source: str, target: str) -> str | None:
     source_id = _identity(source, "stdin")
     if source_id is not None and source_id == _identity(target, "stdout"):
         return "is the same file as"  # a hard link, or stdin/stdout redirected to the input
+    return None
+
+
+def _same_output(first: str, second: str) -> str | None:
+    """Where two outputs both write (for the message), or None when they are two files."""
+    if first == "-" and second == "-":
+        return "stdout ('-')"
+    if "-" not in (first, second) and os.path.realpath(first) == os.path.realpath(second):
+        return first if first == second else f"{first} ({second} is the same file)"
+    first_id = _identity(first, "stdout")
+    if first_id is not None and first_id == _identity(second, "stdout"):
+        shown = "- (stdout)" if first == "-" else first
+        return f"{shown} ({'- (stdout)' if second == '-' else second} is the same file)"
     return None
 
 
