@@ -13,7 +13,8 @@ Fixtures (URLs are what `neardup.storage.open_storage` takes):
 * per test, empty: `fresh_redis_url` (its own flushed DB number, 1-255), `fresh_postgres_url`,
   `fresh_mysql_url` (a new database, dropped afterwards), `fresh_mongodb_url` (a new database name).
 * `throwaway_server(name)`: start a private server for one test (e.g. to kill it), stopped and
-  removed after the test; `name` is redis, postgres, mariadb or mongo.
+  removed after the test; `name` is redis, postgres, mariadb or mongo. `restart_server(server)`
+  stops one by PID and starts it again on the same port and folder (its data kept).
 
 NEARDUP_REDIS_URL, NEARDUP_POSTGRES_URL, NEARDUP_MYSQL_URL and NEARDUP_MONGODB_URL point the
 session fixtures at existing servers instead (the fresh_* fixtures then create and drop
@@ -27,6 +28,7 @@ import itertools
 import os
 import secrets
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -247,6 +249,19 @@ def fresh_mongodb_url(mongodb_url: str, request: pytest.FixtureRequest) -> Itera
 
 # ---------------------------------------------------------------------------------------------
 # Private servers
+
+
+def restart_server(server: Any, down_s: float = 0.0) -> Any:
+    """Stop ``server`` by its PID, wait ``down_s`` seconds, and start it again on the same port
+    and folder (so its data survives: PostgreSQL's and MariaDB's data directories, Redis's
+    AOF; jongodb keeps nothing). The ``Server`` object is updated in place (new PID and
+    process), so the fixture that started it still stops the right process; it is returned."""
+    server.stop()
+    if down_s:
+        time.sleep(down_s)
+    again = start_server(server.name, directory=server.dir, port=server.port)
+    server.pid, server.process, server.log = again.pid, again.process, again.log
+    return server
 
 
 @pytest.fixture

@@ -140,6 +140,12 @@ class Storage(ABC):
     def close(self) -> None:  # noqa: B027 - most backends have nothing to release
         """Release connections; the store stays usable for a new open."""
 
+    def reachable(self, timeout_s: float) -> str | None:
+        """None if the store's server answers within about ``timeout_s`` seconds, else why
+        not in one line. Safe beside a call in progress on another thread (``/healthz`` asks
+        it while the store thread may be busy); stores without a server are always reachable."""
+        return None
+
     def discard(self) -> None:
         """Close, undoing what merely opening created (an empty SQLite file), for an open
         that finds no index and must not leave one behind."""

@@ -5,6 +5,11 @@ need one that cannot outlive a crashed holder: the lease is taken with a random 
 expiry, renewed by a thread every third of its lifetime while held, and given back only by
 its holder. A crashed writer's lease runs out after ``ttl_ms``. Holds nest within the holding
 thread; the backend supplies the three server operations.
+
+A lease whose server went away while it was held (a restart) may come back with the server
+(Redis keeps the key in its AOF with its expiry): its give-back failed, so it is given back
+before the next attempt to take it, once the server answers again, instead of locking every
+writer out, this process included, until it expires.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class Lease:
         self._depth = 0
         self._released = threading.Event()
         self._renewer: threading.Thread | None = None
+        #: Tokens whose give-back failed (the server was unreachable), given back later.
+        self._unreturned: list[str] = []
 
     @property
     def token(self) -> str:
@@ -74,6 +81,9 @@ class Lease:
             self._release()
 
     def _acquire(self) -> None:
+        while self._unreturned:  # raises, like the take below, while the server is unreachable
+            self._give_back(self._unreturned[-1])
+            self._unreturned.pop()
         token = secrets.token_hex(16)
         deadline = time.monotonic() + self.wait_s
         pause = 0.001
@@ -108,4 +118,9 @@ class Lease:
             self._renewer.join()
             self._renewer = None
         token, self._token, self._owner = self._token, "", None
-        self._give_back(token)
+        try:
+            self._give_back(token)
+        except Exception:
+            # The block's outcome stands (a write that committed is not failed for this); the
+            # lease is given back before the next take, or expires.
+            self._unreturned.append(token)

@@ -88,6 +88,7 @@ from .mongo_client import (
     duplicate_key,
     first_line,
     no_transactions,
+    ping,
 )
 
 if TYPE_CHECKING:
@@ -159,6 +160,9 @@ class MongoStorage(Storage):
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.client.close()
+
+    def reachable(self, timeout_s: float) -> str | None:
+        return ping(self.client, self.where, timeout_s)
 
     # -- meta ----------------------------------------------------------------------------
     def read_meta(self) -> dict[str, Any] | None:

@@ -100,3 +100,17 @@ def connect(
             "URL right?"
         ) from exc
     return client, database, collection, layout, where
+
+
+def ping(client: MongoClient[dict[str, Any]], where: str, timeout_s: float) -> str | None:
+    """None if the server answers a ping within ``timeout_s`` (pymongo's client-side timeout,
+    which bounds server selection too: the client's own waits 5 s), else why not in one line.
+    pymongo reconnects by itself; this only asks whether it can now."""
+    import pymongo
+
+    try:
+        with pymongo.timeout(timeout_s):
+            client.admin.command("ping")
+    except pymongo.errors.PyMongoError as exc:
+        return f"MongoDB at {where}: {first_line(exc)}"
+    return None

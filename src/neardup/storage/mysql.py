@@ -51,6 +51,10 @@ class MysqlStorage(SqlStorage):
             )
             return cursor.fetchone() is not None
 
+    def _connection_broken(self) -> bool:
+        # PyMySQL drops its socket when the server went away (errors 2006, 2013).
+        return not self.connection.open
+
     def _integrity_errors(self) -> tuple[type[BaseException], ...]:
         import pymysql
 
@@ -75,8 +79,11 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MysqlStor
     database = parts.path.lstrip("/")
     if not database:
         raise StorageUnavailableError(f"the MySQL URL {redacted(parts)} names no database; add /DATABASE")
-    try:
-        connection = pymysql.connect(
+
+    def connect(timeout_s: float, probe: bool = False) -> Any:
+        """A connection with this store's session settings, also after a server restart (a
+        probe's reads and writes time out after ``timeout_s`` too)."""
+        return pymysql.connect(
             host=parts.hostname or "127.0.0.1",
             port=parts.port or 3306,
             user=unquote(parts.username or "root"),
@@ -84,11 +91,18 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MysqlStor
             database=database,
             charset="utf8mb4",
             autocommit=True,
-            connect_timeout=10,
+            connect_timeout=timeout_s,
+            read_timeout=timeout_s if probe else None,
+            write_timeout=timeout_s if probe else None,
         )
+
+    try:
+        connection = connect(10)
     except pymysql.Error as exc:
         raise StorageUnavailableError(
             f"cannot connect to MariaDB/MySQL at {redacted(parts)} ({exc}); is the server running "
             "and the database created?"
         ) from exc
-    return MysqlStorage(connection, options.get("table", DEFAULT_PREFIX), where=redacted(parts))
+    return MysqlStorage(
+        connection, options.get("table", DEFAULT_PREFIX), where=redacted(parts), reconnector=connect
+    )

@@ -9,6 +9,7 @@ transaction-scoped advisory lock on the table prefix.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, urlunsplit
 
@@ -41,8 +42,14 @@ class PostgresStorage(RunsStorage):
     #: stored ran at 2,507 docs/s with 131,072 against 1,289 with 32,768.
     recent_rows = 131_072
 
-    def __init__(self, connection: Any, prefix: str = DEFAULT_PREFIX, where: str = "") -> None:
-        super().__init__(connection, prefix, where)
+    def __init__(
+        self,
+        connection: Any,
+        prefix: str = DEFAULT_PREFIX,
+        where: str = "",
+        reconnector: Callable[[float, bool], Any] | None = None,
+    ) -> None:
+        super().__init__(connection, prefix, where, reconnector)
         self.runs = PostgresRuns(self.prefix, self.records_table, self.meta_table)
         self._counted = 0.0  # rows the planner knew of at the last ANALYZE
         self._added = 0  # rows added since
@@ -118,6 +125,11 @@ class PostgresStorage(RunsStorage):
             cursor.execute("SELECT to_regclass(%s)", (table,))
             return cursor.fetchone()[0] is not None
 
+    def _connection_broken(self) -> bool:
+        # psycopg marks the connection closed once it saw the server go (a restart's "terminating
+        # connection due to administrator command", a reset socket).
+        return bool(self.connection.closed)
+
     def _integrity_errors(self) -> tuple[type[BaseException], ...]:
         import psycopg
 
@@ -137,13 +149,24 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> PostgresS
     except ImportError as exc:
         raise MissingDependencyError("psycopg", "stores", "a PostgreSQL store") from exc
     dsn = urlunsplit(("postgresql", parts.netloc, parts.path, "", ""))
-    try:
+
+    def connect(timeout_s: float, probe: bool = False) -> Any:
+        """A connection with this store's session settings, also after a server restart (a
+        probe's statements are cut by the server after ``timeout_s``)."""
         # No JIT: a candidate statement's estimated cost passes its threshold, and compiling
         # took 16 ms of statements that run in a few.
-        connection = psycopg.connect(dsn, autocommit=True, connect_timeout=10, options="-c jit=off")
+        settings = "-c jit=off" + (f" -c statement_timeout={int(timeout_s * 1000)}" if probe else "")
+        return psycopg.connect(
+            dsn, autocommit=True, connect_timeout=max(1, round(timeout_s)), options=settings
+        )
+
+    try:
+        connection = connect(10)
     except psycopg.Error as exc:
         raise StorageUnavailableError(
             f"cannot connect to PostgreSQL at {redacted(parts)} ({str(exc).strip()}); is the server "
             "running and the database created?"
         ) from exc
-    return PostgresStorage(connection, options.get("table", DEFAULT_PREFIX), where=redacted(parts))
+    return PostgresStorage(
+        connection, options.get("table", DEFAULT_PREFIX), where=redacted(parts), reconnector=connect
+    )

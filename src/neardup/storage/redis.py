@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import re
 import struct
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import SplitResult, urlencode, urlunsplit
@@ -160,6 +161,8 @@ class RedisStorage(Storage):
         self.lock_key = f"{self.prefix}:lock"
         #: The stored layout once read or written (None: not known yet).
         self.layout: str | None = None
+        self._probe: redis_module.Redis | None = None  # reachable()'s own client
+        self._probe_lock = threading.Lock()
         self._add = client.register_script(redis_scripts.ADD)
         self._remove = client.register_script(redis_scripts.REMOVE)
         self._create = client.register_script(redis_scripts.CREATE)
@@ -189,6 +192,29 @@ class RedisStorage(Storage):
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.client.close()
+        with contextlib.suppress(Exception):
+            if self._probe is not None:
+                self._probe.close()
+
+    def reachable(self, timeout_s: float) -> str | None:
+        """PING on a client of its own with ``timeout_s`` timeouts and no retries (the store's
+        client retries a lost connection for seconds and waits up to 120 s for a reply)."""
+        with self._probe_lock:
+            if self._probe is None:
+                pool = self.client.connection_pool
+                settings = {**pool.connection_kwargs, "socket_timeout": timeout_s}
+                settings.update(socket_connect_timeout=timeout_s, retry=None)
+                self._probe = self._redis.Redis(
+                    connection_pool=self._redis.ConnectionPool(
+                        connection_class=pool.connection_class, **settings
+                    )
+                )
+            probe = self._probe
+        try:
+            probe.ping()
+            return None
+        except self._redis.exceptions.RedisError as exc:
+            return f"Redis at {self.where}: {exc}"
 
     # -- meta ----------------------------------------------------------------------------
     def read_meta(self) -> dict[str, Any] | None:

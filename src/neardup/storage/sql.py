@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..blocks import BucketStats, TableStats
-from ..errors import ConfigError, NeardupError, StorageDamagedError
+from ..errors import ConfigError, NeardupError, StorageDamagedError, StorageUnavailableError
 from ..similarity.bands import Scheme, scheme_from_dict
 from .base import (
     Candidates,
@@ -56,6 +58,7 @@ from .base import (
     words_to_bytes,
     words_to_int,
 )
+from .urls import redacted
 
 DEFAULT_PREFIX = "neardup"
 _PREFIX_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
@@ -66,6 +69,12 @@ MAX_SQL_TABLES = 48
 KEY_CHUNK = 500
 #: Records the recent table holds before they move to the records table (see above).
 RECENT_ROWS = 32_768
+#: Pauses before the attempts to replace a connection the server closed (a restart): bounded,
+#: so that a call while the server is down fails within about a second instead of hanging,
+#: and the first call after it is back succeeds.
+RECONNECT_PAUSES_S = (0.0, 0.0, 0.2, 0.5)
+#: Connect timeout of those attempts (seconds); the first connection keeps the URL's 10 s.
+RECONNECT_TIMEOUT_S = 5.0
 
 
 def check_prefix(prefix: str) -> str:
@@ -90,9 +99,21 @@ class SqlStorage(Storage):
     key_type = "TEXT"
     id_column = "id INTEGER PRIMARY KEY"
 
-    def __init__(self, connection: Any, prefix: str = DEFAULT_PREFIX, where: str = "") -> None:
+    def __init__(
+        self,
+        connection: Any,
+        prefix: str = DEFAULT_PREFIX,
+        where: str = "",
+        reconnector: Callable[[float, bool], Any] | None = None,
+    ) -> None:
         super().__init__()
         self.connection = connection
+        #: Opens a connection like ``connection`` given a connect timeout in seconds and whether
+        #: it is for :meth:`reachable` (whose reads time out too), for servers that restart
+        #: (PostgreSQL, MariaDB); None where there is no server (SQLite).
+        self._reconnector = reconnector
+        self._probe: Any = None  # a second connection, for reachable() only
+        self._probe_lock = threading.Lock()
         self.prefix = check_prefix(prefix)
         self.where = where or self.name
         self.meta_table = f"{self.prefix}_meta"
@@ -124,11 +145,19 @@ class SqlStorage(Storage):
 
     @contextlib.contextmanager
     def _driver_errors(self) -> Iterator[None]:
-        """Driver failures a user can act on (disk full, lock timeout, damage) become the
-        dialect's one-line storage errors; the transaction has been rolled back by then."""
+        """Driver failures a user can act on (disk full, lock timeout, damage, a lost server)
+        become the dialect's one-line storage errors; the transaction has been rolled back by
+        then (or, for a lost server, was never committed unless its COMMIT had arrived)."""
         try:
             yield
+        except NeardupError:
+            raise
         except Exception as exc:
+            if self._reconnector is not None and self._connection_broken():
+                raise StorageUnavailableError(
+                    f"lost the connection to {self.where} ({_first_line(exc)}): the call is all or "
+                    "nothing, so retry it; the next call reconnects"
+                ) from exc
             translated = self._driver_error(exc)
             if translated is None:
                 raise
@@ -136,8 +165,8 @@ class SqlStorage(Storage):
 
     @contextlib.contextmanager
     def _open_transaction(self, write: bool, exclusive: bool) -> Iterator[Any]:
-        cursor = self.connection.cursor()
         if self._depth:
+            cursor = self.connection.cursor()
             self._depth += 1
             try:
                 yield cursor
@@ -145,7 +174,7 @@ class SqlStorage(Storage):
                 self._depth -= 1
                 cursor.close()
             return
-        self._begin(cursor, write or exclusive)
+        cursor = self._begun(write or exclusive)
         self._depth = 1
         locked = False
         try:
@@ -169,6 +198,65 @@ class SqlStorage(Storage):
         for function in committed:
             function()
 
+    def _begun(self, write: bool) -> Any:
+        """A cursor in a new transaction. A connection the server closed (a restart, an idle
+        timeout) shows when BEGIN fails, before anything of the call was sent, so it is
+        replaced and BEGIN tried again, with the pauses of :data:`RECONNECT_PAUSES_S`. Only a
+        new connection is needed: locks (advisory, GET_LOCK) end with the old session, session
+        settings are the reconnector's, and what this process keeps in memory about the store
+        follows commits it saw (:meth:`_on_commit`), never a call that failed."""
+        if self._reconnector is None:
+            cursor = self.connection.cursor()
+            self._begin(cursor, write)
+            return cursor
+        last: BaseException | None = None
+        for attempt, pause in enumerate(RECONNECT_PAUSES_S):
+            time.sleep(pause)
+            try:
+                if attempt or self._connection_broken():
+                    with contextlib.suppress(Exception):
+                        self.connection.close()
+                    self.connection = self._reconnector(RECONNECT_TIMEOUT_S, False)
+                cursor = self.connection.cursor()
+                self._begin(cursor, write)
+                return cursor
+            except Exception as exc:
+                if not self._connection_broken():
+                    raise
+                last = exc
+        raise StorageUnavailableError(
+            f"cannot reach {self.where} ({_first_line(last)}) after {len(RECONNECT_PAUSES_S)} attempts "
+            f"over {sum(RECONNECT_PAUSES_S):.1f} s; is the server running? The next call tries again"
+        ) from last
+
+    def _connection_broken(self) -> bool:
+        """Whether the driver found the connection closed (dialects with a server say)."""
+        return False
+
+    def reachable(self, timeout_s: float) -> str | None:
+        """None if the server answers ``SELECT 1`` on a second connection (never the one the
+        store's calls use, which a long call may hold), else why not, in one line. One check
+        at a time: a check still waiting for the server makes the next one answer at once."""
+        if self._reconnector is None:
+            return None
+        if not self._probe_lock.acquire(blocking=False):
+            return f"{self.where} has not answered the previous check yet"
+        try:
+            if self._probe is None:
+                self._probe = self._reconnector(timeout_s, True)
+            cursor = self._probe.cursor()
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+            cursor.close()
+            return None
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                self._probe.close()
+            self._probe = None
+            return f"{self.where}: {_first_line(exc)}"
+        finally:
+            self._probe_lock.release()
+
     def _on_commit(self, function: Callable[[], None]) -> None:
         """Run ``function`` once the open transaction commits (never if it rolls back): what
         a process keeps in memory about the store follows only what the store holds."""
@@ -182,6 +270,9 @@ class SqlStorage(Storage):
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.connection.close()
+        with contextlib.suppress(Exception):
+            if self._probe is not None:
+                self._probe.close()
 
     # -- meta ----------------------------------------------------------------------------
     def read_meta(self) -> dict[str, Any] | None:
@@ -491,6 +582,11 @@ def stored_record(key: Key, fingerprint: int, columns: Sequence[Any]) -> StoredR
         None if cluster_text is None else key_from_columns(cluster_text, cluster_int),
         None if signature is None else bytes(signature),
     )
+
+
+def _first_line(exc: BaseException | None) -> str:
+    """A driver error's first line, with any URL's password masked."""
+    return redacted((str(exc).strip().splitlines() or [type(exc).__name__])[0][:300])
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
