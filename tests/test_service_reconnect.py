@@ -215,17 +215,34 @@ def test_a_lease_lost_with_its_server_is_given_back_before_the_next_take() -> No
 
 
 def test_healthz_does_not_wait_behind_a_long_store_call(tmp_path: Path) -> None:
-    """The store thread busy for 3 s (a long query, a merge): /healthz still answers at once,
+    """The store thread busy for 2 s (a long query, a merge): /healthz still answers at once,
     ok, without the count it could not get in time; once the thread is free, with it."""
     config = IndexConfig(fingerprint=FingerprintConfig())
     with SimhashIndex.open(f"sqlite:///{tmp_path}/health.db", config) as index:
         index.add_many(["a", "b"], [1, 2])
         with TestClient(create_app(index)) as client:
             app_engine = client.app.state.engine  # type: ignore[attr-defined]
-            busy = app_engine.store_worker.submit("call", lambda: time.sleep(3))
+            busy = app_engine.store_worker.submit("call", lambda: time.sleep(2))
             started = time.monotonic()
             answer = client.get("/healthz")
             assert time.monotonic() - started < 1.5
             assert answer.status_code == 200 and answer.json() == {"status": "ok"}
             busy.result(10)
             assert client.get("/healthz").json() == {"status": "ok", "documents": 2}
+
+
+def test_reconnect_messages_mask_the_password(throwaway_server: Any) -> None:
+    """PostgreSQL's trust authentication takes any password, so one can be in the URL; no
+    message about the lost server may show it."""
+    server = throwaway_server("postgres")
+    url = server.url.replace("postgres@", "postgres:hunter2%40x@")
+    with SimhashIndex.open(url, IndexConfig(bits=64, max_distance=3)) as index:
+        index.add_many(["a"], [1])
+        server.stop()
+        reason = index.storage.reachable(1.0)
+        with pytest.raises(StorageUnavailableError) as lost:
+            len(index)
+        restart_server(server)
+        assert len(index) == 1
+    assert reason is not None and "hunter2" not in reason and str(server.port) in reason
+    assert "hunter2" not in str(lost.value) and str(server.port) in str(lost.value)
