@@ -23,7 +23,9 @@ only when an SQL source is used. URLs without a driver get the one neardup insta
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -441,6 +443,14 @@ class GroupRows:
     distances: Sequence[int]
 
 
+#: The names of a ``write_groups`` in progress on MySQL/MariaDB (the new table, and the
+#: previous one just before it is dropped): a fixed prefix and 16 random hex digits, never a
+#: name a user gives; a killed run's are dropped by the next write (:func:`_drop_leftovers`).
+TEMPORARY_TABLE = re.compile(r"neardup_tmp_(?:new|old)_([0-9a-f]{16})")
+#: The server-wide named lock (``GET_LOCK``) a writer holds while its temporary tables exist.
+_LOCK_PREFIX = "neardup_tmp_"
+
+
 def write_groups(
     engine_or_url: Any,
     table: str,
@@ -453,15 +463,37 @@ def write_groups(
 ) -> int:
     """Create ``table`` (row_key, group_id, representative, distance) and fill it; returns
     the row count. An existing table is refused unless ``replace``, and a table the source
-    reads (``source_table`` or one ``source_query`` names) is refused always."""
+    reads (``source_table`` or one ``source_query`` names) is refused always.
+
+    The table appears whole or not at all, and a replaced one stays whole until then: a
+    write that fails (a full disk, a bad row) or a killed process leaves the previous table
+    as it was. Where DDL is transactional (SQLite, PostgreSQL) the drop, create and fill are
+    one transaction; MySQL/MariaDB commit each DDL statement, so there the rows go to a new
+    table under a temporary name that one atomic ``RENAME TABLE`` swaps in (see
+    :func:`_write_by_rename`)."""
     sa = _sqlalchemy()
     engine = sa.create_engine(driver_url(engine_or_url)) if isinstance(engine_or_url, str) else engine_or_url
     if not table or not isinstance(table, str):
         raise ConfigError("the write table needs a name")
+    try:
+        check_write_target(engine, table, schema=schema, table=source_table, query=source_query)
+        if engine.dialect.name in ("mysql", "mariadb"):
+            _write_by_rename(sa, engine, table, schema, rows, replace)
+        else:
+            _write_in_one_transaction(sa, engine, table, schema, rows, replace)
+    except sa.exc.SQLAlchemyError as exc:
+        raise _database_error(exc, f"writing table {table!r}") from exc
+    finally:
+        if isinstance(engine_or_url, str):
+            engine.dispose()
+    return len(rows.keys)
+
+
+def _group_table(sa: Any, name: str, schema: str | None, rows: GroupRows) -> Any:
     key_type = _key_type(sa, rows.keys)
     primary = not isinstance(key_type, sa.Text)
-    target = sa.Table(
-        table,
+    return sa.Table(
+        name,
         sa.MetaData(schema=schema),
         # never AUTO_INCREMENT: MySQL would store a key of 0 as the next free number
         sa.Column("row_key", key_type, primary_key=primary, nullable=False, autoincrement=False),
@@ -469,27 +501,105 @@ def write_groups(
         sa.Column("representative", key_type, nullable=False),
         sa.Column("distance", sa.SmallInteger, nullable=False),
     )
-    try:
-        check_write_target(engine, table, schema=schema, table=source_table, query=source_query)
-        with engine.begin() as connection:
-            if sa.inspect(connection).has_table(table, schema=schema):
-                if not replace:
-                    raise ConfigError(
-                        f"table {table!r} already exists; choose another table name or pass "
-                        f"replace=True to overwrite it"
-                    )
-                target.drop(connection)
+
+
+def _fill(connection: Any, target: Any, rows: GroupRows) -> None:
+    names = ("row_key", "group_id", "representative", "distance")
+    values = zip(rows.keys, rows.groups, rows.representatives, rows.distances, strict=True)
+    while batch := [dict(zip(names, row, strict=True)) for row in islice(values, INSERT_BATCH)]:
+        connection.execute(target.insert(), batch)
+
+
+def _exists_error(table: str) -> ConfigError:
+    return ConfigError(
+        f"table {table!r} already exists; choose another table name or pass replace=True to overwrite it"
+    )
+
+
+def _write_in_one_transaction(
+    sa: Any, engine: Any, table: str, schema: str | None, rows: GroupRows, replace: bool
+) -> None:
+    """Drop, create and fill in one transaction. pysqlite opens a transaction only before
+    INSERT/UPDATE/DELETE, so DDL would commit on its own: SQLite gets an explicit ``BEGIN
+    IMMEDIATE`` (which also takes the write lock before anything is read)."""
+    target = _group_table(sa, table, schema, rows)
+    with engine.connect() as connection:
+        if connection.dialect.name == "sqlite":
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        if sa.inspect(connection).has_table(table, schema=schema):
+            if not replace:
+                raise _exists_error(table)
+            target.drop(connection)
+        target.create(connection)
+        _fill(connection, target, rows)
+        connection.commit()
+
+
+def _write_by_rename(
+    sa: Any, engine: Any, table: str, schema: str | None, rows: GroupRows, replace: bool
+) -> None:
+    """MySQL/MariaDB: fill ``neardup_tmp_new_<token>``, then ``RENAME TABLE table TO
+    neardup_tmp_old_<token>, neardup_tmp_new_<token> TO table`` (atomic: readers see the
+    old table or the new one, never none) and drop the old one.
+
+    Leftovers of a killed run (a half-filled new table, or an old one not yet dropped) are
+    found by name (:data:`TEMPORARY_TABLE`, in the target's database only) and dropped by the
+    next write, but only when their writer is gone: every writer holds the server's named
+    lock ``neardup_tmp_<token>`` (``GET_LOCK``) for as long as its tables exist, and the
+    server releases it when the writer's connection ends, however it ends."""
+    token = secrets.token_hex(8)
+    new, old, lock = f"neardup_tmp_new_{token}", f"neardup_tmp_old_{token}", f"{_LOCK_PREFIX}{token}"
+    quote = engine.dialect.identifier_preparer
+    prefix = f"{quote.quote_schema(schema)}." if schema else ""
+
+    def name(bare: str) -> str:
+        return prefix + str(quote.quote(bare))
+
+    with engine.connect() as connection:
+        connection.commit()  # autobegun: DDL below commits implicitly anyway
+        _drop_leftovers(sa, connection, schema, name)
+        exists = sa.inspect(connection).has_table(table, schema=schema)
+        if exists and not replace:
+            raise _exists_error(table)
+        if connection.exec_driver_sql("SELECT GET_LOCK(%s, 0)", (lock,)).scalar() != 1:
+            raise StorageUnavailableError(f"cannot take the lock {lock!r} for writing table {table!r}")
+        try:
+            target = _group_table(sa, new, schema, rows)
             target.create(connection)
-            names = ("row_key", "group_id", "representative", "distance")
-            values = zip(rows.keys, rows.groups, rows.representatives, rows.distances, strict=True)
-            while batch := [dict(zip(names, row, strict=True)) for row in islice(values, INSERT_BATCH)]:
-                connection.execute(target.insert(), batch)
-    except sa.exc.SQLAlchemyError as exc:
-        raise _database_error(exc, f"writing table {table!r}") from exc
-    finally:
-        if isinstance(engine_or_url, str):
-            engine.dispose()
-    return len(rows.keys)
+            connection.commit()
+            _fill(connection, target, rows)
+            connection.commit()
+            if exists:
+                connection.exec_driver_sql(
+                    f"RENAME TABLE {name(table)} TO {name(old)}, {name(new)} TO {name(table)}"
+                )
+                connection.exec_driver_sql(f"DROP TABLE {name(old)}")
+            else:
+                connection.exec_driver_sql(f"RENAME TABLE {name(new)} TO {name(table)}")
+        except BaseException:
+            if not connection.invalidated:
+                with suppress(sa.exc.SQLAlchemyError):
+                    connection.rollback()
+                    connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name(new)}")
+            raise
+        finally:
+            if not connection.invalidated:
+                with suppress(sa.exc.SQLAlchemyError):
+                    connection.exec_driver_sql("SELECT RELEASE_LOCK(%s)", (lock,))
+                    connection.commit()
+
+
+def _drop_leftovers(sa: Any, connection: Any, schema: str | None, name: Callable[[str], str]) -> None:
+    """Drop the temporary tables of killed writes (:func:`_write_by_rename`): tables named
+    exactly like them whose writer's lock is free. A user's table is never one of them."""
+    for found in sa.inspect(connection).get_table_names(schema=schema):
+        match = TEMPORARY_TABLE.fullmatch(found)
+        if match is None:
+            continue
+        lock = f"{_LOCK_PREFIX}{match.group(1)}"
+        if connection.exec_driver_sql("SELECT IS_FREE_LOCK(%s)", (lock,)).scalar() == 1:
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name(found)}")
+    connection.commit()
 
 
 def _key_type(sa: Any, keys: Sequence[RecordKey]) -> Any:
