@@ -74,7 +74,25 @@ class StrictCsvReader:
         row = next(self, None)
         if isinstance(row, InputError):
             raise InputError(f"unreadable CSV header: {row.reason}", row.location)
-        return None if row is None else row.values
+        if row is None:
+            return None
+        _check_distinct_names(row.values, f"{self.name}:row {row.number}")
+        return row.values
+
+
+def _check_distinct_names(names: list[str], location: str) -> None:
+    """A column named twice: rows read as mappings would keep only the last of the two, so
+    the other column's values would be dropped without a word."""
+    first: dict[str, int] = {}
+    for position, name in enumerate(names, start=1):
+        if name in first:
+            shown = repr(name) if name else "'' (an empty name)"
+            raise InputError(
+                f"the CSV header names column {shown} twice (columns {first[name]} and {position}), "
+                f"so one of them would be ignored; rename one of them in the header line",
+                location,
+            )
+        first[name] = position
 
 
 class _CsvLines:

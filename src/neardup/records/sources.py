@@ -337,7 +337,11 @@ class CsvSource(RowSource):
         except OSError as exc:
             raise InputError(f"cannot open input file {self.path}: {exc.strerror}") from exc
         self._reader = StrictCsvReader(self._handle, self.path)
-        header = self._reader.header()
+        try:
+            header = self._reader.header()
+        except InputError:
+            self.close()
+            raise
         if header is None:
             raise InputError(f"{self.path} is empty; a CSV source needs a header line naming the columns")
         self.columns = header
