@@ -4,7 +4,10 @@ What differs from SQLite: postings and run keys travel in binary (one COPY built
 bytea of 8-byte keys per statement, since COPY's message per row took 16 s for 13 million
 keys and hex bytea decodes slowly), key lists are one array parameter, B-tree leaves carry the
 id (INCLUDE), and readers take a table lock that keeps the run list still (see the module
-docstring of :mod:`neardup.storage.runs`).
+docstring of :mod:`neardup.storage.runs`). Merges run inside the add, as before: a run is
+sorted and indexed in bulk (``CREATE TABLE … AS``, ``CREATE INDEX``) before the readers' lock
+is taken, and its keys come back in parts of 512 MB (a bytea holds at most 1 GB), each added
+to the filter as it comes.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import IntArray
-from .run_filters import bigint_array
+from .base import IntArray, UInt64Array
+from .run_filters import add_to_filter, bigint_array, empty_filter
 from .runs import PostingRuns
 
 #: Postings per statement that reads a run's keys back (a bytea holds at most 1 GB).
@@ -32,6 +35,7 @@ class PostgresRuns(PostingRuns):
     placeholder = "%s"
     posting_index = "(k) INCLUDE (id)"
     blob = "BYTEA"
+    merge_in_steps = False
 
     def _insert_postings(self, cursor: Any, keys: IntArray, ids: IntArray) -> None:
         rows = np.empty(keys.size, dtype=_COPY_ROW)
@@ -40,18 +44,34 @@ class PostgresRuns(PostingRuns):
         with cursor.copy(f"COPY {self.postings_table} (k, id) FROM STDIN (FORMAT BINARY)") as copy:
             copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
 
-    def _keys_of(self, cursor: Any, table: str, rows: int) -> IntArray:
+    def _create_run(self, cursor: Any, table: str, select: str) -> int:
+        # No ORDER BY: reads use the index only, and the index build sorts anyway.
+        cursor.execute(f"CREATE TABLE {table} AS {select}")
+        created = int(cursor.rowcount)
+        cursor.execute(f"CREATE INDEX {table}_k ON {table} {self.posting_index}")
+        cursor.execute(f"ANALYZE {table}")  # the planner's row counts, before any autovacuum's
+        return created
+
+    def _run_filter(self, cursor: Any, table: str, rows: int) -> tuple[UInt64Array, int]:
         if rows < 0:
             cursor.execute(f"SELECT COUNT(*) FROM {table}")
             rows = int(cursor.fetchone()[0])
+        bits, count = empty_filter(rows), 0
         reads = max(1, -(-rows // KEYS_PER_READ))
-        parts = []
         for part in range(reads):
             where = f" WHERE id % {reads} = {part}" if reads > 1 else ""
             cursor.execute(f"SELECT string_agg(int8send(k), ''::bytea) FROM {table}{where}", binary=True)
             data = cursor.fetchone()[0]
-            parts.append(np.frombuffer(bytes(data or b""), dtype=">i8").astype(np.int64))
-        return np.concatenate(parts)
+            keys = np.frombuffer(bytes(data or b""), dtype=">i8").astype(np.int64)
+            add_to_filter(bits, keys)
+            count += keys.size
+        return bits, count
+
+    def _max_length(self, cursor: Any) -> int:
+        return 1 << 30  # a field's limit
+
+    def _delete_filter(self, cursor: Any, table: str) -> None:
+        cursor.execute(f"DELETE FROM {self.filters_table} WHERE split_part(name, '#', 1) = %s", (table,))
 
     def _postings_between(self, cursor: Any, first: int, stop: int) -> tuple[IntArray, IntArray]:
         # Both aggregates walk the rows in one order, so the keys and ids stay paired.
@@ -75,7 +95,9 @@ class PostgresRuns(PostingRuns):
 
     def _read_filters(self, cursor: Any, names: list[str]) -> list[tuple[str, bytes]]:
         cursor.execute(
-            f"SELECT name, bits FROM {self.filters_table} WHERE name = ANY(%s)", (names,), binary=True
+            f"SELECT name, bits FROM {self.filters_table} WHERE split_part(name, '#', 1) = ANY(%s)",
+            (names,),
+            binary=True,
         )
         return [(row[0], bytes(row[1])) for row in cursor.fetchall()]
 

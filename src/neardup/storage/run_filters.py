@@ -60,11 +60,16 @@ def _filter_slots(keys: IntArray, words: int) -> tuple[UInt64Array, UInt64Array]
     return slots, masks
 
 
+def empty_filter(count: int) -> UInt64Array:
+    """An empty filter for ``count`` keys: :data:`FILTER_BITS` bits or more per key, rounded to
+    a power of two words. Keys can then be added in parts (:func:`add_to_filter`), so a run's
+    keys never have to be in memory at once."""
+    return np.zeros(1 << max(0, int(np.ceil(np.log2(max(count, 1) * FILTER_BITS / 64)))), dtype=np.uint64)
+
+
 def build_filter(keys: IntArray) -> UInt64Array:
-    """A filter of ``keys``: :data:`FILTER_BITS` bits or more per key, rounded to a power of
-    two words."""
-    words = 1 << max(0, int(np.ceil(np.log2(max(len(keys), 1) * FILTER_BITS / 64))))
-    filter_words = np.zeros(words, dtype=np.uint64)
+    """A filter of ``keys`` (see :func:`empty_filter`)."""
+    filter_words = empty_filter(len(keys))
     add_to_filter(filter_words, keys)
     return filter_words
 

@@ -22,7 +22,12 @@ Building a run of the same records costs one sort and one bulk index build, abou
 Once ``<prefix>_postings`` holds the postings of :data:`RUN_RECORDS` records they become a run
 of tier 0, and :data:`MERGE_RUNS` runs of one tier are merged into one of the next tier
 (size-tiered, as in LSM trees): a posting is rewritten log_4(records / RUN_RECORDS) times and
-at most 3 runs per tier are read. Once a record was removed, merges leave out the postings of
+about 3 runs per tier are read. On SQLite a merge runs after the add that filled its tier has
+committed, in steps of at most :data:`MERGE_STEP` postings, each its own transaction (see
+:meth:`PostingRuns.merge_step`): a merge of 134 M postings held the writer lock (and every
+other writer) for minutes inside one add before. A run's keys are read back in parts, never
+as one text or blob: one text of a run of 134 M keys (about 2.7 GB) passed SQLite's 1 GB
+length limit, and every later add failed. Once a record was removed, merges leave out the postings of
 removed records (a remove deletes the record row only; postings whose id has no row are
 ignored by every read).
 
@@ -45,13 +50,16 @@ run before that lock).
 from __future__ import annotations
 
 import json
+import logging
 import secrets
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..blocks import BucketStats, TableStats
+from ..errors import StorageError
 from ..similarity.bands import Scheme
 from .base import (
     Candidates,
@@ -69,7 +77,7 @@ from .base import (
     words_to_int,
 )
 from .recent_postings import RecentPostings
-from .run_filters import TABLE_BITS, build_filter, may_contain, posting_keys
+from .run_filters import TABLE_BITS, add_to_filter, empty_filter, may_contain, posting_keys
 from .sql import RECORD_COLUMNS, SqlStorage, stored_record
 
 #: The layout a store of this module records in its meta row ``layout``.
@@ -78,6 +86,22 @@ LAYOUT = "runs-1"
 RUN_RECORDS = 32_768
 #: Runs of one tier merged into one run of the next tier once there are this many.
 MERGE_RUNS = 4
+#: Postings a merge step copies at most (SQLite): one step is one transaction holding the
+#: writer lock, about a second at this size, so other writers wait for a step, never a merge.
+MERGE_STEP = 1 << 20
+#: Merge work an add does once it has committed, in postings per posting it added (and at
+#: least :data:`MERGE_STEP`): a posting is rewritten once per tier, so merges keep up.
+MERGE_WORK = 16
+#: Keys read back per statement at most (SQLite: one comma-separated text, 20 MB or so).
+KEYS_PER_READ = 1 << 22
+#: Bytes of a filter per row of the filters table at most (a row holds one blob, and SQL
+#: engines refuse values past 1 GB): a run of 537 M postings has a 1 GiB filter.
+FILTER_PART_BYTES = 1 << 28
+#: A position in a run's (key, id) order: everything up to and including it, None for nothing
+#: yet, "end" for everything.
+Position = list[int] | str | None
+
+log = logging.getLogger("neardup.storage")
 
 
 class PostingRuns:
@@ -87,6 +111,9 @@ class PostingRuns:
     placeholder = "?"
     #: The index of the posting tables (PostgreSQL stores the id in the leaf: INCLUDE).
     posting_index = "(k, id)"
+    #: Whether merges run after the add, in steps (SQLite), or inside the add (PostgreSQL,
+    #: whose merges sort and index in bulk before they take the readers' lock).
+    merge_in_steps = True
 
     def __init__(self, prefix: str, records_table: str, meta_table: str) -> None:
         self.prefix = prefix
@@ -97,6 +124,8 @@ class PostingRuns:
         self.run_records = RUN_RECORDS
         #: Filters read so far, by run table (runs never change, so neither do they).
         self.filters: dict[str, UInt64Array] = {}
+        #: Filters of merged runs being copied, by run table: (position read, words).
+        self.building: dict[str, tuple[Position, UInt64Array]] = {}
         self.recent = RecentPostings()
         #: Runs a function once the current transaction commits (set by the store).
         self.on_commit: Callable[[Callable[[], None]], None] = lambda function: None
@@ -119,8 +148,11 @@ class PostingRuns:
     def state(self, cursor: Any) -> dict[str, Any]:
         """The meta row ``runs``: ``runs`` ([{"table", "postings", "tier"}], oldest first),
         ``cut`` (the last record id whose postings are in a run), ``next_id``, ``removed``
-        (records removed so far) and ``stamp`` (new at every cut,
-        :mod:`~neardup.storage.recent_postings`; absent in stores made before it)."""
+        (records removed so far), ``stamp`` (new at every cut,
+        :mod:`~neardup.storage.recent_postings`; absent in stores made before it), and where
+        merges run in steps ``merges`` ([{"table", "sources", "tier", "after", "postings",
+        "capacity"}]: merged runs being copied, not read yet) and ``retired`` ([{"table",
+        "postings"}]: runs merged away, to drop)."""
         cursor.execute(f"SELECT value FROM {self.meta_table} WHERE name = 'runs'")
         state: dict[str, Any] = json.loads(cursor.fetchone()[0])
         return state
@@ -182,7 +214,11 @@ class PostingRuns:
         runs: list[dict[str, Any]] = list(state["runs"])
         retired: list[str] = []
         runs.append(self._build(cursor, [self.postings_table], tier=0, live_only=False))
-        while len(runs) >= MERGE_RUNS and len({run["tier"] for run in runs[-MERGE_RUNS:]}) == 1:
+        while (
+            not self.merge_in_steps
+            and len(runs) >= MERGE_RUNS
+            and len({run["tier"] for run in runs[-MERGE_RUNS:]}) == 1
+        ):
             merged, runs = runs[-MERGE_RUNS:], runs[:-MERGE_RUNS]
             tables = [run["table"] for run in merged]
             tier = merged[0]["tier"] + 1
@@ -191,7 +227,7 @@ class PostingRuns:
         self._empty_postings(cursor)
         for table in retired:
             cursor.execute(f"DROP TABLE {table}")
-            cursor.execute(f"DELETE FROM {self.filters_table} WHERE name = {self.placeholder}", (table,))
+            self._delete_filter(cursor, table)
         state.update(runs=runs, cut=last_id, stamp=_stamp())
         self._save(cursor, state)
         empty = np.empty(0, np.int64)
@@ -202,22 +238,218 @@ class PostingRuns:
         the postings of removed records), with its filter."""
         # A random name is never reused (not even after a rollback), so a filter cached
         # under a run's name always belongs to that run.
-        table = f"{self.prefix}_run_{secrets.token_hex(8)}"
+        table = self._new_run_name()
         union = " UNION ALL ".join(f"SELECT k, id FROM {source}" for source in sources)
-        live = f" WHERE EXISTS (SELECT 1 FROM {self.records_table} r WHERE r.id = p.id)" if live_only else ""
-        # No ORDER BY: reads use the index only, and the index build sorts anyway.
-        cursor.execute(f"CREATE TABLE {table} AS SELECT k, id FROM ({union}) AS p{live}")
-        created = int(cursor.rowcount)  # -1 where the driver does not count (sqlite3)
-        cursor.execute(f"CREATE INDEX {table}_k ON {table} {self.posting_index}")
-        cursor.execute(f"ANALYZE {table}")  # the planner's row counts, before any autovacuum's
-        keys = self._keys_of(cursor, table, created)
-        bits = build_filter(keys)
-        p = self.placeholder
-        cursor.execute(
-            f"INSERT INTO {self.filters_table} (name, bits) VALUES ({p}, {p})", (table, bits.tobytes())
-        )
+        live = self._live_condition() if live_only else ""
+        created = self._create_run(cursor, table, f"SELECT k, id FROM ({union}) AS p{live}")
+        bits, postings = self._run_filter(cursor, table, created)
+        self._save_filter(cursor, table, bits)
         self.filters[table] = bits
-        return {"table": table, "postings": int(keys.size), "tier": tier}
+        return {"table": table, "postings": postings, "tier": tier}
+
+    def _new_run_name(self) -> str:
+        # A random name is never reused (not even after a rollback), so a filter cached
+        # under a run's name always belongs to that run.
+        return f"{self.prefix}_run_{secrets.token_hex(8)}"
+
+    def _live_condition(self) -> str:
+        """Keeps the postings ``p`` of records that still have a row."""
+        return f" WHERE EXISTS (SELECT 1 FROM {self.records_table} r WHERE r.id = p.id)"
+
+    def _save_filter(self, cursor: Any, table: str, bits: UInt64Array) -> None:
+        """A run's filter, in rows of at most :data:`FILTER_PART_BYTES` (and half the engine's
+        length limit): ``table``, then ``table#1``, ``table#2``, …"""
+        data = memoryview(np.ascontiguousarray(bits).view(np.uint8).data)
+        size = max(8, min(FILTER_PART_BYTES, self._max_length(cursor) // 2) // 8 * 8)
+        p = self.placeholder
+        cursor.executemany(
+            f"INSERT INTO {self.filters_table} (name, bits) VALUES ({p}, {p})",
+            [
+                (f"{table}#{part}" if part else table, data[start : start + size])
+                for part, start in enumerate(range(0, max(len(data), 1), size))
+            ],
+        )
+
+    # -- merges in steps (SQLite) ---------------------------------------------------------
+    def merge_work(self, state: dict[str, Any]) -> bool:
+        """Whether ``state`` has merge work to do (runs to merge, merges to finish, runs to drop)."""
+        return bool(state.get("merges") or state.get("retired") or self._ready_sources(state))
+
+    def merge_step(self, cursor: Any, limit: int) -> tuple[int, str | None]:
+        """One bounded piece of merge work, in the caller's write transaction (writer lock
+        held): drop one retired run, or publish a merged run whose copy and filter are
+        complete, or copy up to ``limit`` postings into the merged run of the lowest tier
+        (starting a merge if a tier is full). Returns the work done (postings, about; 0: none
+        left) and, when this process's filter of that run is behind its copy, the run's name:
+        read it first with :meth:`catch_up`, outside the lock.
+
+        Each step commits alone and records its progress in the meta row, so a process
+        killed anywhere leaves the old runs serving reads and the merge to whoever adds next.
+        A merged run is copied in (key, id) order, range after range, so the postings copied
+        never change afterwards and each process reads each one once into its filter."""
+        state = self.state(cursor)
+        merges: list[dict[str, Any]] = state.setdefault("merges", [])
+        for table in set(self.building) - {merge["table"] for merge in merges}:
+            del self.building[table]  # published or abandoned meanwhile
+        retired: list[dict[str, Any]] = state.get("retired", [])
+        if retired:
+            run = retired.pop(0)
+            cursor.execute(f"DROP TABLE IF EXISTS {run['table']}")
+            self._delete_filter(cursor, run["table"])
+            self._save(cursor, state)
+            return max(1, int(run["postings"]) // 16), None
+        merge = self._next_merge(cursor, state)
+        if merge is None:
+            return 0, None
+        table = merge["table"]
+        if merge["after"] is None and table not in self.building:
+            self.building[table] = (None, empty_filter(int(merge["capacity"])))
+        position, bits = self.building.get(table, (None, None))
+        if bits is None or position != merge["after"]:
+            return 0, table
+        if merge["after"] == "end":
+            self._publish(cursor, state, merge, bits)
+            return 1, None
+        return self._copy_step(cursor, state, merge, limit), None
+
+    def catch_up(self, cursor: Any, table: str) -> int:
+        """Read into this process's filter of the merged run ``table`` the keys copied since
+        it last read (another process copied them, or this one started after a crash); in a
+        read transaction, since copied postings never change. Returns the keys read (at
+        least 1)."""
+        state = self.state(cursor)
+        merge = next((merge for merge in state.get("merges", []) if merge["table"] == table), None)
+        if merge is None:
+            self.building.pop(table, None)
+            return 1
+        position, bits = self.building.get(table, (None, empty_filter(int(merge["capacity"]))))
+        read = 0
+        for keys in self._keys_between(cursor, table, position, merge["after"]):
+            add_to_filter(bits, keys)
+            read += keys.size
+        self.building[table] = (merge["after"], bits)
+        return max(1, read)
+
+    def _ready_sources(self, state: dict[str, Any]) -> list[dict[str, Any]]:
+        """The oldest :data:`MERGE_RUNS` runs of the lowest tier that has that many runs
+        outside merges, or none."""
+        busy = {source for merge in state.get("merges", []) for source in merge["sources"]}
+        tiers: dict[int, list[dict[str, Any]]] = {}
+        for run in state["runs"]:
+            if run["table"] not in busy:
+                tiers.setdefault(int(run["tier"]), []).append(run)
+        for tier in sorted(tiers):
+            if len(tiers[tier]) >= MERGE_RUNS:
+                return tiers[tier][:MERGE_RUNS]
+        return []
+
+    def _next_merge(self, cursor: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+        """The merge to work on: the pending one of the lowest tier, unless a lower tier is
+        full, whose merge starts here (an empty run table; the step saves the state)."""
+        merges: list[dict[str, Any]] = state["merges"]
+        pending = min(merges, key=lambda merge: int(merge["tier"]), default=None)
+        sources = self._ready_sources(state)
+        if sources and (pending is None or int(sources[0]["tier"]) + 1 < int(pending["tier"])):
+            table = self._new_run_name()
+            self._create_run_table(cursor, table)
+            pending = {
+                "table": table,
+                "sources": [run["table"] for run in sources],
+                "tier": int(sources[0]["tier"]) + 1,
+                "after": None,
+                "postings": 0,
+                "capacity": sum(int(run["postings"]) for run in sources),
+            }
+            merges.append(pending)
+        return pending
+
+    def _copy_step(self, cursor: Any, state: dict[str, Any], merge: dict[str, Any], limit: int) -> int:
+        """Copy the next range of about ``limit`` postings (in (key, id) order) of the merge's
+        sources into its run; this process's filter takes their keys once the step commits."""
+        table, sources, after = merge["table"], merge["sources"], merge["after"]
+        share = max(1, limit // len(sources))
+        # Each source has at most `share` postings up to the smallest of their share-th
+        # postings, and the one it came from exactly that many: the step is bounded and moves.
+        bounds = [bound for source in sources if (bound := self._nth_after(cursor, source, after, share))]
+        until: Position = min(bounds) if bounds else "end"
+        condition, parameters = _between(after, until)
+        union = " UNION ALL ".join(f"SELECT k, id FROM {source} WHERE {condition}" for source in sources)
+        live = self._live_condition() if state["removed"] else ""
+        cursor.execute(
+            f"INSERT INTO {table} (k, id) SELECT k, id FROM ({union}) AS p{live} ORDER BY k, id",
+            parameters * len(sources),
+        )
+        copied = max(0, int(cursor.rowcount))
+        keys = [part for part in self._keys_between(cursor, table, after, until)]
+        merge["after"], merge["postings"] = until, int(merge["postings"]) + copied
+        self._save(cursor, state)
+
+        def committed() -> None:
+            position, bits = self.building.get(table, (None, None))
+            if bits is not None and position == after:
+                for part in keys:
+                    add_to_filter(bits, part)
+                self.building[table] = (until, bits)
+
+        self.on_commit(committed)
+        return max(1, copied)
+
+    def _publish(self, cursor: Any, state: dict[str, Any], merge: dict[str, Any], bits: UInt64Array) -> None:
+        """Swap a merged run, copied whole and with its filter, for its sources (which retire)."""
+        runs: list[dict[str, Any]] = state["runs"]
+        tables = [run["table"] for run in runs]
+        table, sources = merge["table"], merge["sources"]
+        state["merges"].remove(merge)
+        retired = state.setdefault("retired", [])
+        if not all(source in tables for source in sources):  # changed by another program: redo
+            retired.append({"table": table, "postings": merge["postings"]})
+            self._save(cursor, state)
+            return
+        self._save_filter(cursor, table, bits)
+        first = tables.index(sources[0])
+        state["runs"] = [run for run in runs if run["table"] not in sources]
+        state["runs"].insert(
+            first, {"table": table, "postings": int(merge["postings"]), "tier": merge["tier"]}
+        )
+        retired.extend(
+            {"table": run["table"], "postings": run["postings"]} for run in runs if run["table"] in sources
+        )
+        self._save(cursor, state)
+
+        def committed() -> None:
+            self.filters[table] = bits
+            self.building.pop(table, None)
+
+        self.on_commit(committed)
+
+    def _nth_after(self, cursor: Any, table: str, after: Position, count: int) -> list[int] | None:
+        """The ``count``-th posting (key, id) of ``table`` after position ``after``, or None."""
+        condition, parameters = _between(after, "end")
+        cursor.execute(
+            f"SELECT k, id FROM {table} WHERE {condition} ORDER BY k, id LIMIT 1 OFFSET {int(count) - 1}",
+            parameters,
+        )
+        row = cursor.fetchone()
+        return None if row is None else [int(row[0]), int(row[1])]
+
+    def _keys_between(self, cursor: Any, table: str, after: Position, until: Position) -> Iterator[IntArray]:
+        """The keys of the postings of ``table`` after ``after`` up to ``until`` (in (key, id)
+        order), in parts of at most :data:`KEYS_PER_READ` and well under SQLite's length limit
+        (a key is at most 20 characters and a comma)."""
+        if until is None or after == until:
+            return
+        per_read = max(1, min(KEYS_PER_READ, (self._max_length(cursor) - 64) // 21))
+        while True:
+            bound = self._nth_after(cursor, table, after, per_read)
+            last = bound is None or (isinstance(until, list) and bound >= until)
+            part_until = until if last else bound
+            condition, parameters = _between(after, part_until)
+            cursor.execute(f"SELECT group_concat(k) FROM {table} WHERE {condition}", parameters)
+            text = cursor.fetchone()[0]
+            yield np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, np.int64)
+            if last:
+                return
+            after = part_until
 
     # -- reads ----------------------------------------------------------------------------
     def open_for_reading(self, cursor: Any) -> tuple[list[str], dict[str, Any]]:
@@ -228,8 +460,14 @@ class PostingRuns:
         tables = self.tables(state)
         missing = [table for table in tables[1:] if table not in self.filters]
         if missing:
+            parts: dict[str, list[tuple[int, bytes]]] = {}
             for name, bits in self._read_filters(cursor, missing):
-                self.filters[name] = np.frombuffer(bytes(bits), dtype=np.uint64)
+                table, _, part = name.partition("#")  # see _save_filter
+                parts.setdefault(table, []).append((int(part or 0), bits))
+            for table, pieces in parts.items():
+                pieces.sort(key=lambda piece: piece[0])
+                joined = pieces[0][1] if len(pieces) == 1 else b"".join(piece[1] for piece in pieces)
+                self.filters[table] = np.frombuffer(joined, dtype=np.uint64)
         for table in set(self.filters) - set(tables):
             del self.filters[table]  # merged away
         return tables, state
@@ -298,7 +536,9 @@ class PostingRuns:
         return stats
 
     def drop(self, cursor: Any) -> None:
-        for table in self.tables(self.state(cursor)):
+        state = self.state(cursor)
+        unread = [run["table"] for run in state.get("merges", []) + state.get("retired", [])]
+        for table in [*self.tables(state), *unread]:
             cursor.execute(f"DROP TABLE IF EXISTS {table}")
         cursor.execute(f"DROP TABLE IF EXISTS {self.records_table}")
         cursor.execute(f"DROP TABLE IF EXISTS {self.filters_table}")
@@ -312,17 +552,48 @@ class PostingRuns:
             zip(keys.tolist(), ids.tolist(), strict=True),
         )
 
-    def _keys_of(self, cursor: Any, table: str, rows: int) -> IntArray:
-        """Every posting key of a run (``rows`` of them, or -1: not counted), as one
-        comma-separated text parsed by numpy (a row at a time through Python took 7.1 s for
-        10^7 keys, this 3.1)."""
-        cursor.execute(f"SELECT group_concat(k) FROM {table}")
-        text = cursor.fetchone()[0]
-        return np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, np.int64)
+    def _create_run(self, cursor: Any, table: str, select: str) -> int:
+        """A new run holding the rows of ``select``; returns how many (-1: not counted).
+        SQLite: a table clustered on (k, id), filled in order (appends, no index to build)."""
+        self._create_run_table(cursor, table)
+        cursor.execute(f"INSERT INTO {table} (k, id) {select} ORDER BY k, id")
+        return int(cursor.rowcount)
+
+    def _create_run_table(self, cursor: Any, table: str) -> None:
+        """An empty run table in (k, id) order, which merges fill range after range."""
+        cursor.execute(
+            f"CREATE TABLE {table} (k INTEGER NOT NULL, id INTEGER NOT NULL, "
+            "PRIMARY KEY (k, id)) WITHOUT ROWID"
+        )
+
+    def _run_filter(self, cursor: Any, table: str, rows: int) -> tuple[UInt64Array, int]:
+        """A new run's filter and posting count (``rows``: the count if known, else -1); keys
+        read in parts, each a comma-separated text parsed by numpy (a row at a time through
+        Python took 7.1 s for 10^7 keys, one text 3.1)."""
+        if rows < 0:
+            cursor.execute(f"SELECT COUNT(*) FROM {table}")
+            rows = int(cursor.fetchone()[0])
+        bits, count = empty_filter(rows), 0
+        for keys in self._keys_between(cursor, table, None, "end"):
+            add_to_filter(bits, keys)
+            count += keys.size
+        return bits, count
+
+    def _max_length(self, cursor: Any) -> int:
+        """The longest text or blob the connection takes (SQLite: its length limit)."""
+        getlimit = getattr(cursor.connection, "getlimit", None)  # Python 3.11+
+        return int(getlimit(sqlite3.SQLITE_LIMIT_LENGTH)) if getlimit else 1_000_000_000
+
+    def _delete_filter(self, cursor: Any, table: str) -> None:
+        cursor.execute(
+            f"DELETE FROM {self.filters_table} WHERE name = ? OR substr(name, 1, ?) = ?",
+            (table, len(table) + 1, f"{table}#"),
+        )
 
     def _read_filters(self, cursor: Any, names: list[str]) -> list[tuple[str, bytes]]:
         cursor.execute(
-            f"SELECT name, bits FROM {self.filters_table} WHERE name IN (SELECT value FROM json_each(?))",
+            f"SELECT name, bits FROM {self.filters_table} WHERE (CASE WHEN instr(name, '#') "
+            "THEN substr(name, 1, instr(name, '#') - 1) ELSE name END) IN (SELECT value FROM json_each(?))",
             (json.dumps(names),),
         )
         return [(row[0], bytes(row[1])) for row in cursor.fetchall()]
@@ -341,15 +612,25 @@ class PostingRuns:
         cursor.execute(f"DELETE FROM {self.postings_table}")
 
     def _postings_between(self, cursor: Any, first: int, stop: int) -> tuple[IntArray, IntArray]:
-        """(keys, ids) of the recent postings of records ``first`` ≤ id < ``stop``."""
-        cursor.execute(
-            f"SELECT group_concat(k), group_concat(id) FROM {self.postings_table} WHERE id >= ? AND id < ?",
-            (first, stop),
-        )
-        keys, ids = cursor.fetchone()
-        if not keys:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        return np.fromstring(keys, dtype=np.int64, sep=","), np.fromstring(ids, dtype=np.int64, sep=",")
+        """(keys, ids) of the recent postings of records ``first`` ≤ id < ``stop``, read in
+        spans of ids whose texts stay under the length limit (at most 2^TABLE_BITS postings
+        a record)."""
+        cursor.execute(f"SELECT MIN(id) FROM {self.postings_table} WHERE id >= ?", (first,))
+        low = cursor.fetchone()[0]
+        per_read = max(1, min(KEYS_PER_READ, (self._max_length(cursor) - 64) // 21))
+        span = max(1, per_read >> TABLE_BITS)
+        found_keys, found_ids = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        for start in range(int(low), stop, span) if low is not None else ():
+            cursor.execute(
+                f"SELECT group_concat(k), group_concat(id) FROM {self.postings_table} "
+                "WHERE id >= ? AND id < ?",
+                (start, min(start + span, stop)),
+            )
+            keys, ids = cursor.fetchone()
+            if keys:
+                found_keys.append(np.fromstring(keys, dtype=np.int64, sep=","))
+                found_ids.append(np.fromstring(ids, dtype=np.int64, sep=","))
+        return np.concatenate(found_keys), np.concatenate(found_ids)
 
     def _given_postings(self, keys: IntArray, ids: IntArray) -> tuple[str, list[Any]]:
         """A table of the given (k, id) pairs and its parameters, for the union with the
@@ -421,6 +702,34 @@ class RunsStorage(SqlStorage):
                 raise raced_key_error(self.where, exc) from exc
             self.runs.add(cursor, keys, ids, state)
             self.runs.cut_if_full(cursor, state, max(ids))
+            if self.runs.merge_in_steps and self.runs.merge_work(state):
+                # Once the outermost transaction (check-and-add's, if any) has committed:
+                # merges hold no adding transaction open.
+                self._on_commit(lambda: self._merge_after_add(keys.size))
+
+    def _merge_after_add(self, postings: int) -> None:
+        """Pending merge work worth :data:`MERGE_WORK` times the postings just added. A
+        failure here is logged, not raised: the batch is stored, and the next add resumes."""
+        try:
+            self.merge_pending(max(MERGE_STEP, MERGE_WORK * postings))
+        except StorageError as exc:
+            log.warning("merging runs paused, to resume at the next add: %s", exc)
+
+    def merge_pending(self, budget: int | None = None) -> None:
+        """Do merge work (SQLite) until about ``budget`` postings of it are done or none is
+        left (None: until none is left), one bounded step per write transaction
+        (:meth:`PostingRuns.merge_step`)."""
+        done = 0
+        while budget is None or done < budget:
+            with self._transaction(write=True) as cursor:
+                self._lock(cursor)
+                work, behind = self.runs.merge_step(cursor, MERGE_STEP)
+            if behind is not None:
+                with self._transaction() as cursor:
+                    work = self.runs.catch_up(cursor, behind)
+            if not work:
+                return
+            done += work
 
     def _insert_records(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         marks = self._marks(len(rows[0]))
@@ -480,6 +789,21 @@ class RunsStorage(SqlStorage):
         with self._transaction(write=True) as cursor:
             self.runs.drop(cursor)
             cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
+
+
+def _between(after: Position, until: Position) -> tuple[str, list[int]]:
+    """The postings after position ``after`` up to ``until`` (see :data:`Position`), as a
+    condition on (k, id) that an index on (k, id) answers by range, and its parameters."""
+    if until is None or after == "end" or (after is not None and after == until):
+        return "0 = 1", []
+    conditions, parameters = [], []
+    if isinstance(after, list):
+        conditions.append("(k, id) > (?, ?)")
+        parameters += after
+    if isinstance(until, list):
+        conditions.append("(k, id) <= (?, ?)")
+        parameters += until
+    return " AND ".join(conditions) or "1 = 1", parameters
 
 
 def _stamp() -> str:

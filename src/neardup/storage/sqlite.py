@@ -27,6 +27,7 @@ from ..errors import (
     ConfigError,
     ForeignStoreError,
     NeardupError,
+    StorageBackendError,
     StorageBusyError,
     StorageDamagedError,
     StorageFullError,
@@ -213,6 +214,12 @@ def storage_error(exc: sqlite3.Error, where: str, timeout: float, opening: bool 
         return StorageDamagedError(
             f"{where} is damaged ({exc}); restore it from a backup, or rebuild the index "
             "into a new file with `neardup index add`"
+        )
+    if name.startswith("SQLITE_TOOBIG"):
+        return StorageBackendError(
+            f"{where}: SQLite refused a text or blob longer than its length limit ({exc}); nothing "
+            "of the failed operation was written and the store is unchanged; this is a neardup bug: "
+            "please report it with the output of `neardup index stats`"
         )
     if name.startswith("SQLITE_READONLY"):
         return StorageReadOnlyError(
