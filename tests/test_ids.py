@@ -99,22 +99,31 @@ def test_resolve_keys_takes_ids_as_strings_unless_int_ids(tmp_path: Path) -> Non
 
 
 # -- probe 7: repeated ids, concurrent adds -------------------------------------------------------
-def repeated_input(tmp_path: Path) -> Path:
+def repeated_input(tmp_path: Path, same: bool = False) -> Path:
     return write_lines(
         tmp_path / "repeat.jsonl",
         {"id": "a", "text": TEXT.format(1)},
         {"id": "b", "text": TEXT.format(2)},
-        {"id": "a", "text": "another text under the same id, which would be lost silently"},
+        {"id": "a", "text": TEXT.format(1) if same else "another text under the same id, lost silently"},
     )
 
 
 @pytest.mark.parametrize("batch", [[], ["--batch-size", "1"], ["--batch-size", "2"]])
 def test_a_repeated_id_is_counted_whatever_the_batch_size(tmp_path: Path, batch: list[str]) -> None:
     url = f"sqlite:///{tmp_path}/repeat.db"
-    code, _, err, _ = run("index", "add", url, str(repeated_input(tmp_path)), *batch)
+    code, _, err, _ = run("index", "add", url, str(repeated_input(tmp_path, same=True)), *batch)
     assert code == 0, err
     assert "added 2, skipped 1 already stored (1 repeating an earlier id of the input)" in err
     assert stored_ids(url) == {"a", "b"}
+
+
+@pytest.mark.parametrize("batch", [[], ["--batch-size", "1"], ["--batch-size", "2"]])
+def test_a_repeated_id_with_another_text_names_both_lines(tmp_path: Path, batch: list[str]) -> None:
+    """Issue 28: the repeat's text used to be dropped silently (the first was kept)."""
+    url = f"sqlite:///{tmp_path}/repeat.db"
+    source = repeated_input(tmp_path)
+    code, _, err, _ = run("index", "add", url, str(source), *batch)
+    assert code == 1 and f"{source}:3" in err and f"{source}:1" in err and "another text" in err
 
 
 @pytest.mark.parametrize("batch", [[], ["--batch-size", "1"]])
@@ -265,5 +274,5 @@ def test_dedup_index_errors_name_file_and_line(tmp_path: Path) -> None:
     first = write_lines(tmp_path / "first.jsonl", {"id": "b", "text": TEXT.format(2)})
     assert run("dedup", str(first), "--index", url, "--clusters", clusters)[0] == 0
     code, _, err, _ = run("dedup", str(later), "--index", url, "--clusters", clusters)
-    assert code == 1 and f"{later}:1" in err and "another fingerprint" in err
+    assert code == 1 and f"{later}:1" in err and "another text" in err and "--existing replace" in err
     assert stored_ids(url) == {"b"}

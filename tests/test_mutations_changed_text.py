@@ -1,5 +1,6 @@
-"""``neardup index add`` warns when a stored id comes again with another text: the stored
-record is kept (skipped), so the new text is silently lost unless the summary says so."""
+"""``neardup index add`` refuses a stored id that comes again with another text (issue 28:
+the stored record used to be kept with a warning, so the new text was lost), naming the
+line and ``--existing replace``, which stores the new text instead."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from .conftest import write_lines
 
 TEXT = "the quick brown fox jumps over the lazy dog near the river bank number {}"
 OTHER = "an entirely different story about football in Spain, told once more: {}"
-WARNING = "of them with other text now: remove and add them to update"
+ERROR = "is already stored with another text"
 
 
-def add(url: str, source: Path, *extra: str) -> str:
+def add(url: str, source: Path, *extra: str, code: int = 0) -> str:
     result = CliRunner().invoke(main, ["index", "add", url, str(source), *extra])
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == code, result.stderr
     return result.stderr
 
 
@@ -31,32 +32,42 @@ def fill(tmp_path: Path) -> str:
     return url
 
 
-@pytest.mark.parametrize("batch", [[], ["--batch-size", "1"], ["--batch-size", "2"]])
-def test_re_adding_ids_with_other_text_warns_and_counts_them(tmp_path: Path, batch: list[str]) -> None:
-    url = fill(tmp_path)
-    again = write_lines(
+def again(tmp_path: Path) -> Path:
+    return write_lines(
         tmp_path / "again.jsonl",
-        {"id": "a", "text": OTHER.format("a")},  # changed
         {"id": "b", "text": TEXT.format("b")},  # the same text: not a change
+        {"id": "a", "text": OTHER.format("a")},  # changed
         {"id": "c", "text": OTHER.format("c")},  # changed
         {"id": "d", "text": TEXT.format("d")},  # new
     )
-    err = add(url, again, *batch)
-    assert "added 1, skipped 3 already stored" in err
-    assert f"(2 {WARNING})" in err
+
+
+@pytest.mark.parametrize("batch", [[], ["--batch-size", "1"], ["--batch-size", "2"]])
+def test_re_adding_ids_with_other_text_is_an_error_naming_the_line(tmp_path: Path, batch: list[str]) -> None:
+    url = fill(tmp_path)
+    source = again(tmp_path)
+    err = add(url, source, *batch, code=1)
+    assert f"{source}:2: id 'a' {ERROR}" in err and "--existing replace" in err
     with SimhashIndex.open(url, create=False) as index:
-        assert sorted(index) == ["a", "b", "c", "d"]  # the stored records were kept
+        assert sorted(index) == ["a", "b", "c"]  # nothing of the failing batch
 
 
-def test_re_adding_ids_with_the_same_text_does_not_warn(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [[], ["--batch-size", "1"]])
+def test_existing_replace_stores_the_new_texts(tmp_path: Path, batch: list[str]) -> None:
+    url = fill(tmp_path)
+    with SimhashIndex.open(url, create=False) as index:
+        before = index.get("a")
+    err = add(url, again(tmp_path), "--existing", "replace", *batch)
+    assert "added 1, skipped 1 already stored, replaced 2 whose text changed" in err
+    with SimhashIndex.open(url, create=False) as index:
+        assert sorted(index) == ["a", "b", "c", "d"]
+        after = index.get("a")
+    assert before is not None and after is not None and before.fingerprint != after.fingerprint
+
+
+def test_re_adding_ids_with_the_same_text_is_no_error(tmp_path: Path) -> None:
     url = fill(tmp_path)
     same = write_lines(tmp_path / "same.jsonl", *({"id": key, "text": TEXT.format(key)} for key in "abc"))
     err = add(url, same)
     assert "added 0, skipped 3 already stored" in err
     assert "other text" not in err
-
-
-def test_one_changed_id_is_warned_about(tmp_path: Path) -> None:
-    url = fill(tmp_path)
-    err = add(url, write_lines(tmp_path / "one.jsonl", {"id": "b", "text": OTHER.format("b")}))
-    assert f"(1 {WARNING})" in err

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from neardup.errors import ConfigError, IndexConfigMismatchError, InputError, Ke
 from neardup.eval.metrics import NEAR_LEVELS, Gold, Prediction, evaluate
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.index.config import IndexConfig
+from neardup.index.digests import text_digest
 from neardup.similarity.bands import BandScheme
 from neardup.similarity.minhash import signature_to_bytes
 from neardup.similarity.stored_sketch import SKETCH_WORDS
@@ -196,7 +198,7 @@ def test_check_and_add_assigns_stable_idempotent_clusters(opened: Callable[..., 
     # Submitting again changes nothing; another fingerprint under a stored key is refused.
     again = deduper.check_and_add("b", base ^ 0b11)
     assert (again.cluster, again.added) == ("a", False) and len(index) == 4
-    with pytest.raises(KeyExistsError, match="another fingerprint"):
+    with pytest.raises(KeyExistsError, match="another text"):
         deduper.check_and_add_many(["e", "b"], [5, base])
     assert "e" not in index
 
@@ -499,3 +501,101 @@ def test_band_check_and_add_reaches_the_dev_f1(
     with SimhashIndex.open("memory://", band_config()) as memory:
         assert clusters == [a.cluster for a in band_check_and_add(memory, keys, values, sketches)]
     assert [record.cluster for record in index.get_many(keys)] == clusters  # type: ignore[union-attr]
+
+
+# -- text digests (issue 28, item 4) ------------------------------------------------------------------
+SQL_BACKENDS = {"sqlite", "postgres", "mysql"}
+
+
+def digest_of(text: str) -> bytes:
+    return text_digest(text)
+
+
+def test_digests_round_trip_and_replace(opened: Callable[..., SimhashIndex], backend: str) -> None:
+    """Every store keeps a record's text digest (read by key, by scan, with the postings and
+    after a reopen) and replaces a record whole: fingerprint, postings, signature, digest."""
+    config = band_config()
+    index = opened(config)
+    keys, values, sketches = band_corpus(40)
+    digests: list[bytes | None] = [digest_of(f"text {key}") for key in keys]
+    digests[1] = None  # a record added from a fingerprint alone keeps none
+    index.add_many(keys, values, signatures=sketches, digests=digests)
+    assert [record.digest for record in index.get_many(keys)] == digests  # type: ignore[union-attr]
+    scanned = {record.key: record.digest for batch in index.storage.scan(7) for record in batch}
+    assert scanned == dict(zip(keys, digests, strict=True))
+    _, read = index.query_many_with_records(values[:5], signatures=sketches[:5])
+    assert {key: record.digest for key, record in read.items()} == {
+        key: digest for key, digest in zip(keys, digests, strict=True) if key in read
+    }
+    # Replace the first record with a new text: a fresh fingerprint and sketch.
+    rng = np.random.default_rng(5)
+    value = np.array([0x1234_5678_9ABC_DEF0], dtype=np.uint64)
+    sketch = np.frombuffer(rng.bytes(SKETCH_WORDS * 8), dtype=np.uint64).reshape(1, -1)
+    index.add_many([keys[0]], value, signatures=sketch, digests=[digest_of("new")], existing="replace")
+    stored = index.get(keys[0])
+    assert stored is not None and stored.digest == digest_of("new") and len(index) == len(keys)
+    assert stored.fingerprint == int(value[0]) and stored.signature == signature_to_bytes(sketch[0])
+    assert stored.cluster is None  # a plain add's record stays its own cluster
+    found = index.query_many(values[:1], signatures=sketches[:1])[0]
+    assert keys[0] not in [match.key for match in found]  # the old postings are gone
+    assert [match.key for match in index.query_many(value, signatures=sketch)[0]] == [keys[0]]
+    if backend in PERSISTENT:
+        again = opened()
+        assert again.get(keys[0]).digest == digest_of("new")  # type: ignore[union-attr]
+        assert again.get(keys[2]).digest == digests[2]  # type: ignore[union-attr]
+
+
+def test_skip_refuses_another_text_and_keeps_retries(opened: Callable[..., SimhashIndex]) -> None:
+    index = opened()
+    digests = [digest_of("a"), digest_of("1")]
+    index.add_many(["a", 1], [0xF0F0, 0x0F0F], digests=digests)
+    assert index.add_many(["a", 1], [0xF0F0, 0x0F0F], digests=digests, existing="skip") == [False, False]
+    with pytest.raises(KeyExistsError, match="another text"):
+        index.add_many(["b", "a"], [1, 0xF0F0], digests=[digest_of("b"), digest_of("a2")], existing="skip")
+    assert "b" not in index
+    deduper = IncrementalDeduper(index)
+    with pytest.raises(KeyExistsError, match="another text"):
+        deduper.check_and_add_many(["a"], [0xF0F0], digests=[digest_of("a2")])
+    results = deduper.check_and_add_many(["a"], [0xF0F0 ^ 1], digests=[digest_of("a2")], existing="replace")
+    replaced = results[0]
+    assert (replaced.cluster, replaced.added, replaced.replaced) == ("a", True, True)
+    assert index.get("a").digest == digest_of("a2")  # type: ignore[union-attr]
+    assert index.get("a").cluster == "a"  # type: ignore[union-attr]
+
+
+def forget_digests(index: SimhashIndex, backend: str) -> None:
+    """Make the store what neardup made before digests: SQL tables without the ``digest``
+    column and without the meta row that announces it (Redis and MongoDB records without a
+    digest are exactly the old records, made here by adding without digests)."""
+    if backend not in SQL_BACKENDS:
+        return
+    storage: Any = index.storage
+    with storage._transaction(write=True) as cursor:
+        for name in storage.tables:
+            cursor.execute(f"ALTER TABLE {name} DROP COLUMN digest")
+        cursor.execute(f"DELETE FROM {storage.meta_table} WHERE name = 'digests'")
+
+
+def test_a_store_made_before_digests_opens_and_compares_fingerprints(
+    opened: Callable[..., SimhashIndex], backend: str
+) -> None:
+    if backend not in PERSISTENT:
+        pytest.skip("an in-memory index is never older than this process")
+    index = opened(band_config())
+    keys, values, sketches = band_corpus(12)
+    index.add_many(keys[:6], values[:6], signatures=sketches[:6])
+    forget_digests(index, backend)
+    index.close()
+    old = opened()
+    assert len(old) == 6 and old.get(keys[0]).digest is None  # type: ignore[union-attr]
+    deduper = IncrementalDeduper(old, Verifier("sketch"))
+    # New records go in (a SQL store without the column keeps no digest for them).
+    added = deduper.check_and_add_many(keys[6:], values[6:], signatures=sketches[6:], digests=[b"x" * 16] * 6)
+    assert all(result.added for result in added) and len(old) == 12
+    # Old records compare by fingerprint: the same fingerprint is a retry, another a conflict.
+    retry = deduper.check_and_add_many(keys[:1], values[:1], signatures=sketches[:1], digests=[b"y" * 16])
+    assert not retry[0].added
+    with pytest.raises(KeyExistsError, match="another text"):
+        deduper.check_and_add_many(keys[:1], values[1:2], signatures=sketches[1:2], digests=[b"y" * 16])
+    found = old.query_many(values[:3], signatures=sketches[:3])
+    assert [keys[row] in [m.key for m in matches] for row, matches in enumerate(found)] == [True] * 3

@@ -44,7 +44,7 @@ from .common import (
     tokenizer_options,
 )
 from .incremental import run_incremental
-from .index import create_in_existing_option
+from .index import create_in_existing_option, existing_index_option
 
 _SCHEME = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*$")
 
@@ -142,6 +142,7 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
     "redis://, mongodb://) and add the new records to it; created if absent.",
 )
 @create_in_existing_option
+@existing_index_option
 @click.option(
     "--verify",
     type=click.Choice(("auto", *VERIFY_MODES)),
@@ -288,6 +289,8 @@ def dedup(
     if index_url is not None:
         _dedup_against_index(ctx, index_url)
         return
+    if ctx.params.get("existing") is not None:
+        raise click.UsageError("--existing applies with --index only", ctx)
     settings = DedupSettings(
         max_distance=max_distance,
         verify=verify,

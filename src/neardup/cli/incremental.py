@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..dedup.documents import fingerprinter_of, signatures_of, stored_verifier
+from ..dedup.documents import digests_of, fingerprinter_of, signatures_of, stored_verifier
 from ..dedup.incremental import Assignment, IncrementalDeduper
 from ..errors import ConfigError
 from ..io.output import JsonlWriter, jsonl_writer
@@ -31,7 +31,9 @@ from .index import TYPED, open_index, requested_config, storable_ids
 if TYPE_CHECKING:
     from ..fingerprint.fingerprinter import Fingerprinter
     from ..index.keys import Match
+    from ..index.simhash_index import SimhashIndex
     from ..io.record import Record
+    from ..similarity.verify import Verifier
 
 
 def run_incremental(
@@ -54,7 +56,7 @@ def run_incremental(
             "when it arrives (the earliest record keeps its cluster): drop --keep or --index"
         )
     fields = (ctx.params["id_field"], ctx.params["text_field"], ctx.params["title_field"])
-    counts = {"records": 0, "added": 0, "duplicates": 0, "pairs": 0, "stored": 0}
+    counts = {"records": 0, "added": 0, "replaced": 0, "duplicates": 0, "pairs": 0, "stored": 0}
     report = ErrorReport()
     typed = ctx.get_parameter_source("max_distance") in TYPED
     with open_index(url, requested_config(ctx, ctx.params["max_distance"] if typed else None)) as index:
@@ -68,11 +70,13 @@ def run_incremental(
                 if path is not None and (name != "emit" or emit is not None)
             }
             pairs = PairLog(sinks.get("pairs"))
+            deduper, existing = _deduper(index, verifier), ctx.params.get("existing") or "skip"
             for group in batches(records, batch_size):
-                results = _check_and_add(IncrementalDeduper(index, verifier), fingerprinter, group)
+                results = _check_and_add(deduper, fingerprinter, group, existing)
                 for record, result in zip(group, results, strict=True):
                     counts["records"] += 1
-                    counts["added"] += result.added
+                    counts["added"] += result.added and not result.replaced
+                    counts["replaced"] += result.replaced
                     counts["duplicates"] += result.duplicate
                     if "clusters" in sinks:
                         sinks["clusters"].write({"id": record.id, "cluster": result.cluster})
@@ -85,22 +89,41 @@ def run_incremental(
         counts["stored"] = len(index)
     click.echo(
         f"neardup: {counts['records']} records, {counts['duplicates']} with a near-duplicate, "
-        f"{counts['pairs']} pairs; added {counts['added']} to {redacted(url)} (it holds {counts['stored']}); "
-        f"{report.count} skipped",
+        f"{counts['pairs']} pairs; added {counts['added']} to {redacted(url)}{_replaced(counts['replaced'])} "
+        f"(it holds {counts['stored']}); {report.count} skipped",
         err=True,
     )
     report_skipped(report)
 
 
+def _deduper(index: SimhashIndex, verifier: Verifier | None) -> IncrementalDeduper:
+    """Check-and-add over the index, its changed-text errors naming this command's flag."""
+    deduper = IncrementalDeduper(index, verifier)
+    deduper.replace_hint = "--existing replace"
+    return deduper
+
+
+def _replaced(count: int) -> str:
+    return f", replaced {count}" if count else ""
+
+
 def _check_and_add(
-    deduper: IncrementalDeduper, fingerprinter: Fingerprinter, group: list[Record]
+    deduper: IncrementalDeduper, fingerprinter: Fingerprinter, group: list[Record], existing: str
 ) -> list[Assignment]:
-    """Check-and-add one batch of records: fingerprints (and signatures when the index verifies)."""
+    """Check-and-add one batch of records: fingerprints, text digests (what tells a retry from
+    another text) and signatures when the index verifies."""
     values = fingerprinter.fingerprint_many([record.text for record in group])
     signatures = signatures_of(deduper.verifier, group, fingerprinter)
     keys = [record.id for record in group]
     locations = [record.location for record in group]  # errors name file:line
-    return deduper.check_and_add_many(keys, values, signatures=signatures, locations=locations)
+    return deduper.check_and_add_many(
+        keys,
+        values,
+        signatures=signatures,
+        locations=locations,
+        digests=digests_of(deduper.verifier, group),
+        existing=existing,
+    )
 
 
 class PairLog:

@@ -15,11 +15,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
-import numpy as np
 from click.core import ParameterSource
 
 from ..dedup.batch import BucketStats
-from ..dedup.documents import fingerprinter_of, resolve_keys, signatures_of, stored_verifier
+from ..dedup.documents import digests_of, fingerprinter_of, resolve_keys, signatures_of, stored_verifier
 from ..dedup.incremental import IncrementalDeduper, text_index_config
 from ..distance import to_hex
 from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
@@ -47,6 +46,7 @@ from .common import (
     text_config,
     tokenizer_options,
 )
+from .index_add import add_batch, first_of_each_id
 
 DEFAULT_STORE_BATCH = 1000
 TYPED = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
@@ -144,6 +144,18 @@ def create_in_existing_option(function: Any) -> Any:
     )(function)
 
 
+def existing_index_option(function: Any) -> Any:
+    """``dedup --index``'s ``--existing``: what a stored id sent with another text does."""
+    return click.option(
+        "--existing",
+        type=click.Choice(["skip", "replace"]),
+        default=None,
+        help="With --index, a record whose id is stored already: skip (the default) answers a "
+        "retry of the same text with its stored cluster and stops at another text naming its "
+        "line; replace stores the new text over the stored record, which keeps its cluster id.",
+    )(function)
+
+
 def create_option(function: Any) -> Any:
     return create_in_existing_option(
         click.option(
@@ -162,11 +174,13 @@ def create_option(function: Any) -> Any:
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option(
     "--existing",
-    type=click.Choice(["skip", "fail"]),
+    type=click.Choice(["skip", "fail", "replace"]),
     default="skip",
     show_default=True,
-    help="What to do with a record whose id is stored already: skip it (re-running an "
-    "interrupted add completes it) or stop with an error.",
+    help="What to do with a record whose id is stored already: skip it when its text is the "
+    "stored one (re-running an interrupted add completes it) and stop with an error naming its "
+    "line when the text differs; fail: stop at any stored id; replace: store the new text over "
+    "the stored record (its fingerprint, sketch and postings; it keeps its cluster id).",
 )
 @click.option(
     "--verify",
@@ -206,8 +220,8 @@ def add(
     """
     config = requested_config(ctx, max_distance)
     report = ErrorReport()
-    counts = {"added": 0, "skipped": 0, "changed": 0, "repeated": 0}
-    first_seen: dict[Key, str] = {}  # where each id of the input first appeared
+    counts = {"added": 0, "skipped": 0, "replaced": 0, "repeated": 0}
+    first_seen: dict[Key, tuple[str, bytes | None]] = {}  # where each id first appeared, its digest
     with open_index(url, config) as opened:
         fingerprinter = fingerprinter_of(opened)
         verifier = stored_verifier(opened)
@@ -215,14 +229,16 @@ def add(
         size = batch_size if ctx.get_parameter_source("batch_size") in TYPED else DEFAULT_STORE_BATCH
         with progress_bar(progress, "index add") as bar:
             for number, batch in enumerate(batches(records, size)):
-                group = _first_of_each_id(batch, existing, first_seen)
-                added, changed = _add_batch(opened, fingerprinter, verifier, group, existing)
+                digests = digests_of(verifier, batch)
+                group = first_of_each_id(batch, digests, existing, first_seen)
+                added, replaced = add_batch(opened, fingerprinter, verifier, group, existing)
                 counts["added"] += added
-                counts["skipped"] += len(batch) - added
+                counts["replaced"] += replaced
+                counts["skipped"] += len(batch) - added - replaced
                 counts["repeated"] += len(batch) - len(group)
-                counts["changed"] += changed
                 if report_batches:
-                    line = {"batch": number, "added": added, "skipped": len(batch) - added}
+                    line = {"batch": number, "added": added, "skipped": len(batch) - added - replaced}
+                    line |= {"replaced": replaced} if existing == "replace" else {}
                     last = batch[-1].id if batch else None
                     click.echo(json.dumps({**line, "last_id": last}, ensure_ascii=False))
                 bar.update(len(batch))
@@ -230,8 +246,8 @@ def add(
     message = f"neardup: added {counts['added']}, skipped {counts['skipped']} already stored"
     if counts["repeated"]:
         message += f" ({counts['repeated']} repeating an earlier id of the input)"
-    if counts["changed"]:
-        message += f" ({counts['changed']} of them with other text now: remove and add them to update)"
+    if existing == "replace":
+        message += f", replaced {counts['replaced']} whose text changed"
     click.echo(f"{message}; {report.count} bad records skipped; the index holds {total}", err=True)
     report_skipped(report)
 
@@ -407,55 +423,6 @@ def _bucket_lines(buckets: BucketStats) -> str:
     return "\n".join(second if line.startswith("second-hash threshold:") else line for line in lines)
 
 
-def _first_of_each_id(group: list[Record], existing: str, first_seen: dict[Key, str]) -> list[Record]:
-    """The records whose id did not appear earlier in the input (in this batch or an earlier
-    one, so the outcome never depends on --batch-size); a repeat stops the run naming both
-    lines (``existing="fail"``) or is left out, to be counted as skipped."""
-    kept = []
-    for record in group:
-        first = first_seen.get(record.id)
-        if first is None:
-            first_seen[record.id] = record.location
-            kept.append(record)
-        elif existing == "fail":
-            raise InputError(
-                f"id {shown_key(record.id)} appears again (first at {first}); ids must be unique: "
-                "fix the input, or use --existing skip to keep the first",
-                record.location,
-            )
-    return kept
-
-
-def _add_batch(
-    opened: SimhashIndex,
-    fingerprinter: Fingerprinter,
-    verifier: Verifier | None,
-    group: list[Record],
-    existing: str,
-) -> tuple[int, int]:
-    """Add a batch of distinct ids; (how many were added, how many stored ones now have
-    another text). With skip, an id another writer adds meanwhile is skipped too."""
-    keys = [record.id for record in group]
-    values = fingerprinter.fingerprint_many([r.text for r in group])
-    stored = opened.get_many(keys)
-    fresh = [row for row, record in enumerate(stored) if record is None]
-    if len(fresh) < len(group) and existing == "fail":
-        row = next(row for row, record in enumerate(stored) if record is not None)
-        raise InputError(
-            f"id {shown_key(keys[row])} is already in the index; use --existing skip to skip "
-            "stored records, or remove it first",
-            group[row].location,
-        )
-    changed = _changed(stored, values) if len(fresh) < len(group) else 0
-    if not fresh:
-        return 0, changed
-    signatures = signatures_of(verifier, [group[row] for row in fresh], fingerprinter)
-    added = opened.add_many(
-        [keys[row] for row in fresh], values[fresh], signatures=signatures, existing=existing
-    )
-    return sum(added), changed
-
-
 def storable_ids(records: Iterable[Record], on_error: str, report: ErrorReport) -> Iterator[Record]:
     """The records whose ids every store can hold (docs/index.md, "Ids"); another id is a
     bad record, named by its file:line: it stops the run, or is skipped and counted."""
@@ -468,14 +435,3 @@ def storable_ids(records: Iterable[Record], on_error: str, report: ErrorReport) 
         if on_error == "fail":
             raise error
         report.add(error)
-
-
-def _changed(stored: list[Any], values: np.ndarray[Any, Any]) -> int:
-    """Stored records whose new text gives another fingerprint."""
-    bits_values = values.tolist()
-    changed = 0
-    for record, value in zip(stored, bits_values, strict=True):
-        if record is not None:
-            new = value if isinstance(value, int) else int(value[0]) | int(value[1]) << 64
-            changed += record.fingerprint != new
-    return changed

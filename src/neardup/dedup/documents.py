@@ -23,6 +23,7 @@ import numpy.typing as npt
 from ..distance import to_ints
 from ..errors import InputError, KeyExistsError
 from ..fingerprint.fingerprinter import Fingerprinter
+from ..index.digests import changed_text_error, same_document, text_digest
 from ..io.record import Record
 from ..similarity.minhash import combined_score, estimate_jaccard, signature_from_bytes
 from ..similarity.stored_sketch import sketch_similarity
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from ..index.simhash_index import SimhashIndex
 
 UInt64Array = npt.NDArray[np.uint64]
-EXISTING_CHOICES: tuple[str, ...] = ("fail", "skip")
+EXISTING_CHOICES: tuple[str, ...] = ("fail", "skip", "replace")
 
 
 def fingerprinter_of(opened: SimhashIndex) -> Fingerprinter:
@@ -102,14 +103,26 @@ def resolve_keys(opened: SimhashIndex, texts: Sequence[str], int_ids: bool = Fal
     return [key if record is not None else None for key, record in zip(keys, stored, strict=True)]
 
 
+def digests_of(verifier: Verifier | None, group: Sequence[Record]) -> list[bytes | None]:
+    """What makes each record the same document as a stored one: the digest of its text
+    (:func:`~neardup.index.digests.text_digest`), and of its metadata in a ``combined``
+    index, whose stored signatures are made of it. The title counts nowhere: nothing stored
+    is computed from it."""
+    if verifier is not None and verifier.mode == "combined":
+        return [text_digest(record.text, metadata_of(record.fields)) for record in group]
+    return [text_digest(record.text) for record in group]
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A batch ready for the store: keys, fingerprints in the index's layout ((n,) words, or
-    (n, 2) for 128 bits) and MinHash signatures when the index verifies."""
+    (n, 2) for 128 bits), MinHash signatures when the index verifies, and text digests when
+    the batch came from texts (:func:`digests_of`)."""
 
     keys: list[Key]
     fingerprints: UInt64Array
     signatures: UInt64Array | None = None
+    digests: list[bytes | None] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -120,9 +133,13 @@ class Prepared:
         keys = [key for batch in batches for key in batch.keys]
         fingerprints = np.concatenate([batch.fingerprints for batch in batches])
         signed = [batch.signatures for batch in batches]
+        digests: list[bytes | None] = []
+        for batch in batches:
+            digests += [None] * len(batch) if batch.digests is None else batch.digests
+        given = None if all(batch.digests is None for batch in batches) else digests
         if any(signature is None for signature in signed):
-            return Prepared(keys, fingerprints)
-        return Prepared(keys, fingerprints, np.concatenate(signed))  # type: ignore[arg-type]
+            return Prepared(keys, fingerprints, None, given)
+        return Prepared(keys, fingerprints, np.concatenate(signed), given)  # type: ignore[arg-type]
 
 
 class DocumentIndex:
@@ -138,11 +155,17 @@ class DocumentIndex:
         """Fingerprints (and signatures, if the index verifies) of a batch; no store access."""
         fingerprints = self.fingerprinter.fingerprint_many([record.text for record in records])
         signatures = signatures_of(self.verifier, records, self.fingerprinter)
-        return Prepared([record.id for record in records], fingerprints, signatures)
+        digests = digests_of(self.verifier, records)
+        return Prepared([record.id for record in records], fingerprints, signatures, digests)
 
-    def add(self, batch: Prepared, *, existing: str = "fail") -> list[bool]:
+    def add(
+        self, batch: Prepared, *, existing: str = "fail", hint: str = '"existing": "replace"'
+    ) -> list[bool]:
         """Store a batch, all or nothing; which records were added. ``existing="skip"``
-        passes over keys stored already (a retried request), ``"fail"`` refuses the batch."""
+        passes over keys stored already with the same text (a retried request) and refuses
+        one with another text; ``"replace"`` also stores the other texts over the stored ones
+        (they keep their cluster ids); ``"fail"`` refuses any stored key. ``hint`` is how the
+        changed-text error names the fix."""
         if existing not in EXISTING_CHOICES:
             raise InputError(f"existing must be one of {', '.join(EXISTING_CHOICES)}; got {existing!r}")
         if not len(batch):
@@ -154,7 +177,18 @@ class DocumentIndex:
                 f"id {taken[0]!r} is already stored ({len(taken)} of {len(batch)} are); nothing was "
                 'added: remove it first, or send "existing": "skip" to add only the new ones'
             )
+        values = to_ints(np.asarray(batch.fingerprints))
+        changed = []
+        for row, record in enumerate(stored):
+            digest = None if batch.digests is None else batch.digests[row]
+            if record is not None and not same_document(record, digest, int(values[row])):
+                if existing != "replace":
+                    raise changed_text_error(record.key, None, hint)
+                changed.append(row)
         fresh = [row for row, record in enumerate(stored) if record is None]
+        if changed:  # one call: new and changed records, stored together
+            fresh = sorted(fresh + changed)
+            existing = "replace"
         if not fresh:
             return [False] * len(batch)
         signatures = None if batch.signatures is None else batch.signatures[fresh]
@@ -164,6 +198,7 @@ class DocumentIndex:
             batch.fingerprints[fresh],
             signatures=signatures,
             existing=existing,
+            digests=None if batch.digests is None else [batch.digests[row] for row in fresh],
         )
         flags = [False] * len(batch)
         for row, was_added in zip(fresh, added, strict=True):
@@ -172,7 +207,9 @@ class DocumentIndex:
 
     def check_and_add(self, batch: Prepared) -> list[Assignment]:
         """Seed 002's incremental mode with stable cluster ids (see :mod:`neardup.dedup.incremental`)."""
-        return self.deduper.check_and_add_many(batch.keys, batch.fingerprints, signatures=batch.signatures)
+        return self.deduper.check_and_add_many(
+            batch.keys, batch.fingerprints, signatures=batch.signatures, digests=batch.digests
+        )
 
     def query(self, batch: Prepared, *, max_distance: int | None = None) -> list[list[Match]]:
         """The stored near-duplicates of each record, verified as the index verifies."""

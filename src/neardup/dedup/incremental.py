@@ -11,10 +11,11 @@ through the index's public methods only (the index stores and finds; this is the
   cluster named by its own key. The cluster id is stored with the record and never changes,
   so ids handed out earlier stay valid (a later record that bridges two clusters joins the
   nearer one; clusters are never merged behind a client's back).
-- A key submitted again with the same fingerprint gets the answer it got the first time
-  (``added=False``): retries after a timeout are safe. The same key with another fingerprint
-  is refused (:class:`~neardup.errors.KeyExistsError`), since silently keeping either would
-  lose data.
+- A key submitted again with the same text (the same :func:`~neardup.index.digests.text_digest`:
+  texts a word apart share a fingerprint 15 % of the time) gets its first answer
+  (``added=False``), so retries are safe. Another text is refused (``KeyExistsError``: keeping
+  either would lose data) unless ``existing="replace"`` updates the record (its cluster id
+  stays). Records without a digest, and callers that give none, compare fingerprints.
 - The batch is written in one transaction after every decision is made, so an acknowledged
   batch is stored whole and a failed one not at all.
 - With a verifier (minhash or combined), a Simhash match counts only when the stored MinHash
@@ -23,6 +24,7 @@ through the index's public methods only (the index stores and finds; this is the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,7 @@ from ..distance import row_distances
 from ..errors import ConfigError, InputError, KeyExistsError
 from ..fingerprint.config import FingerprintConfig
 from ..index.config import IndexConfig
+from ..index.digests import changed_keys, changed_text_error
 from ..index.keys import Match, match_order
 from ..index.simhash_index import SimhashIndex
 from ..similarity.bands import BandScheme
@@ -67,6 +70,8 @@ class Assignment:
     duplicate: bool
     added: bool
     matches: list[Match] = field(default_factory=list)
+    #: Whether this call replaced a stored record's text (``existing="replace"``).
+    replaced: bool = False
 
 
 class IncrementalDeduper:
@@ -85,6 +90,8 @@ class IncrementalDeduper:
             )
         self.index = index
         self.verifier = verifier
+        #: How a changed-text error names the fix (the command line sets its flag).
+        self.replace_hint = 'existing="replace"'
 
     @property
     def verifying(self) -> bool:
@@ -142,11 +149,18 @@ class IncrementalDeduper:
         *,
         signatures: npt.ArrayLike | None = None,
         locations: Sequence[str] | None = None,
+        digests: Sequence[bytes | None] | None = None,
+        existing: str = "skip",
     ) -> list[Assignment]:
         """Assign clusters to a batch and store its new records, as one locked transaction;
         one result per input, in order. With a verifier, ``signatures`` (one row per record)
         are required, a match counts only when they confirm it, and they are stored.
-        ``locations`` (file:line of each record) name records in errors instead of positions."""
+        ``locations`` (file:line of each record) name records in errors instead of positions.
+        ``digests`` (one :func:`~neardup.index.digests.text_digest` per record) are stored and
+        tell a retry from another text; ``existing="replace"`` updates a stored record whose
+        text changed (``existing="skip"``, the default, refuses it)."""
+        if existing not in ("skip", "replace"):
+            raise InputError(f"existing must be 'skip' or 'replace' for check-and-add; got {existing!r}")
         index = self.index
         words = index.words(fingerprints)
         where = _Where(locations)
@@ -158,11 +172,15 @@ class IncrementalDeduper:
         if self.verifying and signatures is None:
             raise InputError("verified check-and-add needs the batch's signatures (Verifier.signatures)")
         sig_rows = None if signatures is None else np.asarray(signatures, dtype=np.uint64)
+        if digests is not None and len(digests) != len(listed):
+            raise InputError(f"got {len(digests)} digests for {len(listed)} records; give one each")
         with index.exclusive():
-            first_row = _first_rows(listed, values, where)
+            first_row = _first_rows(listed, values, where, digests)
             unique_rows = sorted(first_row.values())
             stored = dict(zip(first_row, index.get_many(list(first_row)), strict=True))
-            _check_stored(stored, values, first_row, where)
+            changed = changed_keys(stored, values, first_row, digests)
+            if changed and existing != "replace":
+                raise changed_text_error(changed[0], where.location(first_row[changed[0]]), self.replace_hint)
             found, read = self._query_records(
                 _flat(words[unique_rows]),
                 None,
@@ -172,16 +190,35 @@ class IncrementalDeduper:
             new_rows = [row for row in unique_rows if stored[listed[row]] is None]
             earlier = self._earlier_neighbours(words, sig_rows, new_rows)
             results = _assign(found, unique_rows, listed, values, stored, earlier, clusters_of)
-            if new_rows:
-                index.add_many(
-                    [listed[row] for row in new_rows],
-                    _flat(words[new_rows]),
-                    signatures=None if sig_rows is None else sig_rows[new_rows],
-                    clusters=[results[listed[row]].cluster for row in new_rows],
-                )
+            self._store(words, sig_rows, digests, listed, results, new_rows, [first_row[k] for k in changed])
+            for key in changed:  # stored anew, in the cluster it had (ids handed out stay valid)
+                results[key] = dataclasses.replace(results[key], added=True, replaced=True)
         return [
             results[key] if row == first_row[key] else _repeat(results[key]) for row, key in enumerate(listed)
         ]
+
+    def _store(
+        self,
+        words: npt.NDArray[np.uint64],
+        sig_rows: npt.NDArray[np.uint64] | None,
+        digests: Sequence[bytes | None] | None,
+        listed: list[Key],
+        results: dict[Key, Assignment],
+        new_rows: list[int],
+        replaced_rows: list[int],
+    ) -> None:
+        """Write the batch's new records and the ones whose text it replaces, each with the
+        cluster check-and-add gave it (inside the caller's transaction)."""
+        for rows, mode in ((new_rows, "fail"), (replaced_rows, "replace")):
+            if rows:
+                self.index.add_many(
+                    [listed[row] for row in rows],
+                    _flat(words[rows]),
+                    signatures=None if sig_rows is None else sig_rows[rows],
+                    clusters=[results[listed[row]].cluster for row in rows],
+                    digests=None if digests is None else [digests[row] for row in rows],
+                    existing=mode,
+                )
 
     def _known_clusters(
         self,
@@ -218,29 +255,21 @@ class IncrementalDeduper:
         return earlier
 
 
-def _first_rows(listed: list[Key], values: list[int], where: _Where) -> dict[Key, int]:
-    """The first row of each key; a key repeated with another fingerprint is refused."""
+def _first_rows(
+    listed: list[Key], values: list[int], where: _Where, digests: Sequence[bytes | None] | None = None
+) -> dict[Key, int]:
+    """The first row of each key; a key repeated with another text (digest, else fingerprint)
+    is refused."""
     first_row: dict[Key, int] = {}
+    texts = values if digests is None else [d or v for d, v in zip(digests, values, strict=True)]
     for row, key in enumerate(listed):
-        if key in first_row and values[first_row[key]] != values[row]:
+        if key in first_row and texts[first_row[key]] != texts[row]:
             raise KeyExistsError(
                 f"{where.at(row)}id {shown_key(key)} appears again with another text (first at "
                 f"{where.name(first_row[key])}); ids must name one record"
             )
         first_row.setdefault(key, row)
     return first_row
-
-
-def _check_stored(
-    stored: dict[Key, StoredRecord | None], values: list[int], first_row: dict[Key, int], where: _Where
-) -> None:
-    """Refuse the batch when a key is already stored with another fingerprint."""
-    for key, record in stored.items():
-        if record is not None and record.fingerprint != values[first_row[key]]:
-            raise KeyExistsError(
-                f"{where.at(first_row[key])}id {shown_key(key)} is already stored with another "
-                "fingerprint; remove it first or use another id (nothing of this batch was added)"
-            )
 
 
 def _assign(
@@ -277,6 +306,10 @@ class _Where:
 
     def name(self, row: int) -> str:
         return f"position {row}" if self.locations is None else self.locations[row]
+
+    def location(self, row: int) -> str | None:
+        """The record's file:line, or None (the message names the key)."""
+        return None if self.locations is None else self.locations[row]
 
     def at(self, row: int) -> str:
         """A message prefix: the record's location, or nothing (the message names the key)."""

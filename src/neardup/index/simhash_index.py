@@ -44,6 +44,7 @@ from ..storage.memory import plain_key as _plain
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
+from .digests import check_same_documents, replace_records
 from .files import write_index_file
 from .keys import Match, _check_distinct, _check_key, _check_keys, _key_array, match_order, matches_of
 from .meta import (
@@ -55,6 +56,9 @@ from .meta import (
     settle_meta,
     tables_within,
 )
+
+#: What ``add_many`` does with a key that is stored already (see its docstring).
+EXISTING = ("fail", "skip", "replace")
 
 
 class SimhashIndex:
@@ -158,24 +162,32 @@ class SimhashIndex:
         signatures: npt.ArrayLike | None = None,
         existing: str = "fail",
         clusters: Sequence[Key | None] | None = None,
+        digests: Sequence[bytes | None] | None = None,
     ) -> list[bool]:
         """Store a batch; which records were added. All or nothing: a stored or repeated key
         raises before any is added (one transaction in a persistent store). With
         ``existing="skip"`` a key stored already, or by another writer meanwhile, is skipped
-        (False) instead. ``signatures`` ((n, num_perm) MinHash signatures from
-        :meth:`Verifier.signatures`) are stored beside the fingerprints for verified queries;
-        ``clusters`` (one cluster id per record) are stored as check-and-add assigned them.
-        Ids must follow the id rule (:func:`~neardup.storage.base.key_problem`)."""
-        if existing not in ("fail", "skip"):
-            raise InputError(f"existing must be 'fail' or 'skip'; got {existing!r}")
+        (False) instead, unless its ``digests`` entry (:func:`~.digests.text_digest`) says the
+        text changed; ``"replace"`` stores the batch over stored records (which keep their
+        cluster ids unless ``clusters`` are given). ``signatures`` ((n, num_perm) from
+        :meth:`Verifier.signatures`) are stored for verified queries, ``clusters`` as
+        check-and-add assigned them. Ids follow the id rule (:func:`~.base.key_problem`)."""
+        if existing not in EXISTING:
+            raise InputError(f"existing must be one of {', '.join(EXISTING)}; got {existing!r}")
         words = self._stored_words(self.words(fingerprints), signatures)
         checked = self._batch_keys(keys, words)
         blobs = signature_blobs(signatures, len(checked))
-        if clusters is not None and len(clusters) != len(checked):
-            raise InputError(f"got {len(clusters)} cluster ids for {len(checked)} records; give one each")
-        batch = RecordBatch(checked, words, None if clusters is None else list(clusters), blobs)
-        if existing == "skip":
-            return self.storage.add_new(batch) if len(batch) else []
+        for name, given in (("cluster ids", clusters), ("digests", digests)):
+            if given is not None and len(given) != len(checked):
+                raise InputError(f"got {len(given)} {name} for {len(checked)} records; give one each")
+        listed = None if clusters is None else list(clusters)
+        batch = RecordBatch(checked, words, listed, blobs, None if digests is None else list(digests))
+        width = self.scheme.fingerprint_words
+        if existing == "skip" and len(batch):
+            return self.storage.add_new(batch, lambda stored: check_same_documents(batch, stored, width))
+        if existing == "replace" and len(batch):
+            replace_records(self.storage, batch)
+            return [True] * len(batch)
         self.storage.add_many(batch)
         return [True] * len(batch)
 

@@ -23,6 +23,7 @@ from ..dedup.documents import DocumentIndex, Prepared, explain_matches
 from ..dedup.incremental import Assignment
 from ..distance import to_array, to_ints
 from ..errors import KeyNotFoundError, NeardupError
+from ..index.digests import same_document
 from ..index.keys import Match
 from ..io.record import Record
 from ..storage.base import Key, StoredRecord
@@ -30,8 +31,12 @@ from .batcher import Batcher, Failed
 from .settings import ServiceSettings
 
 T = TypeVar("T")
-#: Whether a call refuses a batch naming this stored record with this fingerprint.
-Refusal = Callable[[StoredRecord, int], bool]
+#: Whether a call refuses a batch naming this stored record with this fingerprint and text
+#: digest (None: the request gave no text).
+Refusal = Callable[[StoredRecord, int, bytes | None], bool]
+#: Documents of one query request per store job: between two jobs the store thread serves
+#: other requests, and a request whose client left is not continued.
+QUERY_CHUNK = 16
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,8 @@ class Engine:
     def __init__(self, documents: DocumentIndex, settings: ServiceSettings) -> None:
         self.documents = documents
         self.settings = settings
+        # /v1/check has no "existing" option: a changed text is replaced through /v1/documents.
+        documents.deduper.replace_hint = 'POST /v1/documents with "existing": "replace"'
         self.prepare_worker = Batcher("prepare", {"prepare": self._prepare}, settings.max_batch)
         self.store_worker = Batcher(
             "store",
@@ -115,8 +122,8 @@ class Engine:
         return _split_prepared(whole, [len(group) for group in groups])
 
     def _check(self, _: object, batches: list[Prepared]) -> list[Any]:
-        def refused(record: StoredRecord, fingerprint: int) -> bool:
-            return record.fingerprint != fingerprint  # the same id with the same text is a retry
+        def refused(record: StoredRecord, fingerprint: int, digest: bytes | None) -> bool:
+            return not same_document(record, digest, fingerprint)  # the same text is a retry
 
         return self._partitioned(batches, self.documents.check_and_add, refused)
 
@@ -124,8 +131,10 @@ class Engine:
         def add(batch: Prepared) -> list[bool]:
             return self.documents.add(batch, existing=existing)
 
-        def refused(record: StoredRecord, fingerprint: int) -> bool:
-            return existing != "skip"
+        def refused(record: StoredRecord, fingerprint: int, digest: bytes | None) -> bool:
+            if existing == "skip":  # a retry passes; another text is refused
+                return not same_document(record, digest, fingerprint)
+            return existing == "fail"
 
         return self._partitioned(batches, add, refused)
 
@@ -164,9 +173,11 @@ class Engine:
         conflicting = set()
         for row, batch in enumerate(batches):
             values = _fingerprint_ints(batch)
-            for key, value in zip(batch.keys, values, strict=True):
+            digests = batch.digests or [None] * len(batch)
+            for key, value, digest in zip(batch.keys, values, digests, strict=True):
                 record = stored.get(key)
-                if owner.setdefault(key, row) != row or (record is not None and refused(record, value)):
+                refuses = record is not None and refused(record, value, digest)
+                if owner.setdefault(key, row) != row or refuses:
                     conflicting.add(row)
             if len(set(batch.keys)) < len(batch.keys):
                 conflicting.add(row)
@@ -233,6 +244,8 @@ def _split_prepared(whole: Prepared, sizes: list[int]) -> list[Prepared]:
     for size in sizes:
         stop = start + size
         signatures = None if whole.signatures is None else whole.signatures[start:stop]
-        out.append(Prepared(whole.keys[start:stop], np.asarray(whole.fingerprints[start:stop]), signatures))
+        digests = None if whole.digests is None else whole.digests[start:stop]
+        fingerprints = np.asarray(whole.fingerprints[start:stop])
+        out.append(Prepared(whole.keys[start:stop], fingerprints, signatures, digests))
         start = stop
     return out

@@ -105,9 +105,11 @@ class DocumentBatch(_Body):
 
 
 class AddBatch(DocumentBatch):
-    existing: Literal["fail", "skip"] = Field(
+    existing: Literal["fail", "skip", "replace"] = Field(
         default="fail",
-        description="A stored id fails the whole batch (409), or is skipped (a retried request).",
+        description="A stored id fails the whole batch (409); or is skipped when its text is the "
+        "stored one (a retried request) and fails the batch (409) when it is another; or, with "
+        "replace, its stored record takes the new text.",
     )
 
 

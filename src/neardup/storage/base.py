@@ -19,7 +19,7 @@ import contextlib
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,17 +52,22 @@ ADD_ATTEMPTS = 10
 #: statement (an IN list per table) stays well inside every server's limits.
 QUERY_BATCH = 256
 _SIGN = np.uint64(1 << 63)
+#: Bytes of a record's text digest (:func:`neardup.index.digests.text_digest`).
+DIGEST_BYTES = 16
 
 
 @dataclass(frozen=True, slots=True)
 class StoredRecord:
     """What a store keeps per key. ``cluster`` is None for records added without
-    check-and-add; ``signature`` is None unless MinHash signatures are stored."""
+    check-and-add; ``signature`` is None unless MinHash signatures are stored; ``digest`` is
+    the hash of the record's text (:func:`neardup.index.digests.text_digest`), None for a
+    record added from a fingerprint alone or kept by a store made before digests."""
 
     key: Key
     fingerprint: int
     cluster: Key | None = None
     signature: bytes | None = None
+    digest: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -74,6 +79,7 @@ class RecordBatch:
     words: UInt64Array
     clusters: list[Key | None] | None = None
     signatures: list[bytes | None] | None = None
+    digests: list[bytes | None] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -83,6 +89,9 @@ class RecordBatch:
 
     def signature(self, row: int) -> bytes | None:
         return None if self.signatures is None else self.signatures[row]
+
+    def digest(self, row: int) -> bytes | None:
+        return None if self.digests is None else self.digests[row]
 
     def subset(self, rows: list[int]) -> RecordBatch:
         """The records at ``rows``, in that order."""
@@ -96,6 +105,7 @@ class RecordBatch:
             self.words[rows],
             None if self.clusters is None else [self.clusters[row] for row in rows],
             None if self.signatures is None else [self.signatures[row] for row in rows],
+            None if self.digests is None else [self.digests[row] for row in rows],
         )
 
 
@@ -180,14 +190,20 @@ class Storage(ABC):
         """Store new records and their postings atomically: all or none. A key that is
         already stored raises :class:`~neardup.errors.KeyExistsError` and writes nothing."""
 
-    def add_new(self, batch: RecordBatch) -> list[bool]:
+    def add_new(
+        self, batch: RecordBatch, check: Callable[[list[StoredRecord | None]], None] | None = None
+    ) -> list[bool]:
         """Store the records whose keys are not stored yet; which ones were added. A key
         stored before, or by another writer between the check and the write, is skipped, not
         an error: each attempt is one all-or-nothing :meth:`add_many` of the keys found free,
-        and an attempt that loses a race checks again (no backend-specific upsert needed)."""
+        and an attempt that loses a race checks again (no backend-specific upsert needed).
+        ``check`` sees the stored records of the keys first and may refuse the batch."""
         keys = [plain(key) for key in batch.keys]
         for _attempt in range(ADD_ATTEMPTS):
-            free = [row for row, record in enumerate(self.get_many(keys)) if record is None]
+            stored = self.get_many(keys)
+            if check is not None:
+                check(stored)
+            free = [row for row, record in enumerate(stored) if record is None]
             if not free:
                 return [False] * len(keys)
             try:

@@ -93,6 +93,7 @@ class MemoryStorage(Storage):
         self.meta: dict[str, Any] | None = None
         self.clusters: dict[Key, Key] = {}
         self.signatures: dict[Key, bytes] = {}
+        self.digests: dict[Key, bytes] = {}
         self.mu = mu
         self._empty(1)
         if scheme is not None:
@@ -340,11 +341,13 @@ class MemoryStorage(Storage):
             raise key_exists_error(plain_key(keys[int(taken[0])]), int(taken.size), "the index")
         self.append(keys, batch.words)
         for row in range(len(keys)):
-            cluster, signature = batch.cluster(row), batch.signature(row)
+            cluster, signature, digest = batch.cluster(row), batch.signature(row), batch.digest(row)
             if cluster is not None:
                 self.clusters[plain_key(keys[row])] = cluster
             if signature is not None:
                 self.signatures[plain_key(keys[row])] = signature
+            if digest is not None:
+                self.digests[plain_key(keys[row])] = digest
 
     def remove_many(self, keys: Sequence[Key]) -> None:
         if not len(keys):
@@ -356,6 +359,7 @@ class MemoryStorage(Storage):
         for key in keys:
             self.clusters.pop(plain_key(key), None)
             self.signatures.pop(plain_key(key), None)
+            self.digests.pop(plain_key(key), None)
         self.kill(np.unique(slots))
 
     def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
@@ -397,7 +401,7 @@ class MemoryStorage(Storage):
 
     def drop(self) -> None:
         self._empty(self.width)
-        self.clusters, self.signatures, self.meta = {}, {}, None
+        self.clusters, self.signatures, self.digests, self.meta = {}, {}, {}, None
 
     def _record(self, slot: int) -> StoredRecord:
         key = self.key_at(slot)
@@ -406,6 +410,7 @@ class MemoryStorage(Storage):
             words_to_int(self.words[slot], self.scheme.fingerprint_words),
             self.clusters.get(key),
             self.signatures.get(key),
+            self.digests.get(key),
         )
 
     # -- facts ---------------------------------------------------------------------------

@@ -4,12 +4,13 @@ Two layouts (``P`` is the collection name, ``neardup`` by default):
 
 - ``layout=records`` (the default): one document per record in ``P``,
   ``{"_id": "i:42", "fingerprint": <8 or 16 bytes, little-endian>, "cluster": "s:a",
-  "signature": <bytes>, "batch": <token>, "b0": Int64, …, "b{T-1}": Int64}``, with an index
-  per block field (seed 002's MySQL table, as documents). A query batch is one find,
-  ``{"$or": [{"b0": {"$in": [...]}}, …]}``. ``_id`` is the typed key (see
-  :func:`~.base.encode_key`; a native ``key`` field is left out because BSON cannot hold
-  ints beyond 64 bits); ``cluster`` and ``signature`` are absent when unset; ``batch``
-  names the add that wrote the document, so a failed add deletes exactly its own documents.
+  "signature": <bytes>, "digest": <16 bytes>, "batch": <token>, "b0": Int64, …,
+  "b{T-1}": Int64}``, with an index per block field (seed 002's MySQL table, as documents).
+  A query batch is one find, ``{"$or": [{"b0": {"$in": [...]}}, …]}``. ``_id`` is the typed
+  key (see :func:`~.base.encode_key`; a native ``key`` field is left out because BSON cannot
+  hold ints beyond 64 bits); ``cluster``, ``signature`` and ``digest`` (the text's hash,
+  absent in records written before it) are absent when unset; ``batch`` names the add that
+  wrote the document, so a failed add deletes exactly its own documents.
 - ``layout=buckets``: seed 002's documents in ``P_buckets``, one per (table, block value),
   ``{"_id": "t{table}:{hex}", "table": t, "blockName": Int64,
   "info": [{"hashcode": <fingerprint bytes>, "textname": "i:42"}, …]}``, plus the records
@@ -270,6 +271,9 @@ class MongoStorage(Storage):
                 document["cluster"] = encode_key(cluster)
             if signature is not None:
                 document["signature"] = bytes(signature)
+            digest = batch.digest(row)
+            if digest is not None:
+                document["digest"] = bytes(digest)
             if blocks is not None:
                 for table, block in enumerate(blocks[row]):
                     document[f"b{table}"] = self._int64(block)
@@ -452,6 +456,7 @@ class MongoStorage(Storage):
                 words_to_int(words[position], self.scheme.fingerprint_words),
                 None if document.get("cluster") is None else decode_key(document["cluster"]),
                 None if document.get("signature") is None else bytes(document["signature"]),
+                None if document.get("digest") is None else bytes(document["digest"]),
             )
             for position, document in enumerate(documents)
         ]
@@ -470,7 +475,7 @@ class MongoStorage(Storage):
         return rewrite_buckets(self.buckets, self._pymongo, self._int64, added, removed, session)
 
 
-_RECORD_FIELDS = {"fingerprint": 1, "cluster": 1, "signature": 1}
+_RECORD_FIELDS = {"fingerprint": 1, "cluster": 1, "signature": 1, "digest": 1}
 
 
 def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MongoStorage:

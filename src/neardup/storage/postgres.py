@@ -73,10 +73,7 @@ class PostgresStorage(RunsStorage):
 
     def _insert_records(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         # COPY is the bulk path: one round trip for the whole batch, ~10x executemany.
-        with cursor.copy(
-            f"COPY {self.records_table} (id, key_text, key_int, fingerprint, cluster_text, "
-            "cluster_int, signature) FROM STDIN"
-        ) as copy:
+        with cursor.copy(f"COPY {self.records_table} ({self.records_insert_columns()}) FROM STDIN") as copy:
             for values in rows:
                 copy.write_row(values)
 

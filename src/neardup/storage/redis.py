@@ -6,9 +6,10 @@ that carry them. Keys (``P`` is the prefix, ``neardup`` by default), layout 2:
 - ``P:meta``: the index configuration, a JSON string; ``P:layout``: ``2``, written with it.
 - ``P:records``: a hash, typed key (``i:42`` / ``s:doc``, see :func:`~.base.encode_key`) →
   packed record: the stored words (the fingerprint's 8 or 16 little-endian bytes, then a band
-  index's band keys), one flag byte (bit 0: a cluster follows, bit 1: a signature follows),
-  the cluster as a 4-byte little-endian length and its typed key in UTF-8, then the
-  signature bytes to the end. No pickle.
+  index's band keys), one flag byte (bit 0: a cluster follows, bit 1: a signature follows,
+  bit 2: a text digest follows), the cluster as a 4-byte little-endian length and its typed
+  key in UTF-8, the 16-byte digest, then the signature bytes to the end. No pickle. Records
+  written before digests have no bit 2 and read as records without one.
 - ``P:b{table}:{block key}``: one string per (table, block value) bucket, the table number
   and the block key (lower-case hex) zero-padded so that every name of a store is as long
   (``P:b03:00a1f2`` in the default band index: 16 tables of 24-bit keys). It holds
@@ -62,6 +63,7 @@ from ..errors import (
 from ..similarity.bands import scheme_from_dict
 from . import check_options, redis_scripts
 from .base import (
+    DIGEST_BYTES,
     Candidates,
     IntArray,
     Key,
@@ -96,7 +98,7 @@ REMOVE_RETRIES = 5
 LAYOUT = "2"
 #: Queries per MGET of their buckets (16 buckets per query in the default band index).
 LOOKUP_QUERIES = 4096
-_HAS_CLUSTER, _HAS_SIGNATURE = 1, 2
+_HAS_CLUSTER, _HAS_SIGNATURE, _HAS_DIGEST = 1, 2, 4
 
 
 def check_prefix(prefix: str) -> str:
@@ -109,20 +111,28 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def pack_record(stored: bytes, cluster: Key | None, signature: bytes | None) -> bytes:
-    """The ``P:records`` value: stored words, flags, optional cluster, optional signature."""
+def pack_record(
+    stored: bytes, cluster: Key | None, signature: bytes | None, digest: bytes | None = None
+) -> bytes:
+    """The ``P:records`` value: stored words, flags, optional cluster, digest and signature."""
     flags = (0 if cluster is None else _HAS_CLUSTER) | (0 if signature is None else _HAS_SIGNATURE)
+    flags |= 0 if digest is None else _HAS_DIGEST
     parts = [stored, bytes((flags,))]
     if cluster is not None:
         text = encode_key(cluster).encode("utf-8", "surrogatepass")
         parts += [struct.pack("<I", len(text)), text]
+    if digest is not None:
+        parts.append(bytes(digest))
     if signature is not None:
         parts.append(bytes(signature))
     return b"".join(parts)
 
 
-def unpack_record(key: Key, packed: bytes, width: int) -> tuple[bytes, Key | None, bytes | None]:
-    """(stored words as bytes, cluster, signature) of a packed record; a short value is damage."""
+def unpack_record(
+    key: Key, packed: bytes, width: int
+) -> tuple[bytes, Key | None, bytes | None, bytes | None]:
+    """(stored words as bytes, cluster, signature, digest) of a packed record; a short value
+    is damage."""
     size = width * 8
     if len(packed) < size + 1:
         raise StorageDamagedError(
@@ -136,8 +146,12 @@ def unpack_record(key: Key, packed: bytes, width: int) -> tuple[bytes, Key | Non
         position += 4
         cluster = decode_key(packed[position : position + length])
         position += length
+    digest: bytes | None = None
+    if flags & _HAS_DIGEST:
+        digest = packed[position : position + DIGEST_BYTES]
+        position += DIGEST_BYTES
     signature = packed[position:] if flags & _HAS_SIGNATURE else None
-    return packed[:size], cluster, signature
+    return packed[:size], cluster, signature, digest
 
 
 class RedisStorage(Storage):
@@ -287,7 +301,8 @@ class RedisStorage(Storage):
         fields = [_field(key) for key in batch.keys]
         stored = words_to_bytes(words)
         records = [
-            pack_record(stored[row], batch.cluster(row), batch.signature(row)) for row in range(len(fields))
+            pack_record(stored[row], batch.cluster(row), batch.signature(row), batch.digest(row))
+            for row in range(len(fields))
         ]
         answer = self._write(self._add, "added", self._script_args(fields, records, words))
         if answer[0] == 1:
@@ -364,10 +379,10 @@ class RedisStorage(Storage):
         ]
 
     def _record(self, key: Key, packed: bytes) -> StoredRecord:
-        stored, cluster, signature = unpack_record(key, packed, self.scheme.words)
+        stored, cluster, signature, digest = unpack_record(key, packed, self.scheme.words)
         # The fingerprint is its first 1 or 2 little-endian words, low word first.
         value = int.from_bytes(stored[: 8 * self.scheme.fingerprint_words], "little")
-        return StoredRecord(key, value, cluster, signature)
+        return StoredRecord(key, value, cluster, signature, digest)
 
     # -- search --------------------------------------------------------------------------
     def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:

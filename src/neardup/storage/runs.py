@@ -78,7 +78,7 @@ from .base import (
 )
 from .recent_postings import RecentPostings
 from .run_filters import TABLE_BITS, add_to_filter, empty_filter, may_contain, posting_keys
-from .sql import RECORD_COLUMNS, SqlStorage, stored_record
+from .sql import SqlStorage, stored_record
 
 #: The layout a store of this module records in its meta row ``layout``.
 LAYOUT = "runs-1"
@@ -687,14 +687,10 @@ class RunsStorage(SqlStorage):
             if stored:
                 raise key_exists_error(stored[0], len(stored), self.where)
             ids, state = self.runs.reserve_ids(cursor, len(batch))
-            rows = []
-            for row, key in enumerate(batch.keys):
-                cluster = batch.cluster(row)
-                cluster_text, cluster_int = (None, None) if cluster is None else key_columns(cluster)
-                signature = batch.signature(row)
-                rows.append(
-                    (ids[row], *key_columns(key), fingerprints[row], cluster_text, cluster_int, signature)
-                )
+            rows = [
+                (ids[row], *key_columns(key), fingerprints[row], *self.record_values(batch, row))
+                for row, key in enumerate(batch.keys)
+            ]
             rows.sort(key=lambda row: (row[1], row[2]))  # see SqlStorage.add_many
             try:
                 self._insert_records(cursor, rows)
@@ -734,10 +730,12 @@ class RunsStorage(SqlStorage):
     def _insert_records(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         marks = self._marks(len(rows[0]))
         cursor.executemany(
-            f"INSERT INTO {self.records_table} (id, key_text, key_int, fingerprint, cluster_text, "
-            f"cluster_int, signature) VALUES ({marks})",
-            rows,
+            f"INSERT INTO {self.records_table} ({self.records_insert_columns()}) VALUES ({marks})", rows
         )
+
+    def records_insert_columns(self) -> str:
+        """The columns :meth:`_insert_records` writes, in its rows' order."""
+        return ", ".join(["id", "key_text", "key_int", "fingerprint", *self.record_fields])
 
     def remove_many(self, keys: Sequence[Key]) -> None:
         # The record rows go; their postings are skipped by reads and dropped by merges.
@@ -754,7 +752,7 @@ class RunsStorage(SqlStorage):
         keys = posting_keys(self.scheme.keys(words))
         with self._transaction() as cursor:
             self._prefer_indexes(cursor)
-            rows = self.runs.find(cursor, keys, RECORD_COLUMNS if records else ())
+            rows = self.runs.find(cursor, keys, self.record_fields if records else ())
         if not rows:
             return Candidates(np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64))
         found = np.array([row[0] for row in rows], dtype=np.int64).view(np.uint64)

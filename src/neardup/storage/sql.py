@@ -120,6 +120,8 @@ class SqlStorage(Storage):
         self.records_table = f"{self.prefix}_records"
         self.recent_table = f"{self.prefix}_recent"
         self._recent = True
+        #: Whether the records tables have the ``digest`` column (stores made before it do not).
+        self._digests = False
         self._depth = 0
         self._block_columns: list[str] = []
         self._committed: list[Callable[[], None]] = []
@@ -306,7 +308,8 @@ class SqlStorage(Storage):
             )
             self._create_tables(cursor, tables)
             cursor.execute(
-                f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p})", ("config", dump_meta(meta))
+                f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p}), ({p}, {p})",
+                ("config", dump_meta(meta), DIGESTS_ROW, DIGEST_KIND),
             )
 
     def _create_tables(self, cursor: Any, tables: int) -> None:
@@ -326,7 +329,7 @@ class SqlStorage(Storage):
         return (
             f"{id_column}, key_text {self.key_type} NOT NULL, key_int SMALLINT NOT NULL, "
             f"fingerprint {self.blob_type} NOT NULL, cluster_text {self.key_type}, "
-            f"cluster_int SMALLINT, signature {self.signature_type()}"
+            f"cluster_int SMALLINT, signature {self.signature_type()}, digest {self.blob_type}"
         )
 
     def attach(self, scheme: Scheme, mu: float) -> None:
@@ -334,6 +337,24 @@ class SqlStorage(Storage):
         self._block_columns = [f"b{table}" for table in range(scheme.table_count)]
         # A store of format 1 (read by `neardup index rebuild`) has no recent table.
         self._recent = self._table_exists(self.recent_table)
+        with self._transaction() as cursor:
+            cursor.execute(
+                f"SELECT value FROM {self.meta_table} WHERE name = {self.placeholder}", (DIGESTS_ROW,)
+            )
+            self._digests = cursor.fetchone() is not None
+
+    @property
+    def record_fields(self) -> tuple[str, ...]:
+        """The columns of a record beyond its key and fingerprint, as :func:`stored_record`
+        takes them: :data:`RECORD_COLUMNS`, and ``digest`` where the store has it."""
+        return (*RECORD_COLUMNS, "digest") if self._digests else RECORD_COLUMNS
+
+    def record_values(self, batch: RecordBatch, row: int) -> tuple[Any, ...]:
+        """The :attr:`record_fields` values of one record of a batch."""
+        cluster = batch.cluster(row)
+        cluster_text, cluster_int = (None, None) if cluster is None else key_columns(cluster)
+        values = (cluster_text, cluster_int, batch.signature(row))
+        return (*values, batch.digest(row)) if self._digests else values
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -347,23 +368,11 @@ class SqlStorage(Storage):
         self._check_keys(batch.keys)
         blocks = to_signed(self.scheme.keys(batch.words)).tolist()
         fingerprints = words_to_bytes(batch.words)
-        rows = []
-        for row, key in enumerate(batch.keys):
-            cluster = batch.cluster(row)
-            cluster_text, cluster_int = (None, None) if cluster is None else key_columns(cluster)
-            rows.append(
-                (
-                    *key_columns(key),
-                    fingerprints[row],
-                    cluster_text,
-                    cluster_int,
-                    batch.signature(row),
-                    *blocks[row],
-                )
-            )
-        columns = "key_text, key_int, fingerprint, cluster_text, cluster_int, signature, " + ", ".join(
-            self._block_columns
-        )
+        rows = [
+            (*key_columns(key), fingerprints[row], *self.record_values(batch, row), *blocks[row])
+            for row, key in enumerate(batch.keys)
+        ]
+        columns = ", ".join(["key_text", "key_int", "fingerprint", *self.record_fields, *self._block_columns])
         # Every writer inserts in key order, so two that insert the same keys wait for each
         # other in turn (one then fails cleanly) instead of deadlocking on the unique index.
         rows.sort(key=lambda row: (row[0], row[1]))
@@ -418,7 +427,7 @@ class SqlStorage(Storage):
                 condition, values = self._one_of("key_text", list({key_columns(key)[0] for key in chunk}))
                 for name in self.tables:
                     cursor.execute(
-                        f"SELECT key_text, key_int, fingerprint, cluster_text, cluster_int, signature "
+                        f"SELECT key_text, key_int, fingerprint, {', '.join(self.record_fields)} "
                         f"FROM {name} WHERE {condition}",
                         values,
                     )
@@ -435,7 +444,7 @@ class SqlStorage(Storage):
             condition, parameters = self._one_of(column, np.unique(blocks[:, table]).tolist())
             conditions.append(condition)
             values.extend(parameters)
-        extra = RECORD_COLUMNS if records else ()
+        extra = self.record_fields if records else ()
         columns = ", ".join(["key_text", "key_int", "fingerprint", *extra, *self._block_columns])
         rows = []
         with self._transaction() as cursor:
@@ -449,7 +458,13 @@ class SqlStorage(Storage):
         query_rows, found_rows = match_blocks(blocks.view(np.uint64), found_blocks)
         found_words = bytes_to_words([bytes(row[2]) for row in rows], words.shape[1])
         keys = [key_from_columns(row[0], row[1]) for row in rows]
-        read = {record.key: record for record in self._records(rows, words.shape[1])} if records else {}
+        if records:
+            read = {
+                record.key: record
+                for record in self._records([row[: 3 + len(extra)] for row in rows], words.shape[1])
+            }
+        else:
+            read = {}
         return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows], read)
 
     def size(self) -> int:
@@ -469,7 +484,7 @@ class SqlStorage(Storage):
             while True:
                 with self._transaction() as cursor:
                     cursor.execute(
-                        f"SELECT key_text, key_int, fingerprint, cluster_text, cluster_int, signature, id "
+                        f"SELECT key_text, key_int, fingerprint, {', '.join(self.record_fields)}, id "
                         f"FROM {name} WHERE id > {self.placeholder} "
                         f"ORDER BY id LIMIT {int(batch_size)}",
                         (last,),
@@ -477,8 +492,8 @@ class SqlStorage(Storage):
                     rows = cursor.fetchall()
                 if not rows:
                     break
-                last = int(rows[-1][6])
-                yield self._records(rows, width)
+                last = int(rows[-1][-1])
+                yield self._records([row[:-1] for row in rows], width)
 
     def stats(self) -> BucketStats:
         stats = BucketStats(scheme=self.scheme.describe())
@@ -569,18 +584,25 @@ class SqlStorage(Storage):
         return self.blob_type
 
 
-#: The columns of a record beyond its key and fingerprint, as :func:`stored_record` takes them.
+#: The columns of a record beyond its key and fingerprint in every store, as
+#: :func:`stored_record` takes them (stores made since digests add ``digest``).
 RECORD_COLUMNS = ("cluster_text", "cluster_int", "signature")
+#: The meta row that says the records tables have the ``digest`` column, and its value (the
+#: hash, :func:`neardup.index.digests.text_digest`). Stores made before it lack both.
+DIGESTS_ROW = "digests"
+DIGEST_KIND = "blake2b-128"
 
 
 def stored_record(key: Key, fingerprint: int, columns: Sequence[Any]) -> StoredRecord:
-    """A record from its key, fingerprint and :data:`RECORD_COLUMNS` values."""
+    """A record from its key, fingerprint and :attr:`SqlStorage.record_fields` values."""
     cluster_text, cluster_int, signature = columns[:3]
+    digest = columns[3] if len(columns) > 3 else None
     return StoredRecord(
         key,
         fingerprint,
         None if cluster_text is None else key_from_columns(cluster_text, cluster_int),
         None if signature is None else bytes(signature),
+        None if digest is None else bytes(digest),
     )
 
 
