@@ -313,3 +313,34 @@ def test_an_sqlite_store_in_runs_has_no_tables_foreign_to_it(tmp_path: object, s
         assert runs_state(index)["runs"]
     with contextlib.closing(sqlite3.connect(f"{tmp_path}/runs.db")) as connection:
         assert _foreign_tables(connection) == []
+
+
+def test_filters_stored_in_parts_are_read_whole(
+    url: str, small_runs: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter is stored in rows of at most FILTER_PART_BYTES (here 64: every run's filter in
+    several rows), so no value passes an engine's length limit (a run of 537 M postings has a
+    1 GiB filter); readers join the rows, and runs merged away take all theirs with them."""
+    monkeypatch.setattr(runs_module, "FILTER_PART_BYTES", 64, raising=False)
+    count = 12 * RUN  # 12 cuts: three merges into tier 1
+    values = np.random.default_rng(35).integers(0, 2**63, size=count, dtype=np.uint64)
+    sketch = sketches(count, seed=36)
+    keys: list[object] = list(range(count))
+    with SimhashIndex.open(url, BANDS) as index:
+        for low in range(0, count, RUN):
+            index.add_many(keys[low : low + RUN], values[low : low + RUN], signatures=sketch[low : low + RUN])
+        storage = storage_of(index)
+        if hasattr(storage, "merge_pending"):
+            storage.merge_pending()
+        state = runs_state(index)
+        with storage._transaction() as cursor:
+            cursor.execute(f"SELECT name, bits FROM {storage.runs.filters_table}")
+            rows = {str(name): bytes(bits) for name, bits in cursor.fetchall()}
+        runs = [run["table"] for run in state["runs"]]  # type: ignore[attr-defined]
+        assert {name.partition("#")[0] for name in rows} == set(runs)
+        assert all(len(bits) <= 64 for bits in rows.values())
+        assert all(sum(name.partition("#")[0] == run for name in rows) > 1 for run in runs)
+    with SimhashIndex.open(url, create=False) as index:  # a process that reads the filters
+        expected = expected_matches(index, keys, values, sketch)
+        found = index.query_many(values, signatures=sketch)
+        assert [{match.key for match in matches} for matches in found] == expected
