@@ -251,3 +251,22 @@ def test_digests_are_what_the_fingerprint_was_computed_from() -> None:
     assert library_digest("a b") == text_digest("a b")
     assert text_digest("a b") != text_digest("a  b") != text_digest("A b")
     assert np.frombuffer(text_digest("x"), dtype=np.uint8).size == 16
+
+
+def test_a_rebuilt_index_keeps_each_texts_digest(tmp_path: Path) -> None:
+    """``neardup index rebuild`` knows the texts, so the new store can tell a retry from another
+    text; a repeated id of the input keeps its first text, as before."""
+    from neardup.dedup.rebuild import rebuild_index
+
+    first, second = equal_fingerprint_pair()
+    old, new = f"sqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/new.db"
+    with SimhashIndex.open(old, text_index_config(FingerprintConfig())) as index:
+        prepared = DocumentIndex(index).prepare(records(("a", first), ("b", "other")))
+        index.add_many(prepared.keys, prepared.fingerprints, signatures=prepared.signatures)  # no digests
+        assert index.get("a").digest is None  # type: ignore[union-attr]
+    given = records(("a", first), ("b", "other"), ("a", second))
+    report = rebuild_index(old, new, given, batch_size=1)
+    assert (report.carried, report.repeated) == (2, 1)
+    with SimhashIndex.open(new, create=False) as index:
+        assert index.get("a").digest == text_digest(first)  # type: ignore[union-attr]
+        assert index.get("b").digest == text_digest("other")  # type: ignore[union-attr]

@@ -34,7 +34,7 @@ from ..storage import open_storage
 from ..storage.base import Key, Storage, check_key, lookable
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
-from .documents import fingerprinter_of, signatures_of, stored_verifier
+from .documents import digests_of, fingerprinter_of, signatures_of, stored_verifier
 from .incremental import text_index_config
 
 #: Records per batch: one transaction each in the new store, as ``neardup index add`` does.
@@ -194,6 +194,11 @@ def _carry(
                 counts["repeated"] += 1
             else:
                 chosen[record.id] = (record, found.key if found.cluster is None else found.cluster)
+        # An id an earlier batch of the input carried keeps its first text (repeated).
+        earlier = new.get_many(list(chosen)) if chosen else []
+        for key in [key for key, found in zip(list(chosen), earlier, strict=True) if found is not None]:
+            del chosen[key]
+            counts["repeated"] += 1
         if chosen:
             kept = [record for record, _ in chosen.values()]
             for record in kept:
@@ -202,7 +207,12 @@ def _carry(
             signatures = signatures_of(verifier, kept, fingerprinter)
             clusters: list[Key | None] = [cluster for _, cluster in chosen.values()]
             keys = [record.id for record in kept]
-            added = sum(new.add_many(keys, values, signatures=signatures, existing="skip", clusters=clusters))
+            digests = digests_of(verifier, kept)  # the rebuilt store knows its texts
+            added = sum(
+                new.add_many(
+                    keys, values, signatures=signatures, existing="skip", clusters=clusters, digests=digests
+                )
+            )
             counts["carried"] += added
             counts["repeated"] += len(kept) - added  # stored by an earlier batch of the input
         if on_batch is not None:
