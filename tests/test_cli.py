@@ -139,9 +139,9 @@ BAD_LINES = [
     pytest.param(b'{"id": 2, "text": "' + "中文".encode("gbk") + b'"}', "invalid UTF-8 at byte 19", id="gbk"),
     pytest.param(b'{"id": 2, "text": ', "invalid JSON: Expecting value", id="malformed-json"),
     pytest.param(b"[1, 2]", "expected one JSON object per line, got an array", id="array"),
-    pytest.param(b'{"text": "x"}', "missing id field 'id'; name the id field with id_field", id="no-id"),
+    pytest.param(b'{"text": "x"}', "missing id field 'id'; name the id field with --id-field", id="no-id"),
     pytest.param(
-        b'{"id": 2}', "missing text field 'text'; name the text field with text_field", id="no-text"
+        b'{"id": 2}', "missing text field 'text'; name the text field with --text-field", id="no-text"
     ),
     pytest.param(b'{"id": 2, "text": null}', "missing text field 'text'", id="null-text"),
     pytest.param(b'{"id": 2, "text": 17}', "must be a string, not a number (17)", id="number-text"),
@@ -189,7 +189,7 @@ def test_skip_summary_lists_only_the_first_few(tmp_path: Path) -> None:
 def test_csv_missing_column_is_an_error() -> None:
     result = run("fingerprint", FIXTURES / "docs.csv", "--on-error", "skip")
     assert result.exit_code == 1
-    assert "no column 'id'" in result.stderr and "id_field" in result.stderr
+    assert "no column 'id'" in result.stderr and "--id-field" in result.stderr
 
 
 def test_50_mb_document_works(tmp_path: Path) -> None:

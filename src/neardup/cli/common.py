@@ -357,9 +357,14 @@ def batch_size_option(function: F) -> F:
 
 
 def report_skipped(report: ErrorReport) -> None:
-    """The first few reasons records were skipped, one per line on stderr."""
+    """The first few reasons records were skipped, one per line on stderr (parameters a
+    library message names put as the command's flags, as for errors)."""
+    from .main import in_flags
+
+    ctx = click.get_current_context(silent=True)
+    flags = frozenset(opt for param in ctx.command.params for opt in param.opts) if ctx else frozenset()
     for message in report.messages:
-        click.echo(f"neardup: skipped {message}", err=True)
+        click.echo(f"neardup: skipped {in_flags(message, flags)}", err=True)
     if report.count > len(report.messages):
         click.echo(f"neardup: ... and {report.count - len(report.messages)} more skipped", err=True)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Iterator
@@ -126,11 +127,50 @@ class NeardupGroup(click.Group):
         except NeardupError as exc:
             if ctx.params.get("verbose"):
                 traceback.print_exc(file=sys.stderr)
-            click.echo(f"neardup: error: {exc}", err=True)
+            message = in_flags(str(exc), _flags(self, ctx, ctx.invoked_subcommand))
+            click.echo(f"neardup: error: {message}", err=True)
             raise click.exceptions.Exit(EXIT_ERROR) from exc
         except KeyboardInterrupt as exc:
             click.echo("neardup: interrupted", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from exc
+
+
+#: Library messages name parameters, the command line's own name flags (docs/errors.md): the
+#: parameters a library error may name as its fix, and the flag each stands for. A name in
+#: quotes (a column called ``id_field``) is a value, not a parameter, and is left alone.
+LIBRARY_WORDS = {
+    "replace=True": "--replace-table",
+    'existing="replace"': "--existing replace",
+    'existing="skip"': "--existing skip",
+    'on_error="skip"': "--on-error skip",
+    "max_bytes": "--max-bytes",
+    "id_field": "--id-field",
+    "text_field": "--text-field",
+    "title_field": "--title-field",
+    "cluster_field": "--cluster-field",
+}
+
+
+def in_flags(message: str, flags: frozenset[str]) -> str:
+    """``message`` with each parameter of :data:`LIBRARY_WORDS` named as its flag, where the
+    command that raised it has that flag (else the parameter stays, as in the library)."""
+    for word, flag in LIBRARY_WORDS.items():
+        if flag.split()[0] in flags and word in message:
+            message = re.sub(rf"(?<![\w'\"-]){re.escape(word)}(?![\w'\"])", flag, message)
+    return message
+
+
+def _flags(group: click.Group, ctx: click.Context, name: str | None) -> frozenset[str]:
+    """The flags of the subcommand ``name`` ran (of all its own subcommands, for a group)."""
+    command = group.get_command(ctx, name) if name else None
+    found: set[str] = set()
+    pending = [command] if command is not None else []
+    while pending:
+        current = pending.pop()
+        found.update(opt for param in current.params for opt in param.opts)
+        if isinstance(current, click.Group):
+            pending.extend(current.commands.values())
+    return frozenset(found)
 
 
 def _load(module: str, attribute: str) -> click.Command:

@@ -33,6 +33,7 @@ from .common import (
     TOKENIZER_SETTINGS,
     check_outputs_not_inputs,
     output_option,
+    parse_size,
     progress_bar,
     progress_option,
     report_skipped,
@@ -135,6 +136,14 @@ _SIMHASH_KEYS = ("max_distance", "verify", "min_similarity", "fields", "only_lis
     help="Stop at the first bad row, or skip bad rows and count them.",
 )
 @click.option(
+    "--max-bytes",
+    callback=parse_size,
+    metavar="SIZE",
+    default="64M",
+    show_default=True,
+    help="Largest CSV row accepted (e.g. 64M, 1G).",
+)
+@click.option(
     "--bits",
     type=click.Choice([str(bits) for bits in BITS_CHOICES]),
     default="64",
@@ -196,6 +205,7 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
         chunk_size=settings["chunk_size"],
         on_error=settings["on_error"],
         report=report,
+        max_bytes=settings["max_bytes"],
     )
     if settings["write_table"] and not isinstance(row_source, SqlSource):
         raise click.UsageError("--write-table writes to the source database; SOURCE is a file", ctx)
@@ -262,6 +272,8 @@ def _read_toml(path: str | None) -> dict[str, Any]:
         return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 (byte {exc.start}); re-save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import ConfigError, InputError, MissingDependencyError, NeardupError, StorageUnavailableError
 from ..io.csv_strict import CsvRow, StrictCsvReader
-from ..io.record import ErrorReport
+from ..io.record import DEFAULT_MAX_BYTES, ErrorReport
 from .schema import RowChunk
 from .sql_guard import check_write_target, read_only_query
 from .values import RecordKey
@@ -128,10 +128,12 @@ def open_source(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     on_error: str = "fail",
     report: ErrorReport | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> RowSource:
     """A database (URL, with ``table`` or ``query``), a CSV or a Parquet file. ``columns``
     limits what is read (a table's or file's columns, checked by the caller); a CSV row
-    with bad quoting stops the run or, with ``on_error="skip"``, is counted in ``report``."""
+    with bad quoting, or over ``max_bytes``, stops the run or, with ``on_error="skip"``, is
+    counted in ``report``."""
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"chunk_size must be a positive integer; got {chunk_size!r}")
     if is_database_url(source):
@@ -140,7 +142,7 @@ def open_source(
         raise ConfigError(f"table and query read from a database, but {source} is a file; give a URL")
     suffix = Path(source).suffix.lower()
     if suffix == ".csv":
-        return CsvSource(source, chunk_size=chunk_size, on_error=on_error, report=report)
+        return CsvSource(source, chunk_size=chunk_size, on_error=on_error, report=report, max_bytes=max_bytes)
     if suffix in (".parquet", ".pq"):
         return ParquetSource(source, chunk_size=chunk_size)
     raise ConfigError(
@@ -318,9 +320,13 @@ class CsvSource(RowSource):
         *,
         on_error: str = "fail",
         report: ErrorReport | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ConfigError(f"max_bytes must be a positive integer; got {max_bytes!r}")
         super().__init__(name=str(path), chunk_size=chunk_size)
         self.path = path
+        self.max_bytes = max_bytes
         self.on_error = on_error
         self.report = report if report is not None else ErrorReport()
         self._handle: Any = None
@@ -336,7 +342,7 @@ class CsvSource(RowSource):
             self._handle = open(self.path, "rb")  # noqa: SIM115 - closed in close()
         except OSError as exc:
             raise InputError(f"cannot open input file {self.path}: {exc.strerror}") from exc
-        self._reader = StrictCsvReader(self._handle, self.path)
+        self._reader = StrictCsvReader(self._handle, self.path, self.max_bytes)
         try:
             header = self._reader.header()
         except InputError:
