@@ -247,7 +247,7 @@ def test_csv_gold_without_the_columns_is_one_line_naming_them(tmp_path: Path) ->
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     message = result.stderr
     assert "gold.csv" in message and "'id' and 'cluster' columns" in message and "doc, group" in message
-    assert "id_field/cluster_field" in message
+    assert "--id-field/--cluster-field" in message  # the flags, not the library's parameters
     one_missing = write_csv_gold(tmp_path / "half.csv", [{"id": "r0", "group": "A"}], ("id", "group"))
     result = CliRunner().invoke(main, ["eval", str(one_missing), str(pairs)])
     assert result.exit_code == 1 and "no 'cluster' column" in result.stderr

@@ -238,7 +238,7 @@ def test_cli_writes_clusters_and_a_groups_table(database: str, tmp_path: Path) -
     assert count_rows(database, "complaints") == len(_rows())
 
     again = CliRunner().invoke(main, ["records", *common, "--write-table", "neardup_groups"])
-    assert again.exit_code == 1 and "already exists" in again.output and "replace=True" in again.output
+    assert again.exit_code == 1 and "already exists" in again.output and "--replace-table" in again.output
     replaced = run(
         "records", *common, "--write-table", "neardup_groups", "--replace-table", "--verify", "fields"
     )
