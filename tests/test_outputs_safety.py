@@ -333,3 +333,45 @@ def test_the_library_check_refuses_two_outputs_that_are_one_file(tmp_path: Path)
     with pytest.raises(OutputIsInputError, match="--x and --y both write to"):
         check_outputs_distinct([], {"--x": first, "--y": tmp_path / "b.jsonl"})
     check_outputs_distinct([], {"--x": first, "--y": tmp_path / "c.jsonl"})  # distinct: fine
+
+
+# -- issue 28: temporaries of a killed run ------------------------------------------------------
+
+KILLED_WRITER = """
+import os, signal, sys
+from neardup.io.output import atomic_output
+with atomic_output(sys.argv[1]) as stream:
+    stream.write(b"half of it")
+    stream.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _temporaries(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.iterdir() if path.name.endswith(".tmp"))
+
+
+def test_the_next_run_removes_the_temporary_a_killed_run_left(tmp_path: Path) -> None:
+    """A run killed mid-write (SIGKILL: nothing of it runs again) leaves its hidden
+    temporary; the next run writing the same output removes it, and only it: a live
+    writer's temporary, another output's and a user's look-alike file stay."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "clusters.jsonl"
+    target.write_text("previous\n", encoding="utf-8")
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(target)], check=False)
+    assert killed.returncode == -9
+    left = _temporaries(tmp_path)
+    assert len(left) == 1 and left[0].startswith(".clusters.jsonl.")
+    assert target.read_text(encoding="utf-8") == "previous\n"
+    _, _, _, owner, token, _ = left[0].split(".")  # .clusters.jsonl.<host>-<pid>.<token>.tmp
+    host = owner.split("-")[0]
+    live = tmp_path / f".clusters.jsonl.{host}-{os.getpid()}.{token[::-1]}.tmp"
+    live.write_bytes(b"a live writer's")
+    others = [tmp_path / ".other.jsonl.00000000-1.0123abcd.tmp", tmp_path / ".clusters.jsonl.mine.tmp"]
+    for path in others:
+        path.write_bytes(b"keep")
+    write_jsonl(target, [{"id": 1}])
+    assert target.read_text(encoding="utf-8") == '{"id":1}\n'
+    assert _temporaries(tmp_path) == sorted([live.name, *(path.name for path in others)])

@@ -1,10 +1,17 @@
 """Writing outputs without ever losing data: JSON Lines writers and the atomic file they use.
 
-Every output file is written to a temporary file beside it (``.NAME.XXXXXXXX.tmp`` in the
-same directory, so the rename cannot cross file systems) and renamed onto the target with
-:func:`os.replace` only once all of it is written: a run that fails half-way (bad record,
-full disk, Ctrl-C) leaves the previous file untouched and no partial one. ``-`` is stdout
-and streams as before; so does a target that is not a regular file (``/dev/null``, a FIFO).
+Every output file is written to a temporary file beside it (``.NAME.HOST-PID.XXXXXXXX.tmp``
+in the same directory, so the rename cannot cross file systems) and renamed onto the target
+with :func:`os.replace` only once all of it is written: a run that fails half-way (bad
+record, full disk, Ctrl-C) leaves the previous file untouched and no partial one. ``-`` is
+stdout and streams as before; so does a target that is not a regular file (``/dev/null``, a
+FIFO).
+
+A run killed outright (SIGKILL, a power cut) cannot remove its temporary file; the next run
+writing the same output does (:func:`_remove_stale`): the temporaries of that output, in
+exactly that form, made on this host (HOST is a hash of the host name, so a directory shared
+over the network is left to each host) by a process that no longer exists. Nothing else is
+touched: not another output's, not a live writer's, not a file merely named alike.
 
 An output that is, or links to, one of the run's inputs would replace that input, so
 :func:`check_outputs_distinct` refuses it before anything is opened, comparing files as the
@@ -16,9 +23,12 @@ output, and the run would still report success.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import secrets
+import socket
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -153,12 +163,45 @@ def _stat(path: str) -> os.stat_result | None:
         return None
 
 
+#: This host in temporary names: the first 8 hex digits of a hash of its name.
+_HOST = hashlib.blake2b(socket.gethostname().encode("utf-8", "replace"), digest_size=4).hexdigest()
+
+
+def _remove_stale(directory: str, name: str) -> None:
+    """Remove the temporaries of output ``name`` left by killed runs on this host (module
+    docstring): a PID that no longer exists cannot be writing. A PID reused since is taken
+    for alive and its file kept, the safe side."""
+    pattern = re.compile(rf"\.{re.escape(name)}\.{_HOST}-([0-9]{{1,10}})\.[0-9a-f]{{8}}\.tmp")
+    try:
+        entries = os.listdir(directory or ".")
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry)
+        if match is not None and not _alive(int(match.group(1))):
+            with suppress(OSError):
+                os.unlink(os.path.join(directory, entry))
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # PermissionError: another user's live process
+        return True
+    return True
+
+
 def _temporary(target: PathLike, path: str, existing: os.stat_result | None) -> tuple[str, IO[bytes]]:
     """A new file beside ``path`` (the umask applies, as to a plain open; an existing target's
-    permissions are kept)."""
+    permissions are kept), after removing what killed runs left there."""
     directory, name = os.path.split(path)
+    _remove_stale(directory, name)
     while True:
-        temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+        temporary = os.path.join(directory, f".{name}.{_HOST}-{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
             descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
