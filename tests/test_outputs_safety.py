@@ -115,7 +115,8 @@ def test_the_library_check_compares_files_not_names(docs: Path, tmp_path: Path) 
     with pytest.raises(OutputIsInputError, match="--pairs") as caught:
         check_outputs_distinct([("INPUT", link)], {"--pairs": docs})
     assert caught.value.option == "--pairs"
-    check_outputs_distinct([("INPUT", docs)], {"--pairs": tmp_path / "other.jsonl", "--clusters": "-"})
+    outputs: dict[str, str | Path | None] = {"--pairs": tmp_path / "other.jsonl", "--clusters": "-"}
+    check_outputs_distinct([("INPUT", docs)], outputs)
     with pytest.raises(OutputIsInputError):
         write_jsonl(docs, [{"a": 1}], inputs=[("INPUT", docs)])
     assert docs.read_bytes().count(b"\n") == 3
@@ -169,7 +170,8 @@ def test_spark_dedup_refuses_inputs_as_outputs_and_replaces_outputs_whole(docs: 
         pytest.skip("needs a Java runtime for Spark (java not on PATH)")
     spark = ["--master", "local[2]", "--partitions", "2", "--conf", "spark.ui.enabled=false"]
     before = docs.read_bytes()
-    for args in (["--emit", "kept", "-o", docs], ["--pairs", docs]):
+    refused: list[list[str | Path]] = [["--emit", "kept", "-o", docs], ["--pairs", docs]]
+    for args in refused:
         assert_refused(run("spark", "dedup", docs, *args, *spark), docs, before, str(docs), "INPUT")
     clusters = tmp_path / "clusters.jsonl"
     clusters.write_bytes(b"previous\n")
@@ -248,7 +250,7 @@ def test_a_damaged_parquet_page_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_a_distance_beyond_the_width_is_bad_usage(docs: Path, tmp_path: Path) -> None:
     db = tmp_path / "index.db"
-    cases = [
+    cases: list[list[str | Path]] = [
         ["dedup", docs, "-k", "65", "--pairs", tmp_path / "p.jsonl"],
         ["dedup", docs, "--bits", "32", "-k", "32", "--pairs", tmp_path / "p.jsonl"],
         ["dedup", docs, "-k", "65", "--index", db, "--pairs", tmp_path / "p.jsonl"],
@@ -305,7 +307,7 @@ def test_two_outputs_that_are_one_file_are_refused(tmp_path: Path, how: str, com
     target = tmp_path / "out.jsonl"
     target.write_text("previous\n", encoding="utf-8")
     alias = _alias(tmp_path, target, how)
-    source = (
+    source: list[str | Path] = (
         ["records", _people_csv(tmp_path), "--key", "id"]
         if command == "records"
         else ["dedup", tmp_path / "d.jsonl"]
