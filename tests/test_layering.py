@@ -33,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "storage": {*BASE, "distance", "blocks", "fingerprint", "similarity"},
     "index": {*BASE, "distance", "blocks", "fingerprint", "similarity", "storage"},
     "dedup": {*BASE, "distance", "blocks", "text", "io", "fingerprint", "similarity", "storage", "index"},
-    "records": {*BASE, "distance", "text", "io", "fingerprint", "dedup"},
+    "records": {*BASE, "distance", "text", "io", "fingerprint", "storage", "dedup"},  # storage.urls
     "eval": {*BASE, "blocks", "io", "fingerprint", "similarity", "dedup"},
     "service": {*BASE, "distance", "io", "storage", "index", "dedup", "neardup"},
     "spark": {*BASE, "blocks", "text", "io", "fingerprint", "similarity", "dedup"},

@@ -20,7 +20,7 @@ from click.core import ParameterSource
 
 from ..distance import BITS_CHOICES
 from ..errors import ConfigError, NeardupError
-from ..fingerprint.config import FingerprintConfig
+from ..fingerprint.config import MAX_NGRAM, FingerprintConfig
 from ..fingerprint.hashing import HASH_NAMES
 from ..fingerprint.weighting import FIELDS_ON_TEXT, WEIGHTINGS
 from ..io.output import OutputIsInputError, check_outputs_distinct
@@ -55,13 +55,16 @@ FINGERPRINT_SETTINGS = {
 }
 
 
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}
+# ASCII digits only, and few of them: int() of thousands of digits is slow, and Python
+# refuses more than 4,300.
+_SIZE = re.compile(r"^\s*([0-9]{1,30})\s*([kmgtpe]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 
 def parse_size(ctx: click.Context, param: click.Parameter, value: str | int) -> int:
-    """A size in bytes from ``67108864``, ``64M``, ``64MiB`` or ``1G`` (powers of 1024); a
-    callback rather than a ParamType subclass, which is generic only in click >= 8.2."""
+    """A size in bytes from ``67108864``, ``64M``, ``64MiB``, ``1G`` or ``1T`` (powers of
+    1024); any size above what memory can hold means "no limit". A callback rather than a
+    ParamType subclass, which is generic only in click >= 8.2."""
     if isinstance(value, int):
         return value
     match = _SIZE.match(value)
@@ -141,7 +144,7 @@ def tokenizer_options(function: F) -> F:
             ),
             click.option(
                 "--ngram",
-                type=click.IntRange(min=0),
+                type=click.IntRange(min=0, max=MAX_NGRAM),
                 default=_DEFAULTS.ngram,
                 show_default=True,
                 help="Use character n-grams of this length instead of words (0: words).",

@@ -27,7 +27,7 @@ from ..errors import OutputError
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..io.output import write_jsonl
 from ..io.record import ErrorReport, record_row
-from ..similarity.minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
+from ..similarity.minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM, MAX_NUM_PERM
 from ..similarity.verify import DEFAULT_THRESHOLDS, META_FIELDS, VERIFY_MODES
 from .common import (
     batch_size_option,
@@ -176,7 +176,7 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
 )
 @click.option(
     "--num-perm",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_NUM_PERM),
     default=DEFAULT_NUM_PERM,
     show_default=True,
     help="MinHash functions per signature.",

@@ -211,7 +211,7 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
         raise click.UsageError("--write-table writes to the source database; SOURCE is a file", ctx)
     try:
         if isinstance(row_source, SqlSource) and settings["write_table"]:
-            row_source.check_target(settings["write_table"])
+            row_source.check_target(settings["write_table"], replace=settings["replace_table"])
         result = _run(row_source, settings, report)
     finally:
         row_source.close()
@@ -273,7 +273,9 @@ def _read_toml(path: str | None) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 (byte {exc.start}); re-save it as UTF-8") from None
+        raise ConfigError(
+            f"config file {path} is not UTF-8 (byte {exc.start}); re-save it as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
 

@@ -31,13 +31,21 @@ def read_json_lines(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """(location, object) per non-blank line; malformed lines raise with their location."""
     if not Path(path).is_file():
         raise InputError(f"cannot read {path}: no such file")
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+    with Path(path).open("rb") as handle:  # bytes: a line that is not UTF-8 is named, not a traceback
+        for number, raw in enumerate(handle, start=1):
             location = f"{path}:{number}"
             try:
-                data = json.loads(line)
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    f"invalid UTF-8 at byte {exc.start} of the line: {raw[exc.start : exc.start + 4]!r}; "
+                    "convert the file to UTF-8 first, e.g. `iconv -f GBK -t UTF-8 IN > OUT`",
+                    location,
+                ) from None
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line.removeprefix("\ufeff") if number == 1 else line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"not a JSON object: {exc.msg}", location) from exc
             if not isinstance(data, dict):

@@ -24,6 +24,8 @@ from .hashing import HASH_NAMES
 from .weighting import WEIGHTINGS
 
 IDF_CHOICES = ("default", "none")
+#: Longest character n-gram: a word is rarely longer, and a huge one overflows the tokenizer.
+MAX_NGRAM = 100
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,14 @@ class FingerprintConfig:
         _check_choice("weighting", self.weighting, WEIGHTINGS)
         _check_choice("hash", self.hash, HASH_NAMES)
         _check_choice("lang", self.lang, LANGUAGES)
-        if not isinstance(self.ngram, int) or isinstance(self.ngram, bool) or self.ngram < 0:
-            raise ConfigError(f"ngram must be 0 (words) or a positive integer; got {self.ngram!r}")
+        if (
+            not isinstance(self.ngram, int)
+            or isinstance(self.ngram, bool)
+            or not 0 <= self.ngram <= MAX_NGRAM
+        ):
+            raise ConfigError(
+                f"ngram must be 0 (words) or an n-gram length from 1 to {MAX_NGRAM}; got {self.ngram!r}"
+            )
         if not isinstance(self.idf, str) or not self.idf:
             raise ConfigError(f"idf must be 'default', 'none' or a file path; got {self.idf!r}")
         for name in ("stopwords", "to_simplified", "hmm"):
@@ -112,6 +120,10 @@ class FingerprintConfig:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {path} is not UTF-8 (byte {exc.start}); re-save it as UTF-8"
+            ) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
         section = dict(data.get("fingerprint", data))

@@ -130,9 +130,11 @@ def _jsonl_records(source: str | Path, fields: RecordFields) -> Iterator[Record 
             if line.data is None:
                 yield InputError(too_long_error(line.size, fields).reason, location)
                 continue
-            if not line.data.strip():
+            if not line.data or line.data.isspace():  # a blank line; strip() would copy it
                 continue
-            yield jsonl_record(line, line.data, fields, location)
+            record = jsonl_record(line, line.data, fields, location)
+            del line  # the line's bytes are not kept while the record is worked on
+            yield record
 
 
 def jsonl_record(line: InputLine, data: bytes, fields: RecordFields, location: str) -> Record | InputError:

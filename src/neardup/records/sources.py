@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import ConfigError, InputError, MissingDependencyError, NeardupError, StorageUnavailableError
 from ..io.csv_strict import CsvRow, StrictCsvReader
 from ..io.record import DEFAULT_MAX_BYTES, ErrorReport
+from ..storage.urls import parse_store_url, redacted, scrubbed, url_text
 from .schema import RowChunk
 from .sql_guard import check_write_target, read_only_query
 from .values import RecordKey
@@ -165,10 +166,8 @@ class SqlSource(RowSource):
     ) -> None:
         if (table is None) == (query is None):
             raise ConfigError("a database source needs exactly one of table=TABLE or query=SQL")
-        sa = _sqlalchemy()
         if isinstance(url, str):
-            _check_sqlite_file(sa.engine.make_url(url))
-            self.engine = sa.create_engine(driver_url(url))
+            self.engine = _engine(url)
             self._own_engine = True
         else:
             self.engine, self._own_engine = url, False
@@ -242,17 +241,40 @@ class SqlSource(RowSource):
                 self._connection.close()
                 self._connection = None
 
-    def check_target(self, table: str) -> None:
-        """Refuse a ``--write-table`` this source reads, before reading anything."""
+    def check_target(self, table: str, *, replace: bool = True) -> None:
+        """Refuse a ``--write-table`` this source reads, and (without ``replace``) one that
+        exists, before reading anything: not after all the work. The write checks again."""
+        sa = _sqlalchemy()
         try:
             check_write_target(self.engine, table, schema=self.schema, table=self.table, query=self.query)
-        except _sqlalchemy().exc.SQLAlchemyError as exc:
+            if not replace and sa.inspect(self.engine).has_table(table, schema=self.schema):
+                raise _exists_error(table)
+        except sa.exc.SQLAlchemyError as exc:
             raise _database_error(exc, f"checking the write table {table!r} in {self.url}") from exc
 
     def dispose(self) -> None:
         self.close()
         if self._own_engine:
             self.engine.dispose()
+
+
+def _engine(url: str) -> Any:
+    """An engine for a database URL, checked by the store URL parser first (an unclosed
+    ``[``, a bad port or an unescaped password must be one line naming the fix, not a
+    traceback, and never show a piece of the password as a host)."""
+    sa = _sqlalchemy()
+    checked = url_text(parse_store_url(url, "database URL"))  # the password percent-encoded
+    try:
+        _check_sqlite_file(sa.engine.make_url(checked))
+        return sa.create_engine(driver_url(checked))
+    except NeardupError:
+        raise
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as exc:
+        message = scrubbed(" ".join(str(exc).split()), url)
+        raise ConfigError(
+            f"cannot read rows from {redacted(url)}: {message}; give a URL such as sqlite:///file.db, "
+            "postgresql://USER:PASSWORD@HOST/DB or mysql://USER:PASSWORD@HOST/DB"
+        ) from None
 
 
 def _check_sqlite_file(url: Any) -> None:

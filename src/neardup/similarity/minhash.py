@@ -36,6 +36,8 @@ PRIME = np.uint64((1 << 61) - 1)
 #: The signature value of an empty set (above every residue mod p).
 EMPTY = np.uint64((1 << 64) - 1)
 DEFAULT_NUM_PERM = 128
+#: Most hash functions per signature: the error falls as 1/sqrt(num_perm), the memory grows.
+MAX_NUM_PERM = 4096
 DEFAULT_SEED = 1
 #: Seed 000 recommends μ in [0.8, 0.9]: the content distance dominates, metadata adjusts.
 DEFAULT_CONTENT_WEIGHT = 0.9
@@ -109,8 +111,12 @@ class MinHasher:
     _b: UInt64Array = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_perm, int) or isinstance(self.num_perm, bool) or self.num_perm < 1:
-            raise ConfigError(f"num_perm must be a positive integer; got {self.num_perm!r}")
+        if (
+            not isinstance(self.num_perm, int)
+            or isinstance(self.num_perm, bool)
+            or not 1 <= self.num_perm <= MAX_NUM_PERM
+        ):
+            raise ConfigError(f"num_perm must be from 1 to {MAX_NUM_PERM}; got {self.num_perm!r}")
         rng = np.random.default_rng(self.seed)
         top = int(PRIME)
         object.__setattr__(self, "_a", rng.integers(1, top, size=self.num_perm, dtype=np.uint64))

@@ -29,6 +29,10 @@ _NGRAM_BASE = np.uint64(0x100000001B3)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 #: Texts shingled in one packed sort (the text number takes the top 24 bits of a word).
 _SHINGLE_BATCH = 1 << 20
+#: A text longer than this (normalized characters) is shingled in pieces of this size, its
+#: repeated shingles dropped as it goes: one batch holds ~30 bytes per character (a 200 MB
+#: text peaked at 6.6 GB there), the pieces a few times a piece and its distinct shingles.
+LONG_TEXT = 1 << 22
 
 
 # -- shingles ----------------------------------------------------------------------------------
@@ -55,6 +59,12 @@ def shingles_of(texts: Sequence[str], normalizer: Normalizer | None = None) -> S
             len(texts),
         )
     normalized = (normalizer or Normalizer()).normalize_many(list(texts))
+    if max(map(len, normalized), default=0) > LONG_TEXT:
+        return _with_long_texts(normalized)
+    return _shingles_of_normalized(normalized)
+
+
+def _shingles_of_normalized(normalized: list[str]) -> Shingles:
     count = len(normalized)
     letters, owner = word_letters(normalized)
     per_text = np.bincount(owner, minlength=count)
@@ -78,6 +88,82 @@ def shingles_of(texts: Sequence[str], normalizer: Normalizer | None = None) -> S
     np.not_equal(packed[1:], packed[:-1], out=distinct[1:])
     packed = packed[distinct]
     return Shingles(packed & _LOW40, (packed >> _S40).astype(np.int64), count)
+
+
+def _with_long_texts(normalized: list[str]) -> Shingles:
+    """:func:`shingles_of` of normalized texts some of which are over :data:`LONG_TEXT`: the
+    others in one batch, each long one by :func:`_long_text_hashes`; the same sets."""
+    long = [i for i, text in enumerate(normalized) if len(text) > LONG_TEXT]
+    rest = sorted(set(range(len(normalized))) - set(long))
+    hashes: list[UInt64Array] = []
+    documents: list[IntArray] = []
+    if rest:
+        batch = _shingles_of_normalized([normalized[i] for i in rest])
+        hashes.append(batch.hashes)
+        documents.append(np.asarray(rest, dtype=np.int64)[batch.documents])
+    for i in long:
+        hashes.append(_long_text_hashes(normalized[i]))
+        documents.append(np.full(len(hashes[-1]), i, dtype=np.int64))
+    flat_documents = np.concatenate(documents)
+    order = np.argsort(flat_documents, kind="stable")  # each text's hashes stay sorted
+    return Shingles(np.concatenate(hashes)[order], flat_documents[order], len(normalized))
+
+
+def _long_text_hashes(text: str) -> UInt64Array:
+    """The sorted distinct shingle hashes of one normalized text, as :func:`shingles_of`
+    makes them, cut from pieces of :data:`LONG_TEXT` characters (each piece's n-grams begin
+    with the last n - 1 letters of the one before) and deduplicated as they come."""
+    starts = range(0, len(text), LONG_TEXT)
+    # First pass: bigrams if the text has a Chinese letter anywhere, as in one batch.
+    han = any(
+        han_character_mask(word_letters([text[start : start + LONG_TEXT]])[0]).any() for start in starts
+    )
+    size = HAN_SHINGLE if han else LATIN_SHINGLE
+    carry = np.zeros(0, dtype=np.uint64)
+    distinct = np.zeros(0, dtype=np.uint64)
+    found: list[UInt64Array] = []
+    pending = 0
+    for start in starts:
+        values = word_letters([text[start : start + LONG_TEXT]])[0].astype(np.uint64)
+        values += np.uint64(1)
+        if carry.size:
+            values = np.concatenate([carry, values])
+        span = len(values) - size + 1
+        if span > 0:
+            with np.errstate(over="ignore"):
+                key = values[:span].copy()
+                for step in range(1, size):
+                    key *= _NGRAM_BASE
+                    key += values[step : step + span]
+                key ^= np.uint64(size)
+                key *= _GOLDEN
+            key >>= _S24
+            found.append(_sorted_distinct(key))
+            pending += len(found[-1])
+            if pending > max(len(distinct), LONG_TEXT):
+                distinct, found, pending = _sorted_distinct(np.concatenate([distinct, *found])), [], 0
+        carry = values[max(0, len(values) - (size - 1)) :]
+    if found:
+        distinct = _sorted_distinct(np.concatenate([distinct, *found]))
+    if not len(distinct) and len(carry):  # fewer letters than n: one token, as _short_text_keys
+        token = np.zeros(1, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for value in carry:
+                token = token * _NGRAM_BASE + value
+            token ^= np.uint64(len(carry))
+            token *= _GOLDEN
+        token >>= _S24
+        distinct = token
+    return distinct
+
+
+def _sorted_distinct(keys: UInt64Array) -> UInt64Array:
+    """``keys`` sorted (in place) without repeats: ``np.unique`` hashes first in numpy 2,
+    20x slower on millions of 64-bit keys."""
+    keys.sort()
+    distinct = np.ones(len(keys), dtype=bool)
+    np.not_equal(keys[1:], keys[:-1], out=distinct[1:])
+    return keys[distinct]
 
 
 def _window_keys(

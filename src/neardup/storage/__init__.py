@@ -20,11 +20,11 @@ is imported only when its URL is opened; a missing driver raises
 from __future__ import annotations
 
 import importlib
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError, NeardupError
 from .base import Candidates, RecordBatch, Storage, StoredRecord
-from .urls import redacted
+from .urls import parse_store_url, redacted, scrubbed
 
 #: URL scheme → backend module (imported lazily).
 BACKENDS = {
@@ -48,8 +48,13 @@ def open_storage(url: str) -> Storage:
     if not isinstance(url, str) or not url.strip():
         raise ConfigError(f"a store URL must be a non-empty string; got {url!r} (e.g. {DEFAULT_URL})")
     if "://" not in url:
+        scheme = url.partition(":")[0].lower()
+        if scheme in BACKENDS and scheme != "sqlite":  # "postgresql:/h/db" is no file name
+            raise ConfigError(
+                f"store URL {scheme}:... lacks the '//' after '{scheme}:'; write {scheme}://HOST/..."
+            )
         url = f"sqlite:///{url}"
-    parts = urlsplit(url)
+    parts = parse_store_url(url)
     scheme = parts.scheme.lower().split("+")[0] if parts.scheme != "mongodb+srv" else parts.scheme
     module_name = BACKENDS.get(scheme)
     if module_name is None:
@@ -59,7 +64,16 @@ def open_storage(url: str) -> Storage:
         )
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     module = importlib.import_module(f"{__name__}.{module_name}")
-    storage: Storage = module.from_url(url, parts, options)
+    try:
+        storage: Storage = module.from_url(url, parts, options)
+    except NeardupError as exc:  # some drivers quote the password they could not use
+        # (and some end their message with a second line of advice: one line is shown)
+        exc.args = tuple(
+            " ".join(scrubbed(arg, url).split()) if isinstance(arg, str) else arg for arg in exc.args
+        )
+        if isinstance(exc, InputError):
+            exc.reason = " ".join(scrubbed(exc.reason, url).split())
+        raise
     return storage
 
 

@@ -4,6 +4,7 @@ the collection name check, and what the server's errors mean."""
 from __future__ import annotations
 
 import re
+import warnings
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlencode, urlunsplit
 
@@ -80,9 +81,17 @@ def connect(
             settings[name] = value
     client_url = urlunsplit((parts.scheme, parts.netloc, "/" + database, urlencode(passed), ""))
     try:
-        client: MongoClient[dict[str, Any]] = pymongo.MongoClient(client_url, **settings)
-    except pymongo.errors.ConfigurationError as exc:
+        with warnings.catch_warnings(record=True) as warned:
+            # pymongo only warns of an option value it cannot read and drops it; a store
+            # URL's option must do what it says or be refused.
+            warnings.simplefilter("always", UserWarning)
+            client: MongoClient[dict[str, Any]] = pymongo.MongoClient(client_url, **settings)
+    except (pymongo.errors.ConfigurationError, ValueError, TypeError) as exc:
         raise ConfigError(f"bad MongoDB URL {where}: {exc}") from exc
+    bad = [str(warning.message) for warning in warned if issubclass(warning.category, UserWarning)]
+    if bad:
+        client.close()
+        raise ConfigError(f"bad MongoDB URL {where}: {'; '.join(bad)}; fix the option or leave it out")
     try:
         client.admin.command("ping")
     except pymongo.errors.ConfigurationError as exc:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -319,4 +320,6 @@ def run_baseline(name: str, texts: Sequence[str], parameter: float | None = None
         raise ConfigError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
     baseline = BASELINES[name]
     value = baseline.default if parameter is None else parameter
+    if not math.isfinite(value):  # int(nan) and int(inf) would fail deep inside
+        raise ConfigError(f"the {baseline.parameter} of {name} must be a finite number; got {value!r}")
     return baseline.run(texts, value)
