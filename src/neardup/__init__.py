@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .fingerprint.idf import IdfModel
     from .fingerprint.weighting import WEIGHTINGS
     from .index.config import IndexConfig
-    from .index.keys import Match
+    from .index.keys import Match, Matches
     from .index.simhash_index import SimhashIndex
     from .io.record import ErrorReport, Record
     from .records.dedup import RecordsResult, Verification, find_duplicate_records
@@ -134,7 +134,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ".fingerprint.idf": ("IdfModel",),
     ".fingerprint.weighting": ("WEIGHTINGS",),
     ".index.config": ("IndexConfig",),
-    ".index.keys": ("Match",),
+    ".index.keys": ("Match", "Matches"),
     ".index.simhash_index": ("SimhashIndex",),
     ".io.record": (
         "ErrorReport",
@@ -226,6 +226,7 @@ __all__ = [
     "KeyExistsError",
     "KeyNotFoundError",
     "Match",
+    "Matches",
     "MinHasher",
     "MissingDependencyError",
     "NeardupError",

@@ -25,6 +25,7 @@ from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
 from ..fingerprint.config import FingerprintConfig
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..index.config import IndexConfig
+from ..index.keys import capped
 from ..index.simhash_index import SimhashIndex
 from ..io.output import write_jsonl
 from ..io.read import batches
@@ -265,6 +266,13 @@ def add(
     default=None,
     help="Largest distance to report (at most the index's) [default: the index's].",
 )
+@click.option(
+    "--max-matches",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Matches listed per record, the nearest first; a cut list says matches_truncated "
+    "[default: every match].",
+)
 @input_options
 @batch_size_option
 @progress_option
@@ -276,12 +284,15 @@ def query(
     input_path: str,
     output: str,
     max_distance: int | None,
+    max_matches: int | None,
     batch_size: int,
     progress: bool | None,
     **_: Any,
 ) -> None:
     """For each record of INPUT, write {"id", "duplicate", "matches": [{"id", "distance",
-    "fingerprint"}]} (matches by distance, then id), without changing the index."""
+    "fingerprint"}]} (matches by distance, then id), without changing the index. With
+    --max-matches N only the nearest N are listed, and "matches_truncated": true says when
+    there were more."""
     check_outputs_not_inputs(ctx, {"-o/--output": output})
     report = ErrorReport()
     counts = {"records": 0, "duplicates": 0, "matches": 0}
@@ -291,7 +302,8 @@ def query(
         records = open_records(ctx, input_path, report)
         with progress_bar(progress, "index query") as bar:
             groups = batches(records, batch_size)
-            write_jsonl(output, _query_rows(opened, fingerprinter, groups, max_distance, bar, counts))
+            rows = _query_rows(opened, fingerprinter, groups, (max_distance, max_matches), bar, counts)
+            write_jsonl(output, rows)
     click.echo(
         f"neardup: {counts['records']} records queried, {counts['duplicates']} with a near-duplicate, "
         f"{counts['matches']} matches; {report.count} bad records skipped",
@@ -304,24 +316,30 @@ def _query_rows(
     opened: SimhashIndex,
     fingerprinter: Fingerprinter,
     groups: Iterator[list[Record]],
-    k: int | None,
+    limits: tuple[int | None, int | None],
     bar: Any,
     counts: dict[str, int],
 ) -> Iterator[dict[str, Any]]:
     """One output row per record, counted into ``counts``. A stored record with the query's id
-    is that record itself, not a near-duplicate of it, so it is never listed."""
+    is that record itself, not a near-duplicate of it, so it is never listed (the index is
+    asked for one match more than ``limits``' max_matches, the place it may take)."""
+    k, max_matches = limits
+    asked = None if max_matches is None else max_matches + 1
     bits = opened.bits
     verifier = stored_verifier(opened)
     for group in groups:
         values = fingerprinter.fingerprint_many([r.text for r in group])
         signatures = signatures_of(verifier, group, fingerprinter)
-        found = IncrementalDeduper(opened, verifier).query_many(values, max_distance=k, signatures=signatures)
+        found = IncrementalDeduper(opened, verifier).query_many(
+            values, max_distance=k, signatures=signatures, max_matches=asked
+        )
         for record, found_for in zip(group, found, strict=True):
-            matches = [match for match in found_for if match.key != record.id]
+            listed = capped([match for match in found_for if match.key != record.id], max_matches)
+            matches, truncated = list(listed), found_for.truncated or listed.truncated
             counts["records"] += 1
             counts["duplicates"] += bool(matches)
             counts["matches"] += len(matches)
-            yield {
+            row = {
                 "id": record.id,
                 "duplicate": bool(matches),
                 "matches": [
@@ -329,6 +347,9 @@ def _query_rows(
                     for m in matches
                 ],
             }
+            if truncated:  # as the service says it: only when cut
+                row["matches_truncated"] = True
+            yield row
         bar.update(len(group))
 
 

@@ -10,9 +10,12 @@ service is never exposed by accident; to listen on a network, pass ``--host`` an
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import errno
 import ipaddress
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,10 +30,12 @@ from ..service.settings import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_DOCUMENTS,
+    DEFAULT_MAX_MATCHES,
     DEFAULT_MAX_TEXT_BYTES,
     DEFAULT_MIN_BODY_RATE,
     DEFAULT_PORT,
     ServiceSettings,
+    token_is_sendable,
 )
 from ..storage.urls import redacted
 from .common import fingerprint_options, tokenizer_options
@@ -69,6 +74,13 @@ from .index import INDEX_VERIFY_HELP, INDEX_VERIFY_MODES, create_option, open_in
     default=DEFAULT_MAX_BATCH,
     show_default=True,
     help="Documents of concurrent requests the store receives in one call.",
+)
+@click.option(
+    "--max-matches",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_MATCHES,
+    show_default=True,
+    help="Matches listed per document, the nearest first (a request may ask for fewer).",
 )
 @click.option(
     "--header-timeout",
@@ -122,6 +134,7 @@ def serve(
     max_documents: int,
     max_text_bytes: int,
     max_batch: int,
+    max_matches: int,
     header_timeout: float,
     min_body_rate: int,
     max_connections: int,
@@ -153,6 +166,7 @@ def serve(
         (max_body_bytes, max_documents, max_text_bytes, max_batch),
         (header_timeout, min_body_rate, max_connections),
     )
+    settings = dataclasses.replace(settings, max_matches=max_matches)
     configure(settings)
     options: dict[str, Any] = {
         "host": host,
@@ -161,10 +175,12 @@ def serve(
         "access_log": log_level == "debug",
         "http": GuardedProtocol,
     }
-    if workers > 1:
-        _serve_workers(ctx, url, max_distance, settings, token_file, workers, options)
-    else:
-        _serve_one(ctx, url, max_distance, settings, options)
+    with contextlib.closing(_bind(host, port)) as listening:
+        options["port"] = listening.getsockname()[1]  # --port 0: the one the system gave
+        if workers > 1:
+            _serve_workers(ctx, url, max_distance, settings, token_file, workers, options, listening)
+        else:
+            _serve_one(ctx, url, max_distance, settings, options, listening)
     click.echo("neardup: stopped", err=True)
 
 
@@ -192,9 +208,12 @@ def _serve_workers(
     token_file: str | None,
     workers: int,
     options: dict[str, Any],
+    listening: socket.socket,
 ) -> None:
-    """Serve with several worker processes, each opening the store itself."""
+    """Serve with several worker processes, each opening the store itself, on the socket
+    bound here (what ``uvicorn.run`` does, given our socket instead of binding its own)."""
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
     if url.startswith("memory:"):
         raise ConfigError(
@@ -208,14 +227,20 @@ def _serve_workers(
     os.environ.update(worker_environment(url, settings, token_file))
     host, port = options["host"], options["port"]
     click.echo(f"neardup: serving {described} on http://{host}:{port} with {workers} workers", err=True)
+    config = uvicorn.Config(IMPORT_STRING, factory=True, workers=workers, **options)
     with _stopped_by_sigterm():
-        uvicorn.run(IMPORT_STRING, factory=True, workers=workers, **options)
+        Multiprocess(config, sockets=[listening]).run()
 
 
 def _serve_one(
-    ctx: click.Context, url: str, max_distance: int | None, settings: ServiceSettings, options: dict[str, Any]
+    ctx: click.Context,
+    url: str,
+    max_distance: int | None,
+    settings: ServiceSettings,
+    options: dict[str, Any],
+    listening: socket.socket,
 ) -> None:
-    """Serve in this process."""
+    """Serve in this process, on the socket bound here."""
     import uvicorn
 
     from ..service import create_app
@@ -224,7 +249,10 @@ def _serve_one(
         app = create_app(opened, settings)
         served = f"{_described(opened)} on http://{options['host']}:{options['port']}"
         click.echo(f"neardup: serving {served} (API page: /docs)", err=True)
-        uvicorn.run(app, **options)
+        server = uvicorn.Server(uvicorn.Config(app, **options))
+        server.run(sockets=[listening])
+        if not server.started:
+            raise ConfigError("the server did not start; the lines above say why")
 
 
 def _described(opened: Any) -> str:
@@ -270,12 +298,57 @@ def _stopped_by_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, bound here rather than by uvicorn so that a port
+    in use (or a host not on this machine) is one error line, and ``--port 0`` can announce
+    the port the system chose."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is in use by another program; stop it, or pick another "
+                "--port (--port 0 takes a free one)"
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise ConfigError(
+                f"port {port} on {host} needs privileges this user lacks; use a --port above 1023"
+            ) from None
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"cannot listen on {host} port {port}: {reason}; give a --host address of this machine "
+            "(127.0.0.1, 0.0.0.0 for every interface)"
+        ) from None
+    listening.set_inheritable(True)  # --workers: the worker processes serve this socket
+    return listening
+
+
 def _read_token(path: str | None) -> str | None:
+    """The bearer token in ``path``, refused unless a client can send it: one word of
+    printable ASCII (a header is not UTF-8, so any other token would lock everyone out)."""
     if path is None:
         return None
-    token = Path(path).read_text(encoding="utf-8").strip()
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"--token-file {path!r} is not UTF-8 text (byte {exc.start} is invalid); write the token "
+            "as plain ASCII text"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read --token-file {path!r}: {exc.strerror or exc}") from None
     if not token or any(char.isspace() for char in token):
         raise ConfigError(f"--token-file {path!r} must hold one token, without spaces; write just the token")
+    if not token_is_sendable(token):
+        raise ConfigError(
+            f"--token-file {path!r} holds a token with characters other than printable ASCII, which "
+            "no client can send in an Authorization header (every request would get 401); use "
+            "letters, digits and - . _ ~ + / = (e.g. from `openssl rand -hex 32`)"
+        )
     return token
 
 

@@ -28,12 +28,12 @@ from ..io.record import Record
 from ..similarity.minhash import combined_score, estimate_jaccard, signature_from_bytes
 from ..similarity.stored_sketch import sketch_similarity
 from ..similarity.verify import Verifier, metadata_of, metadata_sets
-from ..storage.base import Key, shown_key
+from ..storage.base import MAX_KEY_BYTES, Key, shown_key
 from ..storage.urls import redacted
 from .incremental import Assignment, IncrementalDeduper
 
 if TYPE_CHECKING:
-    from ..index.keys import Match
+    from ..index.keys import Match, Matches
     from ..index.simhash_index import SimhashIndex
 
 UInt64Array = npt.NDArray[np.uint64]
@@ -89,6 +89,11 @@ def parse_ids(texts: Sequence[str], int_ids: bool = False) -> list[Key]:
             raise InputError(
                 f"id {shown_key(text)} is not an integer written in plain decimal (digits 0-9, "
                 "no leading zeros, an optional '-'): fix it, or look it up as a string id"
+            )
+        if len(text) > MAX_KEY_BYTES:  # before int(): Python refuses over 4,300 digits
+            raise InputError(
+                f"id {shown_key(text)} is {len(text):,} characters long; ids are at most {MAX_KEY_BYTES} "
+                "characters, so no record has it: check the id"
             )
         keys.append(int(text))
     return keys
@@ -205,21 +210,31 @@ class DocumentIndex:
             flags[row] = was_added
         return flags
 
-    def check_and_add(self, batch: Prepared) -> list[Assignment]:
+    def check_and_add(self, batch: Prepared, *, max_matches: int | None = None) -> list[Assignment]:
         """Seed 002's incremental mode with stable cluster ids (see :mod:`neardup.dedup.incremental`)."""
         return self.deduper.check_and_add_many(
-            batch.keys, batch.fingerprints, signatures=batch.signatures, digests=batch.digests
+            batch.keys,
+            batch.fingerprints,
+            signatures=batch.signatures,
+            max_matches=max_matches,
+            digests=batch.digests,
         )
 
-    def query(self, batch: Prepared, *, max_distance: int | None = None) -> list[list[Match]]:
-        """The stored near-duplicates of each record, verified as the index verifies."""
+    def query(
+        self, batch: Prepared, *, max_distance: int | None = None, max_matches: int | None = None
+    ) -> list[Matches]:
+        """The stored near-duplicates of each record, verified as the index verifies (the
+        nearest ``max_matches`` of each, when given)."""
         return self.deduper.query_many(
-            batch.fingerprints, max_distance=max_distance, signatures=batch.signatures
+            batch.fingerprints,
+            max_distance=max_distance,
+            signatures=batch.signatures,
+            max_matches=max_matches,
         )
 
     def query_fingerprints(
-        self, fingerprints: npt.ArrayLike, *, max_distance: int | None = None
-    ) -> list[list[Match]]:
+        self, fingerprints: npt.ArrayLike, *, max_distance: int | None = None, max_matches: int | None = None
+    ) -> list[Matches]:
         """The stored fingerprints near each given one. Without a text there is no signature,
         so these matches are Simhash's alone, never verified. A band index finds records by
         their text sketches and cannot answer a bare fingerprint."""
@@ -228,7 +243,7 @@ class DocumentIndex:
                 "this index finds near-duplicates by their texts (band search, the default): "
                 "send documents with a text, not fingerprints"
             )
-        return self.index.query_many(fingerprints, max_distance=max_distance)
+        return self.index.query_many(fingerprints, max_distance=max_distance, max_matches=max_matches)
 
     def describe(self) -> dict[str, Any]:
         """The index's size and settings, as ``neardup index stats --json`` prints them."""

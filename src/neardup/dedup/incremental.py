@@ -20,14 +20,18 @@ through the index's public methods only (the index stores and finds; this is the
   batch is stored whole and a failed one not at all.
 - With a verifier (minhash or combined), a Simhash match counts only when the stored MinHash
   signatures confirm it, in queries and in check-and-add alike.
+- ``max_matches`` bounds the matches listed per record (the nearest are kept, and the list's
+  ``truncated`` says when more were found), and the verifying it takes: a service must not
+  answer 3,000 matches per document because 3,000 near-identical ones are stored. The
+  cluster decision is the nearest match's, which every cap keeps, so it does not change.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +43,7 @@ from ..errors import ConfigError, InputError, KeyExistsError
 from ..fingerprint.config import FingerprintConfig
 from ..index.config import IndexConfig
 from ..index.digests import changed_keys, changed_text_error
-from ..index.keys import Match, match_order
+from ..index.keys import Keep, Match, Matches, capped, check_max_matches, match_order
 from ..index.simhash_index import SimhashIndex
 from ..similarity.bands import BandScheme
 from ..similarity.minhash import signature_blobs
@@ -70,6 +74,8 @@ class Assignment:
     duplicate: bool
     added: bool
     matches: list[Match] = field(default_factory=list)
+    #: Whether ``max_matches`` left farther matches out of ``matches``.
+    truncated: bool = False
     #: Whether this call replaced a stored record's text (``existing="replace"``).
     replaced: bool = False
 
@@ -99,15 +105,24 @@ class IncrementalDeduper:
 
     # -- queries -------------------------------------------------------------------------
     def query(
-        self, fingerprint: int, *, max_distance: int | None = None, signature: npt.ArrayLike | None = None
-    ) -> list[Match]:
+        self,
+        fingerprint: int,
+        *,
+        max_distance: int | None = None,
+        signature: npt.ArrayLike | None = None,
+        max_matches: int | None = None,
+    ) -> Matches:
         """The stored near-duplicates of one fingerprint, by (distance, key); with a verifier,
-        only those the query's ``signature`` and the stored ones confirm."""
+        only those the query's ``signature`` and the stored ones confirm; with
+        ``max_matches``, only the nearest that many (flagged ``truncated`` when cut)."""
         if not self.verifying:
-            return self.index.query(fingerprint, max_distance=max_distance)
+            return self.index.query(fingerprint, max_distance=max_distance, max_matches=max_matches)
         signatures = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
         return self.query_many(
-            _flat(self.index.words(fingerprint)), max_distance=max_distance, signatures=signatures
+            _flat(self.index.words(fingerprint)),
+            max_distance=max_distance,
+            signatures=signatures,
+            max_matches=max_matches,
         )[0]
 
     def query_many(
@@ -116,31 +131,56 @@ class IncrementalDeduper:
         *,
         max_distance: int | None = None,
         signatures: npt.ArrayLike | None = None,
-    ) -> list[list[Match]]:
+        max_matches: int | None = None,
+    ) -> list[Matches]:
         """:meth:`query` for a batch; ``signatures`` has one row per fingerprint."""
-        return self._query_records(fingerprints, max_distance, signatures)[0]
+        return self._query_records(fingerprints, max_distance, signatures, check_max_matches(max_matches))[0]
 
     def _query_records(
-        self, fingerprints: npt.ArrayLike, max_distance: int | None, signatures: npt.ArrayLike | None
-    ) -> tuple[list[list[Match]], dict[Key, StoredRecord]]:
+        self,
+        fingerprints: npt.ArrayLike,
+        max_distance: int | None,
+        signatures: npt.ArrayLike | None,
+        max_matches: int | None = None,
+    ) -> tuple[list[Matches], dict[Key, StoredRecord]]:
         """The verified matches, and the stored records read to verify them (check-and-add
-        takes their cluster ids from these instead of reading them again)."""
+        takes their cluster ids from these instead of reading them again). With a cap, the
+        candidates are verified nearest first, only as many as the cap needs."""
         words = self.index.words(fingerprints)
         if not self.verifying or self.verifier is None:
-            return self.index.query_many(_flat(words), max_distance=max_distance, signatures=signatures), {}
+            found = self.index.query_many(
+                _flat(words), max_distance=max_distance, signatures=signatures, max_matches=max_matches
+            )
+            return found, {}
         check_verifiable(self.verifier, signatures)
-        found, stored = self.index.query_many_with_records(
-            _flat(words), max_distance=max_distance, signatures=signatures
+        if max_matches is None:
+            every, stored = self.index.query_many_with_records(
+                _flat(words), max_distance=max_distance, signatures=signatures
+            )
+            verified = verify_with_records(cast(list[list[Match]], every), self.verifier, signatures, stored)
+            return [Matches(matches) for matches in verified], stored
+        return self.index.query_many_with_records(
+            _flat(words),
+            max_distance=max_distance,
+            signatures=signatures,
+            max_matches=max_matches,
+            keep=_signature_keep(self.verifier, signatures, len(words)),
         )
-        return verify_with_records(found, self.verifier, signatures, stored), stored
 
     # -- check-and-add -------------------------------------------------------------------
     def check_and_add(
-        self, key: Key, fingerprint: int, *, signature: npt.ArrayLike | None = None
+        self,
+        key: Key,
+        fingerprint: int,
+        *,
+        signature: npt.ArrayLike | None = None,
+        max_matches: int | None = None,
     ) -> Assignment:
         """Add one record and give it a stable cluster id (the module's rules)."""
         signatures = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
-        return self.check_and_add_many([key], _flat(self.index.words(fingerprint)), signatures=signatures)[0]
+        return self.check_and_add_many(
+            [key], _flat(self.index.words(fingerprint)), signatures=signatures, max_matches=max_matches
+        )[0]
 
     def check_and_add_many(
         self,
@@ -149,6 +189,7 @@ class IncrementalDeduper:
         *,
         signatures: npt.ArrayLike | None = None,
         locations: Sequence[str] | None = None,
+        max_matches: int | None = None,
         digests: Sequence[bytes | None] | None = None,
         existing: str = "skip",
     ) -> list[Assignment]:
@@ -156,12 +197,14 @@ class IncrementalDeduper:
         one result per input, in order. With a verifier, ``signatures`` (one row per record)
         are required, a match counts only when they confirm it, and they are stored.
         ``locations`` (file:line of each record) name records in errors instead of positions.
+        ``max_matches`` lists only the nearest matches of each (the cluster is the same).
         ``digests`` (one :func:`~neardup.index.digests.text_digest` per record) are stored and
         tell a retry from another text; ``existing="replace"`` updates a stored record whose
         text changed (``existing="skip"``, the default, refuses it)."""
         if existing not in ("skip", "replace"):
             raise InputError(f"existing must be 'skip' or 'replace' for check-and-add; got {existing!r}")
         index = self.index
+        cap = check_max_matches(max_matches)
         words = index.words(fingerprints)
         where = _Where(locations)
         listed = [_plain_key(key) for key in where.checked(index, keys, words.shape[0])]
@@ -185,11 +228,12 @@ class IncrementalDeduper:
                 _flat(words[unique_rows]),
                 None,
                 None if sig_rows is None or not self.verifying else sig_rows[unique_rows],
+                None if cap is None else cap + 1,  # one more: a stored key finds itself
             )
             clusters_of = self._known_clusters(found, read, first_row, stored)
             new_rows = [row for row in unique_rows if stored[listed[row]] is None]
             earlier = self._earlier_neighbours(words, sig_rows, new_rows)
-            results = _assign(found, unique_rows, listed, values, stored, earlier, clusters_of)
+            results = _assign(found, unique_rows, listed, values, stored, earlier, clusters_of, cap)
             self._store(words, sig_rows, digests, listed, results, new_rows, [first_row[k] for k in changed])
             for key in changed:  # stored anew, in the cluster it had (ids handed out stay valid)
                 results[key] = dataclasses.replace(results[key], added=True, replaced=True)
@@ -222,7 +266,7 @@ class IncrementalDeduper:
 
     def _known_clusters(
         self,
-        found: list[list[Match]],
+        found: Sequence[list[Match]],
         read: dict[Key, StoredRecord],
         first_row: dict[Key, int],
         stored: dict[Key, StoredRecord | None],
@@ -273,16 +317,18 @@ def _first_rows(
 
 
 def _assign(
-    found: list[list[Match]],
+    found: list[Matches],
     unique_rows: list[int],
     listed: list[Key],
     values: list[int],
     stored: dict[Key, StoredRecord | None],
     earlier: dict[int, list[tuple[int, int]]],
     clusters_of: dict[Key, Key],
+    max_matches: int | None = None,
 ) -> dict[Key, Assignment]:
     """Each key's assignment: a new record joins the cluster of its nearest match (stored or
-    earlier in the batch), or starts its own; a stored one keeps its cluster."""
+    earlier in the batch), or starts its own; a stored one keeps its cluster. The cap cuts
+    the listed matches after the decision (``found`` holds the nearest stored ones)."""
     results: dict[Key, Assignment] = {}
     for position, row in enumerate(unique_rows):
         key = listed[row]
@@ -292,9 +338,11 @@ def _assign(
             matches.sort(key=match_order)
             cluster = clusters_of[matches[0].key] if matches else key
             clusters_of[key] = cluster
-            results[key] = Assignment(key, cluster, bool(matches), True, matches)
         else:
-            results[key] = Assignment(key, clusters_of[key], bool(matches), False, matches)
+            cluster = clusters_of[key]
+        listed_matches = capped(matches, max_matches)
+        truncated = found[position].truncated or listed_matches.truncated
+        results[key] = Assignment(key, cluster, bool(matches), stored[key] is None, listed_matches, truncated)
     return results
 
 
@@ -390,7 +438,49 @@ def _flat(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 
 def _repeat(assignment: Assignment) -> Assignment:
     """The answer for a key's second appearance in one batch: the same, but not added again."""
-    return Assignment(assignment.key, assignment.cluster, assignment.duplicate, False, assignment.matches)
+    return Assignment(
+        assignment.key,
+        assignment.cluster,
+        assignment.duplicate,
+        False,
+        assignment.matches,
+        assignment.truncated,
+    )
+
+
+def _signature_keep(verifier: Verifier, signatures: npt.ArrayLike | None, count: int) -> Keep:
+    """The verifier's verdict on candidates, as :func:`verify_with_records` gives it for
+    whole lists (a stored record without a signature is kept as the search found it), for
+    a capped query that verifies the nearest candidates first."""
+    queries = np.asarray(signatures, dtype=np.uint64)
+    width = verifier.signature_words
+    if queries.ndim != 2 or queries.shape != (count, width):
+        raise InputError(f"the query signatures must be ({count}, {width}); got {queries.shape}")
+
+    def keep(
+        rows: npt.NDArray[np.int64],
+        keys: list[Key],
+        distances: npt.NDArray[np.int64],
+        records: Mapping[Key, StoredRecord],
+    ) -> npt.NDArray[np.bool_]:
+        kept = np.ones(len(keys), dtype=bool)
+        signed, blobs = [], []
+        for position, key in enumerate(keys):
+            record = records.get(key)
+            if record is not None and record.signature is not None:
+                signed.append(position)
+                blobs.append(record.signature)
+        if not signed:
+            return kept
+        wrong = next((len(blob) for blob in blobs if len(blob) != 8 * width), None)
+        if wrong is not None:
+            raise InputError(f"a stored signature has {wrong} bytes; expected {8 * width}")
+        stacked = np.frombuffer(b"".join(blobs), dtype="<u8").astype(np.uint64).reshape(len(signed), width)
+        verdict = verifier.verify_signatures(distances[signed], queries[rows[signed]], stacked)
+        kept[signed] = verdict.kept
+        return kept
+
+    return keep
 
 
 def _ints(words: npt.NDArray[np.uint64]) -> list[int]:

@@ -46,7 +46,19 @@ from ..storage.urls import redacted
 from .config import IndexConfig
 from .digests import check_same_documents, replace_records
 from .files import write_index_file
-from .keys import Match, _check_distinct, _check_key, _check_keys, _key_array, match_order, matches_of
+from .keys import (
+    Keep,
+    Match,
+    Matches,
+    _check_distinct,
+    _check_key,
+    _check_keys,
+    _key_array,
+    capped,
+    check_max_matches,
+    match_order,
+    matches_of,
+)
 from .meta import (
     DEFAULT_MEMORY_BUDGET,
     FORMAT,
@@ -216,25 +228,35 @@ class SimhashIndex:
 
     # -- reading -------------------------------------------------------------------------
     def query(
-        self, fingerprint: int, *, max_distance: int | None = None, signature: npt.ArrayLike | None = None
-    ) -> list[Match]:
+        self,
+        fingerprint: int,
+        *,
+        max_distance: int | None = None,
+        signature: npt.ArrayLike | None = None,
+        max_matches: int | None = None,
+    ) -> Matches:
         """Stored fingerprints within ``max_distance`` (default: the index's), by (distance,
         key). A band index needs the query's text ``signature`` and returns every record
         sharing a band with it (its distance is the Hamming distance, for information).
+        ``max_matches`` keeps only the nearest that many (the answer's ``truncated`` says
+        when it cut), so near-identical records by the thousand cannot make an answer huge.
         The index's answer alone: :class:`~neardup.dedup.incremental.IncrementalDeduper`
         verifies matches by their stored signatures."""
         distance = self._distance(max_distance)
+        cap = check_max_matches(max_matches)
         value = self._one_int(fingerprint)
         if self.bands is not None:
             sketch = None if signature is None else np.asarray(signature, dtype=np.uint64).reshape(1, -1)
-            return self.query_many(self._one_array(value), max_distance=distance, signatures=sketch)[0]
+            return self.query_many(
+                self._one_array(value), max_distance=distance, signatures=sketch, max_matches=cap
+            )[0]
         if self._memory is not None:
             found = self._memory.search_one(value, distance)
             matches = [Match(key, stored, near) for key, stored, near in found]
             if len(matches) > 1:
                 matches.sort(key=match_order)
-            return matches
-        return self.query_many(self._one_array(value), max_distance=distance)[0]
+            return capped(matches, cap)
+        return self.query_many(self._one_array(value), max_distance=distance, max_matches=cap)[0]
 
     def query_many(
         self,
@@ -242,13 +264,17 @@ class SimhashIndex:
         *,
         max_distance: int | None = None,
         signatures: npt.ArrayLike | None = None,
-    ) -> list[list[Match]]:
+        max_matches: int | None = None,
+    ) -> list[Matches]:
         """:meth:`query` for a batch, vectorised; one list per fingerprint, in order
         (``signatures``: one row per fingerprint, for a band index)."""
         distance = self._distance(max_distance)
+        cap = check_max_matches(max_matches)
         words = self._stored_words(self.words(fingerprints), signatures)
         rows, keys, found = self.storage.search_many(words, distance)
-        return matches_of(words, Candidates(rows, keys, found), self.scheme.fingerprint_words)
+        return matches_of(
+            words, Candidates(rows, keys, found), self.scheme.fingerprint_words, max_matches=cap
+        )
 
     def query_many_with_records(
         self,
@@ -256,20 +282,26 @@ class SimhashIndex:
         *,
         max_distance: int | None = None,
         signatures: npt.ArrayLike | None = None,
-    ) -> tuple[list[list[Match]], dict[Key, StoredRecord]]:
+        max_matches: int | None = None,
+        keep: Keep | None = None,
+    ) -> tuple[list[Matches], dict[Key, StoredRecord]]:
         """:meth:`query_many`, and the stored record (cluster id, signature) of every match:
         what verifying and placing a batch needs, read with the postings where the store
-        can (SQL stores), which saves a statement per batch over :meth:`get_many`."""
+        can (SQL stores), which saves a statement per batch over :meth:`get_many`.
+        ``keep`` (a verifier's verdict on candidates) decides which are matches before the
+        ``max_matches`` cap, nearest first, so it is asked about few more than the cap."""
         distance = self._distance(max_distance)
+        cap = check_max_matches(max_matches)
         words = self._stored_words(self.words(fingerprints), signatures)
         found = self.storage.search_records_many(words, distance)
-        return matches_of(words, found, self.scheme.fingerprint_words), found.records
+        matches = matches_of(words, found, self.scheme.fingerprint_words, max_matches=cap, keep=keep)
+        return matches, found.records
 
     def check(
         self, fingerprint: int, *, max_distance: int | None = None, signature: npt.ArrayLike | None = None
     ) -> bool:
         """Is any stored fingerprint within ``max_distance``? (Seed 002's first mode.)"""
-        return bool(self.query(fingerprint, max_distance=max_distance, signature=signature))
+        return bool(self.query(fingerprint, max_distance=max_distance, signature=signature, max_matches=1))
 
     def check_many(
         self,
@@ -278,7 +310,7 @@ class SimhashIndex:
         max_distance: int | None = None,
         signatures: npt.ArrayLike | None = None,
     ) -> list[bool]:
-        found = self.query_many(fingerprints, max_distance=max_distance, signatures=signatures)
+        found = self.query_many(fingerprints, max_distance=max_distance, signatures=signatures, max_matches=1)
         return [bool(matches) for matches in found]
 
     @property

@@ -16,9 +16,11 @@ level: the index, the settings and the two worker threads (:mod:`.engine`) belon
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar
 
@@ -36,16 +38,17 @@ from ..errors import InputError, KeyNotFoundError
 from ..index.keys import Match
 from ..index.simhash_index import SimhashIndex
 from ..io.record import Record, record_from_mapping
-from ..storage.base import Key, check_key
+from ..storage.base import MAX_KEY_BYTES, Key, check_key
 from .engine import Engine, Found, QueryOption
 from .errors import ServiceError, install_error_handlers, validation_error
 from .health import Health
 from .models import (
     AddBatch,
     AddOut,
+    CheckBatch,
+    CheckDocument,
     CheckOut,
     Document,
-    DocumentBatch,
     ErrorOut,
     FingerprintOut,
     QueryBatch,
@@ -59,6 +62,8 @@ from .settings import ServiceSettings
 IdType = Literal["string", "int"]
 Single = TypeVar("Single", bound=BaseModel)
 Batch = TypeVar("Batch", bound=BaseModel)
+T = TypeVar("T")
+log = logging.getLogger("neardup.service")
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut, "description": description}
@@ -163,36 +168,49 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         responses={200: {"model": QueryOut, "description": "One object, or {'results': [...]}."}},
     )
     async def query(request: Request) -> JSONResponse:
-        """The stored near-duplicates of each text or fingerprint, by (distance, id); the
-        index is not changed. Text queries are verified if the index verifies."""
+        """The stored near-duplicates of each text or fingerprint, by (distance, id), at most
+        ``max_matches`` of each (the nearest); the index is not changed. Text queries are
+        verified if the index verifies."""
         single, documents, options = await _parse(request, settings, SingleQuery, QueryBatch)
         max_distance, explain = options["max_distance"], options["explain"]
-        texts = [row for row, doc in enumerate(documents) if doc.text is not None]
-        given = [row for row, doc in enumerate(documents) if doc.text is None]
-        results: dict[int, Found] = {}
-        if texts:
-            records = await run_in_threadpool(
-                _records, [documents[row] for row in texts], settings, id_required=False
-            )
-            prepared = await engine.prepare(records)
-            option = QueryOption(max_distance, explain, engine.documents.verifier is not None)
-            results.update(zip(texts, await engine.query(prepared, option), strict=True))
-        if given:
-            values = [_fingerprint(documents[row].fingerprint, row, single, bits) for row in given]
-            prepared = engine.fingerprints(values, list(given))
-            option = QueryOption(max_distance, explain, False)
-            results.update(zip(given, await engine.query(prepared, option), strict=True))
-        verifying = engine.documents.verifier is not None
-        rows = [
-            {
-                "id": doc.id,
-                "duplicate": bool(results[row].matches),
-                "verified": verifying and doc.text is not None,
-                "matches": _matches(results[row].matches, bits, results[row].explanations),
-            }
-            for row, doc in enumerate(documents)
-        ]
-        return _answer(single, rows)
+        max_matches = _max_matches(options, settings)
+
+        async def work() -> JSONResponse:
+            texts = [row for row, doc in enumerate(documents) if doc.text is not None]
+            given = [row for row, doc in enumerate(documents) if doc.text is None]
+            results: dict[int, Found] = {}
+            if texts:
+                records = await run_in_threadpool(
+                    _records, [documents[row] for row in texts], settings, id_required=False
+                )
+                prepared = await engine.prepare(records)
+                verified = engine.documents.verifier is not None
+                option = QueryOption(max_distance, explain, verified, max_matches)
+                results.update(zip(texts, await engine.query(prepared, option), strict=True))
+            if given:
+                values = [_fingerprint(documents[row].fingerprint, row, single, bits) for row in given]
+                prepared = engine.fingerprints(values, list(given))
+                option = QueryOption(max_distance, explain, False, max_matches)
+                results.update(zip(given, await engine.query(prepared, option), strict=True))
+            verifying = engine.documents.verifier is not None
+
+            def rows() -> list[dict[str, Any]]:
+                return [
+                    _truncated(
+                        {
+                            "id": doc.id,
+                            "duplicate": bool(results[row].matches),
+                            "verified": verifying and doc.text is not None,
+                            "matches": _matches(results[row].matches, bits, results[row].explanations),
+                        },
+                        results[row].truncated,
+                    )
+                    for row, doc in enumerate(documents)
+                ]
+
+            return await run_in_threadpool(lambda: _answer(single, rows()))
+
+        return await _unless_gone(request, work())
 
     @router.post(
         "/documents",
@@ -251,7 +269,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
     @router.post(
         "/check",
         tags=["documents"],
-        openapi_extra=body_of(Document, DocumentBatch),
+        openapi_extra=body_of(CheckDocument, CheckBatch),
         responses={200: {"model": CheckOut, "description": "One object, or {'results': [...]}."}},
     )
     async def check(request: Request) -> JSONResponse:
@@ -259,11 +277,18 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         the batch), the stable cluster id it joins, and its matches; stored in one step, so
         near-duplicates sent at once by different clients still share one cluster. Sending
         a stored id again with the same text returns its first answer (``added: false``)."""
-        single, documents, _ = await _parse(request, settings, Document, DocumentBatch)
-        records = await run_in_threadpool(_records, documents, settings, id_required=True)
-        prepared = await engine.prepare(records)
-        assignments = await engine.check_and_add(prepared)
-        return _answer(single, [_assignment(assignment, bits) for assignment in assignments])
+        single, documents, options = await _parse(request, settings, CheckDocument, CheckBatch)
+        max_matches = _max_matches(options, settings)
+
+        async def work() -> JSONResponse:
+            records = await run_in_threadpool(_records, documents, settings, id_required=True)
+            prepared = await engine.prepare(records)
+            assignments = await engine.check_and_add(prepared, max_matches)
+            return await run_in_threadpool(
+                lambda: _answer(single, [_assignment(assignment, bits) for assignment in assignments])
+            )
+
+        return await _unless_gone(request, work())
 
     @router.get("/stats", tags=["service"])
     async def stats(buckets: bool = False) -> dict[str, Any]:
@@ -404,13 +429,61 @@ def _too_deep() -> ServiceError:
 def _path_key(text: str, kind: str) -> Key:
     """The id a URL path names, by the rule of the command line (:func:`parse_ids`): the
     string as given (no digit folding: ``٣`` is not 3), or with ``?type=int`` a canonical
-    decimal integer; refused (422) if it is not one, or if no store can hold it."""
+    decimal integer; refused (422) if it is not one, or if no store can hold it. Digits past
+    an id's length limit are refused before Python converts them (it refuses over 4,300)."""
+    if kind == "int" and len(text) > MAX_KEY_BYTES:
+        raise ServiceError(
+            422,
+            "invalid_request",
+            f"the id in the URL is {len(text):,} characters long; ids are at most {MAX_KEY_BYTES}, "
+            "so no document has it",
+        )
     try:
         key = parse_ids([text], int_ids=kind == "int")[0]
     except InputError as exc:
         raise ServiceError(422, "invalid_request", f"{exc}; drop ?type=int for a string id") from None
     check_key(key, "the URL")
     return key
+
+
+def _max_matches(options: dict[str, Any], settings: ServiceSettings) -> int:
+    """The request's ``max_matches``: the service's cap unless it asks for fewer."""
+    asked = options.get("max_matches")
+    if asked is None:
+        return settings.max_matches
+    if asked > settings.max_matches:
+        raise ServiceError(
+            422,
+            "invalid_setting",
+            f"max_matches={asked} is over this service's limit of {settings.max_matches}; ask for "
+            f"at most {settings.max_matches} (the nearest come first)",
+        )
+    return int(asked)
+
+
+async def _unless_gone(request: Request, work: Awaitable[T]) -> T:
+    """``work``, cancelled as soon as the client disconnects: its store jobs still queued are
+    then dropped before they run (:mod:`.batcher`) and a query stops between chunks, so a
+    client that leaves does not leave its work behind to hold the server."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+    if task.done() and not task.cancelled():
+        return task.result()
+    where = f"{request.method} {request.url.path}"
+    log.info("%s: the client left before its answer; its work was stopped", where)
+    raise ServiceError(499, "client_closed_request", "the client closed the connection before its answer")
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client disconnects (the body has been read: nothing else comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _records(documents: list[Any], settings: ServiceSettings, *, id_required: bool) -> list[Record]:
@@ -454,13 +527,22 @@ def _matches(
 
 
 def _assignment(assignment: Assignment, bits: int) -> dict[str, Any]:
-    return {
+    row = {
         "id": assignment.key,
         "cluster": assignment.cluster,
         "duplicate": assignment.duplicate,
         "added": assignment.added,
         "matches": _matches(assignment.matches, bits, None),
     }
+    return _truncated(row, assignment.truncated)
+
+
+def _truncated(row: dict[str, Any], truncated: bool) -> dict[str, Any]:
+    """The answer's ``matches_truncated: true`` when max_matches cut its matches (absent
+    otherwise, so answers that were never cut keep their shape)."""
+    if truncated:
+        row["matches_truncated"] = True
+    return row
 
 
 def _document_bodies(app: FastAPI, bodies: dict[str, Any]) -> None:

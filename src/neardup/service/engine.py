@@ -9,6 +9,11 @@ back exactly its own part of a batch.
 A request that would fail (an id stored with other text, an id another request of the group
 also adds, a missing id to remove) is found before the shared call, by one read of the
 store, and served alone, so it never makes its neighbours' batch fail and re-run one by one.
+
+No request may hold the store thread for long: matches are capped per document
+(``max_matches``), a query runs in chunks of :data:`QUERY_CHUNK` documents, each its own
+job, so other requests' jobs run between them and a query whose client left stops at the
+next chunk (a job still queued when its request is cancelled is dropped, :mod:`.batcher`).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class QueryOption:
     max_distance: int | None
     explain: bool
     verified: bool
+    max_matches: int | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ class Found:
 
     matches: list[Match]
     explanations: list[dict[str, Any]] | None
+    truncated: bool = False
 
 
 class Engine:
@@ -90,8 +97,12 @@ class Engine:
         result: Prepared = await self.prepare_worker.run("prepare", records, size=len(records))
         return result
 
-    async def check_and_add(self, batch: Prepared) -> list[Assignment]:
-        result: list[Assignment] = await self.store_worker.run("check", batch, size=len(batch))
+    async def check_and_add(self, batch: Prepared, max_matches: int | None = None) -> list[Assignment]:
+        """Check-and-add of one request: one store transaction, so not chunked; its work is
+        bounded by ``max_matches`` and the request's document limit."""
+        result: list[Assignment] = await self.store_worker.run(
+            "check", batch, option=max_matches, size=len(batch)
+        )
         return result
 
     async def add(self, batch: Prepared, existing: str) -> list[bool]:
@@ -99,8 +110,15 @@ class Engine:
         return result
 
     async def query(self, batch: Prepared, option: QueryOption) -> list[Found]:
-        result: list[Found] = await self.store_worker.run("query", batch, option=option, size=len(batch))
-        return result
+        """The matches of each document, :data:`QUERY_CHUNK` documents per store job, so the
+        store thread serves other requests between chunks and a cancelled request (its
+        client left) starts no further chunk."""
+        results: list[Found] = []
+        for start in range(0, len(batch), QUERY_CHUNK):
+            chunk = _part(batch, start, start + QUERY_CHUNK)
+            found: list[Found] = await self.store_worker.run("query", chunk, option=option, size=len(chunk))
+            results.extend(found)
+        return results
 
     def fingerprints(self, values: list[int], keys: list[Key]) -> Prepared:
         """A batch of given fingerprints (no text, so no signatures)."""
@@ -121,11 +139,14 @@ class Engine:
         whole = self.documents.prepare(records)
         return _split_prepared(whole, [len(group) for group in groups])
 
-    def _check(self, _: object, batches: list[Prepared]) -> list[Any]:
+    def _check(self, max_matches: int | None, batches: list[Prepared]) -> list[Any]:
         def refused(record: StoredRecord, fingerprint: int, digest: bytes | None) -> bool:
             return not same_document(record, digest, fingerprint)  # the same text is a retry
 
-        return self._partitioned(batches, self.documents.check_and_add, refused)
+        def check(batch: Prepared) -> list[Assignment]:
+            return self.documents.check_and_add(batch, max_matches=max_matches)
+
+        return self._partitioned(batches, check, refused)
 
     def _add(self, existing: str, batches: list[Prepared]) -> list[Any]:
         def add(batch: Prepared) -> list[bool]:
@@ -185,17 +206,20 @@ class Engine:
 
     def _query(self, option: QueryOption, batches: list[Prepared]) -> list[list[Found]]:
         whole = Prepared.concat(batches)
+        distance, cap = option.max_distance, option.max_matches
         if option.verified:
-            found = self.documents.query(whole, max_distance=option.max_distance)
+            found = self.documents.query(whole, max_distance=distance, max_matches=cap)
         else:
-            found = self.documents.query_fingerprints(whole.fingerprints, max_distance=option.max_distance)
+            found = self.documents.query_fingerprints(
+                whole.fingerprints, max_distance=distance, max_matches=cap
+            )
         results = []
         for row, matches in enumerate(found):
             explanations = None
             if option.explain:
                 signature = None if whole.signatures is None else whole.signatures[row]
                 explanations = explain_matches(self.documents, whole.fingerprints[row], signature, matches)
-            results.append(Found(matches, explanations))
+            results.append(Found(matches, explanations, matches.truncated))
         return _split(results, [len(batch) for batch in batches])
 
     def _remove(self, _: object, keys: list[Key]) -> list[Any]:
@@ -242,10 +266,13 @@ def _fingerprint_ints(batch: Prepared) -> list[int]:
 def _split_prepared(whole: Prepared, sizes: list[int]) -> list[Prepared]:
     out, start = [], 0
     for size in sizes:
-        stop = start + size
-        signatures = None if whole.signatures is None else whole.signatures[start:stop]
-        digests = None if whole.digests is None else whole.digests[start:stop]
-        fingerprints = np.asarray(whole.fingerprints[start:stop])
-        out.append(Prepared(whole.keys[start:stop], fingerprints, signatures, digests))
-        start = stop
+        out.append(_part(whole, start, start + size))
+        start += size
     return out
+
+
+def _part(whole: Prepared, start: int, stop: int) -> Prepared:
+    """Documents ``start:stop`` of a batch."""
+    signatures = None if whole.signatures is None else whole.signatures[start:stop]
+    digests = None if whole.digests is None else whole.digests[start:stop]
+    return Prepared(whole.keys[start:stop], np.asarray(whole.fingerprints[start:stop]), signatures, digests)

@@ -86,22 +86,37 @@ class QueryDocument(BaseModel):
         return self
 
 
+_MAX_MATCHES = "Matches listed per document, the nearest first: at most the service's --max-matches."
+
+
 class QueryOptions(_Body):
     max_distance: StrictInt | None = Field(default=None, ge=0, description="At most the index's distance.")
     explain: StrictBool = Field(default=False, description="Add to each match why it matched.")
+    max_matches: StrictInt | None = Field(default=None, ge=1, description=_MAX_MATCHES)
 
 
 class SingleQuery(QueryDocument):
     max_distance: StrictInt | None = Field(default=None, ge=0)
     explain: StrictBool = False
+    max_matches: StrictInt | None = Field(default=None, ge=1, description=_MAX_MATCHES)
 
 
 class QueryBatch(QueryOptions):
     documents: list[QueryDocument]
 
 
+class CheckDocument(Document):
+    """A document to check-and-add, with the request's option (one document is its own request)."""
+
+    max_matches: StrictInt | None = Field(default=None, ge=1, description=_MAX_MATCHES)
+
+
 class DocumentBatch(_Body):
     documents: list[Document]
+
+
+class CheckBatch(DocumentBatch):
+    max_matches: StrictInt | None = Field(default=None, ge=1, description=_MAX_MATCHES)
 
 
 class AddBatch(DocumentBatch):
@@ -136,11 +151,15 @@ class MatchOut(BaseModel):
     )
 
 
+_TRUNCATED = "Present, and true, only when max_matches left farther matches out."
+
+
 class QueryOut(BaseModel):
     id: DocumentId | None
     duplicate: bool
     verified: bool = Field(description="Whether the matches were confirmed by MinHash signatures.")
     matches: list[MatchOut]
+    matches_truncated: bool | None = Field(default=None, description=_TRUNCATED)
 
 
 class CheckOut(BaseModel):
@@ -149,6 +168,7 @@ class CheckOut(BaseModel):
     duplicate: bool
     added: bool = Field(description="False when the id was stored already (a retry gets its first answer).")
     matches: list[MatchOut]
+    matches_truncated: bool | None = Field(default=None, description=_TRUNCATED)
 
 
 class AddOut(BaseModel):

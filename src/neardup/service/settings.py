@@ -15,6 +15,14 @@ DEFAULT_MAX_BATCH = 1000
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_MIN_BODY_RATE = 1024
 DEFAULT_MAX_CONNECTIONS = 2048
+DEFAULT_MAX_MATCHES = 100
+
+
+def token_is_sendable(token: str) -> bool:
+    """Can a client send ``token`` in an ``Authorization`` header as the server reads it?
+    Only printable ASCII: servers read header bytes as Latin-1, so a UTF-8 token never
+    compares equal, and every request would get 401."""
+    return all("!" <= char <= "~" for char in token)
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,9 @@ class ServiceSettings:
     ``header_timeout``: seconds a client has to send its request headers (slow clients are
     disconnected), also the grace before ``min_body_rate`` (bytes/s) applies to a body.
     ``max_connections``: open connections per server process (see :mod:`.guard`).
+    ``max_matches``: matches listed per document (the nearest; the answer says when it cut),
+    so stored near-identical documents by the thousand cannot make an answer, and the work
+    behind it, grow without bound. A request may ask for fewer.
     """
 
     token: str | None = None
@@ -40,9 +51,10 @@ class ServiceSettings:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     min_body_rate: int = DEFAULT_MIN_BODY_RATE
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_matches: int = DEFAULT_MAX_MATCHES
 
     def __post_init__(self) -> None:
-        integers = ("max_body_bytes", "max_documents", "max_text_bytes", "max_batch")
+        integers = ("max_body_bytes", "max_documents", "max_text_bytes", "max_batch", "max_matches")
         for name in (*integers, "min_body_rate", "max_connections"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -52,3 +64,8 @@ class ServiceSettings:
             raise ConfigError(f"header_timeout must be a positive number of seconds; got {timeout!r}")
         if self.token is not None and (not self.token or self.token != self.token.strip()):
             raise ConfigError("the bearer token must be non-empty text without surrounding whitespace")
+        if self.token is not None and not token_is_sendable(self.token):
+            raise ConfigError(
+                "the bearer token must be printable ASCII (letters, digits, - . _ ~ + / = and "
+                "the like): a client's header is not UTF-8, so any other token never matches"
+            )

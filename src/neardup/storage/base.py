@@ -296,15 +296,17 @@ def verified(
         return Candidates(found.rows + offset, [], found.words)
     width = queries.shape[1] if width is None else width
     distance = row_distances(found.words[:, :width] ^ queries[found.rows + offset, :width])
-    seen: set[tuple[int, Key]] = set()
-    keep: list[int] = []
-    for position in np.flatnonzero(distance <= max_distance).tolist():
-        pair = (int(found.rows[position]), found.keys[position])
-        if pair not in seen:
-            seen.add(pair)
-            keep.append(position)
-    chosen = np.asarray(keep, dtype=np.int64)
-    return Candidates(found.rows[chosen] + offset, [found.keys[i] for i in keep], found.words[chosen])
+    within = np.flatnonzero(distance <= max_distance)
+    # The first position of each (row, key), in numpy: near-identical records by the
+    # thousand put millions of (row, key) hits here, 3.5 s per 64 queries as a set of tuples.
+    everything = within.size == len(found.keys)
+    keys = found.keys if everything else [found.keys[position] for position in within.tolist()]
+    number = {key: place for place, key in enumerate(dict.fromkeys(keys))}
+    ids = np.fromiter(map(number.__getitem__, keys), dtype=np.int64, count=len(keys))
+    pairs = found.rows[within].astype(np.int64) * max(len(number), 1) + ids
+    firsts = np.sort(np.unique(pairs, return_index=True)[1])
+    chosen = within[firsts]
+    return Candidates(found.rows[chosen] + offset, [keys[i] for i in firsts.tolist()], found.words[chosen])
 
 
 def match_blocks(queries: UInt64Array, found: UInt64Array) -> tuple[IntArray, IntArray]:
