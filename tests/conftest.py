@@ -76,9 +76,16 @@ SPARK_MODULES = frozenset({"test_spark.py"})
 #: shared fixture alone takes 60-120 s on 2 cores).
 SLOW_MODULES = frozenset({"test_online_quality.py"})
 #: Single tests of 6-12 s each that the fast lane leaves to the full run: a real headless
-#: browser, and the longest stateful property run (by module and test or class name).
+#: browser, and the longest stateful property run (by module and test or class name); and the
+#: service's lock-out acceptance tests (20-40 s each: an attack runs while 100 probes are timed).
 SLOW_TESTS = frozenset(
-    {("test_report.py", "test_plots_render_in_headless_chromium"), ("test_index.py", "TestIndexMachine")}
+    {
+        ("test_report.py", "test_plots_render_in_headless_chromium"),
+        ("test_index.py", "TestIndexMachine"),
+        ("test_service_lockout.py", "test_p99_under_an_endless_header"),
+        ("test_service_lockout.py", "test_p99_under_slow_bodies_at_the_minimum_rate"),
+        ("test_service_lockout.py", "test_p99_under_the_amplification_request"),
+    }
 )
 #: Warnings that test code (not neardup) causes, ignored for those tests only, by (module,
 #: function): pyproject.toml turns every other warning into an error.

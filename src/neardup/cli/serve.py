@@ -24,12 +24,15 @@ import click
 
 from ..errors import ConfigError, MissingDependencyError
 from ..service.settings import (
+    DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_HOST,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CLIENT_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_DOCUMENTS,
+    DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_MATCHES,
     DEFAULT_MAX_TEXT_BYTES,
     DEFAULT_MIN_BODY_RATE,
@@ -104,6 +107,27 @@ from .index import INDEX_VERIFY_HELP, INDEX_VERIFY_MODES, create_option, open_in
     help="Open connections per process; the slowest idle ones are dropped first.",
 )
 @click.option(
+    "--max-client-connections",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_CLIENT_CONNECTIONS,
+    show_default=True,
+    help="Open connections of one client address per process; its slowest ones are dropped first.",
+)
+@click.option(
+    "--max-header-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_HEADER_BYTES,
+    show_default=True,
+    help="Size of a request line and headers together; larger heads get 431.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True, max=1e6),
+    default=DEFAULT_BODY_TIMEOUT,
+    show_default=True,
+    help="Seconds a whole request body has to arrive, at any rate.",
+)
+@click.option(
     "--verify",
     type=click.Choice(INDEX_VERIFY_MODES),
     default=None,
@@ -138,6 +162,9 @@ def serve(
     header_timeout: float,
     min_body_rate: int,
     max_connections: int,
+    max_client_connections: int,
+    max_header_bytes: int,
+    body_timeout: float,
     log_level: str,
     workers: int,
     max_distance: int | None,
@@ -165,6 +192,12 @@ def serve(
         host,
         (max_body_bytes, max_documents, max_text_bytes, max_batch),
         (header_timeout, min_body_rate, max_connections),
+    )
+    settings = dataclasses.replace(
+        settings,
+        max_client_connections=max_client_connections,
+        max_header_bytes=max_header_bytes,
+        body_timeout=body_timeout,
     )
     settings = dataclasses.replace(settings, max_matches=max_matches)
     configure(settings)

@@ -11,6 +11,7 @@ server's log). Each is answered on a connection that stays open for the client's
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -19,6 +20,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import (
@@ -144,11 +147,18 @@ def install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         return unexpected_response(exc, request.method, request.url.path)
 
+    disconnects = DisconnectLog()
+
+    async def client_left(request: Request, exc: Exception) -> Response:
+        disconnects.record(request.client.host if request.client else "?", request.method, request.url.path)
+        return Response(status_code=400)  # nobody reads it: uvicorn drops it, the client is gone
+
     app.add_exception_handler(ServiceError, service_error)
     app.add_exception_handler(NeardupError, neardup_error)
     app.add_exception_handler(RequestValidationError, request_validation)
     app.add_exception_handler(ValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(ClientDisconnect, client_left)
     app.add_exception_handler(Exception, unexpected)
     app.add_middleware(KeepConnection)
 
@@ -162,6 +172,38 @@ def unexpected_response(exc: BaseException, method: str, path: str) -> JSONRespo
         return error_response(503, "storage_error", message)
     log.error("unexpected error serving %s %s", method, path, exc_info=exc)
     return error_response(500, "internal_error", "the server failed unexpectedly; the details are in its log")
+
+
+class DisconnectLog:
+    """A client that leaves before its whole body arrived is one log line, and a flood of them
+    one line per ``interval`` seconds with their count: they used to log a traceback each
+    (4,096 of them, 14 MB of log, in one probe), and the connection guards cut slow bodies
+    the same way."""
+
+    def __init__(self, interval: float = 10.0) -> None:
+        self.interval = interval
+        self.quiet_until = float("-inf")
+        self.unreported = 0
+        self.report: asyncio.TimerHandle | None = None
+
+    def record(self, client: str, method: str, path: str) -> None:
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self.quiet_until and self.report is None:
+            log.warning("client %s disconnected before sending its whole body (%s %s)", client, method, path)
+            self.quiet_until = loop.time() + self.interval
+            return
+        self.unreported += 1
+        if self.report is None:
+            self.report = loop.call_at(self.quiet_until, self._report, loop)
+
+    def _report(self, loop: asyncio.AbstractEventLoop) -> None:
+        log.warning(
+            "%d more clients disconnected before sending their whole body in the last %g s",
+            self.unreported,
+            self.interval,
+        )
+        self.unreported, self.report = 0, None
+        self.quiet_until = loop.time() + self.interval
 
 
 class KeepConnection:
