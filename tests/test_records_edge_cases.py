@@ -95,6 +95,7 @@ def test_an_existing_write_table_names_the_replace_table_flag(tmp_path: Path) ->
     assert result.exit_code == 1
     message = result.stderr.strip().splitlines()[-1]
     assert "--replace-table" in message and "replace=True" not in message, message
+    assert "key id;" not in result.stderr  # refused before any row was read or compared
 
 
 def test_a_missing_text_column_names_the_flag_in_dedup(tmp_path: Path) -> None:
