@@ -266,12 +266,12 @@ main()
 
 @pytest.mark.parametrize(
     ("method", "call"),
-    [  # 15-25 s each: two in the fast lane, the rest in the full run
+    [  # 10-25 s each: one in the fast lane, the rest in the full run
         ("_copy_step", 3),  # in a copy step's transaction, the target made or not
         pytest.param("_copy_step", 40, marks=pytest.mark.slow),
         pytest.param("_nth_after", 100, marks=pytest.mark.slow),  # between a step's statements
         pytest.param("add_to_filter", 30, marks=pytest.mark.slow),  # once a step committed (or in a cut)
-        ("_publish", 2),  # publishing a merged run
+        pytest.param("_publish", 2, marks=pytest.mark.slow),  # publishing a merged run
         pytest.param("_delete_filter", 3, marks=pytest.mark.slow),  # dropping a retired run
         pytest.param("_create_run", 20, marks=pytest.mark.slow),  # a cut, in the adding transaction
     ],
