@@ -24,8 +24,8 @@ of tier 0, and :data:`MERGE_RUNS` runs of one tier are merged into one of the ne
 (size-tiered, as in LSM trees): a posting is rewritten log_4(records / RUN_RECORDS) times and
 about 3 runs per tier are read. On SQLite a merge runs after the add that filled its tier has
 committed, in steps of at most :data:`MERGE_STEP` postings, each its own transaction (see
-:meth:`PostingRuns.merge_step`): a merge of 134 M postings held the writer lock (and every
-other writer) for minutes inside one add before. A run's keys are read back in parts, never
+:meth:`PostingRuns.merge_step`): inside one add, the merge into tier 3 (33.5 M postings) had
+held the writer lock, and every other writer past its timeout. A run's keys are read back in parts, never
 as one text or blob: one text of a run of 134 M keys (about 2.7 GB) passed SQLite's 1 GB
 length limit, and every later add failed. Once a record was removed, merges leave out the postings of
 removed records (a remove deletes the record row only; postings whose id has no row are
