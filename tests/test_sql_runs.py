@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ from neardup.errors import ConfigError, KeyExistsError
 from neardup.index.config import IndexConfig
 from neardup.similarity.bands import BandScheme
 from neardup.storage import runs as runs_module
+from neardup.storage.base import Key
 from neardup.storage.run_filters import build_filter, may_contain, posting_keys
 from neardup.storage.runs import LAYOUT, RunsStorage
 from neardup.storage.sqlite import _foreign_tables
@@ -56,13 +57,13 @@ def runs_state(index: SimhashIndex) -> dict[str, object]:
 
 
 def expected_matches(
-    index: SimhashIndex, keys: list[object], values: np.ndarray, sketch: np.ndarray
+    index: SimhashIndex, keys: Sequence[Key], values: np.ndarray, sketch: np.ndarray
 ) -> list[set]:  # type: ignore[type-arg]
     bands = index.bands
     assert bands is not None
     every = bands.keys(bands.compose(values.reshape(-1, 1), sketch))
     return [
-        {keys[other] for other in np.flatnonzero(np.any(every == every[row], axis=1))}
+        {keys[other] for other in np.flatnonzero(np.any(every == every[row], axis=1)).tolist()}
         for row in range(len(keys))
     ]
 
@@ -86,7 +87,7 @@ def test_run_filters_let_every_stored_key_through_and_few_others() -> None:
 
 def test_records_cross_runs_and_stay_searchable(url: str, small_runs: None) -> None:
     count = 400
-    keys: list[object] = [f"k{row}" if row % 2 else row for row in range(count)]
+    keys: list[Key] = [f"k{row}" if row % 2 else row for row in range(count)]
     values = np.random.default_rng(3).integers(0, 2**63, size=count, dtype=np.uint64)
     sketch = sketches(count, seed=4)
     with SimhashIndex.open(url, BANDS) as index:
@@ -325,7 +326,7 @@ def test_filters_stored_in_parts_are_read_whole(
     count = 12 * RUN  # 12 cuts: three merges into tier 1
     values = np.random.default_rng(35).integers(0, 2**63, size=count, dtype=np.uint64)
     sketch = sketches(count, seed=36)
-    keys: list[object] = list(range(count))
+    keys: list[Key] = list(range(count))
     with SimhashIndex.open(url, BANDS) as index:
         for low in range(0, count, RUN):
             index.add_many(keys[low : low + RUN], values[low : low + RUN], signatures=sketch[low : low + RUN])
