@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from neardup import SimhashIndex
+from neardup import IncrementalDeduper, SimhashIndex, Verifier
 from neardup.index.config import IndexConfig
 from neardup.similarity.bands import BandScheme
 from neardup.storage import runs as runs_module
@@ -161,21 +161,23 @@ def traced_merges(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[tuple[int
     return seen
 
 
+@pytest.mark.parametrize("call", ["add_many", "check_and_add_many"])
 def test_a_merge_starts_after_the_batch_that_filled_its_tier_is_committed(
-    tmp_path: Path, small_runs: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, small_runs: None, monkeypatch: pytest.MonkeyPatch, call: str
 ) -> None:
     """Other connections see the batch that triggered a merge before the merge copies a
-    posting: the merge holds no adding transaction open (nor the writer lock it holds)."""
+    posting: the merge holds no adding transaction open (nor the writer lock it holds), also
+    when the add runs inside check-and-add's transaction (``exclusive()``)."""
     path = tmp_path / "merge.db"
     seen = traced_merges(monkeypatch, path)
     values = np.random.default_rng(43).integers(0, 2**63, size=16 * RUN, dtype=np.uint64)
     sketch = sketches(16 * RUN, seed=44)
     with SimhashIndex.open(str(path), BANDS) as index:
+        deduper = IncrementalDeduper(index, Verifier("sketch"))
+        add = index.add_many if call == "add_many" else deduper.check_and_add_many
         for low in range(0, 16 * RUN, RUN):
             before = len(seen)
-            index.add_many(
-                list(range(low, low + RUN)), values[low : low + RUN], signatures=sketch[low : low + RUN]
-            )
+            add(list(range(low, low + RUN)), values[low : low + RUN], signatures=sketch[low : low + RUN])
             assert all(visible == low + RUN for visible, _ in seen[before:]), seen[before:]
     assert seen  # five merges: four into tier 1, one into tier 2
 
@@ -307,8 +309,6 @@ def concurrent_writer(url: str, worker: int, start: Any) -> list[tuple[str, str]
     """Check-and-add 300 records in batches of 15 under small runs: family f of every worker
     has the same sketch (one cluster), records of different families share nothing."""
     runs_module.RUN_RECORDS, runs_module.MERGE_STEP = 40, 200
-    from neardup import IncrementalDeduper, Verifier
-
     families = sketches(300, seed=50)
     values = np.random.default_rng(60 + worker).integers(0, 2**63, size=300, dtype=np.uint64)
     answered = []
