@@ -299,8 +299,23 @@ def test_a_body_must_arrive_within_the_body_timeout(guarded: server_tests.Served
 # -- item 14: a client that leaves mid-body is one log line at most --------------------------------
 
 
-def test_clients_leaving_mid_body_log_no_tracebacks(served: Callable[..., server_tests.Served]) -> None:
-    server = served()
+def logged_so_far(server: server_tests.Served) -> str:
+    """What the running server has written to its stderr (a pipe nobody else reads yet)."""
+    assert server.process.stderr is not None
+    descriptor = server.process.stderr.fileno()
+    os.set_blocking(descriptor, False)
+    chunks = []
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(descriptor, 1 << 20):
+            chunks.append(chunk)
+    os.set_blocking(descriptor, True)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_clients_leaving_mid_body_log_no_tracebacks(guarded: server_tests.Served) -> None:
+    """Only this test's clients leave while the app reads their body (the other tests' bodies
+    are under 64 KiB, so no app ever starts on them), so the lines counted are its own."""
+    server = guarded
     first = b'{"id": "x", "text": "' + b"a" * 70_000  # over 64 KiB: the app is reading it
     for _ in range(100):
         sock = slow_body(server.port, length=1_000_000, first=first)
@@ -308,8 +323,7 @@ def test_clients_leaving_mid_body_log_no_tracebacks(served: Callable[..., server
         sock.close()
     time.sleep(1)
     assert httpx.get(f"{server.base}/healthz", timeout=5).status_code == 200
-    code, stderr = server.stop()
-    assert code == 0, stderr
+    stderr = logged_so_far(server)
     assert "Traceback" not in stderr, stderr[:3000]
     lines = [line for line in stderr.splitlines() if "disconnect" in line]
     assert 1 <= len(lines) <= 3, stderr[:3000]  # aggregated: one line, then a count per interval
