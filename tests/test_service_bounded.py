@@ -176,6 +176,11 @@ def test_a_batch_of_copies_gets_a_bounded_answer(crowded: SimhashIndex) -> None:
         assert {len(result["matches"]) for result in fewer} == {3}
         one = client.post("/v1/query", json={"text": BASE, "max_matches": 2}).json()
         assert len(one["matches"]) == 2 and one["matches_truncated"] is True
+        # Copies are searched once, and each document still gets its own answer.
+        mixed = [{"text": BASE, "id": "x"}, {"text": f"{BASE} 5"}, {"text": BASE, "id": "y"}]
+        first, second, third = client.post("/v1/query", json={"documents": mixed}).json()["results"]
+        assert (first["id"], third["id"]) == ("x", "y") and first["matches"] == third["matches"]
+        assert second == {**client.post("/v1/query", json={"text": f"{BASE} 5"}).json(), "id": None}
         over = client.post("/v1/query", json={**copies, "max_matches": 21})
         assert over.status_code == 422 and "max_matches=21" in over.json()["error"]["message"]
 

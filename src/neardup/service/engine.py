@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from ..dedup.documents import DocumentIndex, Prepared, explain_matches
 from ..dedup.incremental import Assignment
@@ -113,12 +114,13 @@ class Engine:
         """The matches of each document, :data:`QUERY_CHUNK` documents per store job, so the
         store thread serves other requests between chunks and a cancelled request (its
         client left) starts no further chunk."""
+        distinct, of_row = _distinct(batch)  # copies in a request are searched once
         results: list[Found] = []
-        for start in range(0, len(batch), QUERY_CHUNK):
-            chunk = _part(batch, start, start + QUERY_CHUNK)
+        for start in range(0, len(distinct), QUERY_CHUNK):
+            chunk = _part(distinct, start, start + QUERY_CHUNK)
             found: list[Found] = await self.store_worker.run("query", chunk, option=option, size=len(chunk))
             results.extend(found)
-        return results
+        return [results[row] for row in of_row.tolist()]
 
     def fingerprints(self, values: list[int], keys: list[Key]) -> Prepared:
         """A batch of given fingerprints (no text, so no signatures)."""
@@ -205,7 +207,9 @@ class Engine:
         return conflicting
 
     def _query(self, option: QueryOption, batches: list[Prepared]) -> list[list[Found]]:
-        whole = Prepared.concat(batches)
+        """Each distinct (fingerprint, signature) of the group searched once: a query's answer
+        depends on nothing else, and a batch of 1,000 copies of one text is one search."""
+        whole, of_row = _distinct(Prepared.concat(batches))
         distance, cap = option.max_distance, option.max_matches
         if option.verified:
             found = self.documents.query(whole, max_distance=distance, max_matches=cap)
@@ -220,7 +224,7 @@ class Engine:
                 signature = None if whole.signatures is None else whole.signatures[row]
                 explanations = explain_matches(self.documents, whole.fingerprints[row], signature, matches)
             results.append(Found(matches, explanations, matches.truncated))
-        return _split(results, [len(batch) for batch in batches])
+        return _split([results[row] for row in of_row.tolist()], [len(batch) for batch in batches])
 
     def _remove(self, _: object, keys: list[Key]) -> list[Any]:
         """Remove the stored ids of the group in one call; a missing id (or one removed by an
@@ -269,6 +273,19 @@ def _split_prepared(whole: Prepared, sizes: list[int]) -> list[Prepared]:
         out.append(_part(whole, start, start + size))
         start += size
     return out
+
+
+def _distinct(batch: Prepared) -> tuple[Prepared, npt.NDArray[np.intp]]:
+    """The batch's distinct (fingerprint, signature) rows, and for each row of the batch the
+    position of its own among them."""
+    prints = np.asarray(batch.fingerprints, dtype=np.uint64).reshape(len(batch), -1)
+    rows = prints if batch.signatures is None else np.hstack([prints, batch.signatures])
+    _, first, of_row = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    if first.size == len(batch):
+        return batch, np.arange(len(batch))
+    signatures = None if batch.signatures is None else batch.signatures[first]
+    keys = [batch.keys[row] for row in first.tolist()]
+    return Prepared(keys, np.asarray(batch.fingerprints)[first], signatures), of_row.reshape(-1)
 
 
 def _part(whole: Prepared, start: int, stop: int) -> Prepared:
