@@ -311,3 +311,16 @@ def test_every_driver_gets_the_user_and_password_percent_encoded(
 )
 def test_good_store_urls_parse_unchanged(url: str) -> None:
     assert url_text(parse_store_url(url)) == url
+
+
+def test_the_start_up_line_and_stats_mask_a_malformed_password() -> None:
+    """``serve``'s start-up line, ``/v1/stats`` (``describe``) and ``repr`` of an index opened
+    with a password holding unescaped '@' and a space."""
+    from neardup.cli.serve import _described
+
+    url = f"memory://admin:p@ss {SECRET}/x@host/"  # memory:// ignores its host: it opens
+    with SimhashIndex.open(url, text_index_config(FingerprintConfig())) as index:
+        shown = [repr(index), _described(index), DocumentIndex(index).describe()["url"]]
+    for text in shown:
+        assert SECRET not in text and "ss" not in text.split("admin:")[1].split("@host")[0], text
+        assert "admin:***@host/" in text

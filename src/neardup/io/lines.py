@@ -13,6 +13,9 @@ from typing import IO
 
 from ..errors import InputError
 
+#: Lines from this size on are handed to the reader without a copy kept here (below it the
+#: plain path is a little faster, and what it keeps is small).
+_HAND_OVER = 1 << 20
 _ICONV_HINT = "convert the file to UTF-8 first, e.g. `iconv -f GBK -t UTF-8 IN > OUT`"
 
 
@@ -64,6 +67,10 @@ def _lines(stream: IO[bytes], max_bytes: int) -> Iterator[InputLine]:
             skipped, terminated = _drain_line(stream)
             offset += skipped
             yield InputLine(number, start, None, len(chunk) + skipped - terminated)
+            continue
+        if len(chunk) < _HAND_OVER:
+            data = chunk.removesuffix(b"\n").removesuffix(b"\r")
+            yield InputLine(number, start, data if len(data) <= max_bytes else None, len(data))
             continue
         # Handed over, not kept: this frame holds no reference to the line while the reader
         # works on it (a 200 MB line held twice here stayed alive through the whole run).
