@@ -145,8 +145,21 @@ class IncrementalDeduper:
     ) -> tuple[list[Matches], dict[Key, StoredRecord]]:
         """The verified matches, and the stored records read to verify them (check-and-add
         takes their cluster ids from these instead of reading them again). With a cap, the
-        candidates are verified nearest first, only as many as the cap needs."""
+        candidates are verified nearest first, only as many as the cap needs. Repeated
+        (fingerprint, signature) rows are searched once: a batch of copies is one search."""
         words = self.index.words(fingerprints)
+        sketches = None if signatures is None else np.asarray(signatures, dtype=np.uint64)
+        if words.shape[0] > 1 and (sketches is None or sketches.shape[0] == words.shape[0]):
+            rows = words if sketches is None else np.hstack([words, sketches.reshape(words.shape[0], -1)])
+            _, first, of_row = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+            if first.size < words.shape[0]:
+                found, read = self._query_records(
+                    _flat(words[first]),
+                    max_distance,
+                    None if sketches is None else sketches[first],
+                    max_matches,
+                )
+                return [found[row] for row in of_row.reshape(-1).tolist()], read
         if not self.verifying or self.verifier is None:
             found = self.index.query_many(
                 _flat(words), max_distance=max_distance, signatures=signatures, max_matches=max_matches
