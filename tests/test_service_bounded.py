@@ -192,6 +192,7 @@ def test_a_batch_of_copies_gets_a_bounded_answer(crowded: SimhashIndex) -> None:
         first, second, third = client.post("/v1/query", json={"documents": mixed}).json()["results"]
         assert (first["id"], third["id"]) == ("x", "y") and first["matches"] == third["matches"]
         assert second == {**client.post("/v1/query", json={"text": f"{BASE} 5"}).json(), "id": None}
+        assert client.get("/v1/stats").json()["service"]["max_matches"] == 20
         over = client.post("/v1/query", json={**copies, "max_matches": 21})
         assert over.status_code == 422 and "max_matches=21" in over.json()["error"]["message"]
 

@@ -311,6 +311,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
             "retried_requests": store.retried,
             "max_batch": settings.max_batch,
             "max_documents": settings.max_documents,
+            "max_matches": settings.max_matches,
             "max_body_bytes": settings.max_body_bytes,
             "token": settings.token is not None,
         }
