@@ -209,18 +209,16 @@ def test_the_checks_see_a_wrong_arrow(tmp_path: Path) -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 
 
-def test_modules_and_functions_stay_small() -> None:
-    """Every module within 500 lines; every function within 60 (from ``def`` to its last line)
-    unless its docstring gives the reason in a line starting ``Long:``."""
+def test_functions_stay_small() -> None:
+    """Every function within 60 lines (from ``def`` to its last line) unless its docstring
+    gives the reason in a line starting ``Long:``. Modules have no line cap: a module is one
+    concept whatever its length, and a cap only invites splits along line counts."""
     too_long: list[str] = []
     for module, path in MODULES.items():
         text = path.read_text(encoding="utf-8")
-        if len(text.splitlines()) > MAX_MODULE_LINES:
-            too_long.append(f"{module}: {len(text.splitlines())} lines")
         for node in ast.walk(ast.parse(text)):
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue

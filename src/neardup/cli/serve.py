@@ -154,21 +154,10 @@ def serve(
     host: str,
     port: int,
     token_file: str | None,
-    max_body_bytes: int,
-    max_documents: int,
-    max_text_bytes: int,
-    max_batch: int,
-    max_matches: int,
-    header_timeout: float,
-    min_body_rate: int,
-    max_connections: int,
-    max_client_connections: int,
-    max_header_bytes: int,
-    body_timeout: float,
     log_level: str,
     workers: int,
     max_distance: int | None,
-    **_: Any,
+    **options: Any,
 ) -> None:
     """Serve the index at URL (created with the given settings if absent) over HTTP.
 
@@ -187,21 +176,9 @@ def serve(
         raise MissingDependencyError("uvicorn", "service", "neardup serve") from exc
     from ..service.guard import GuardedProtocol, configure
 
-    settings = _service_settings(
-        _read_token(token_file),
-        host,
-        (max_body_bytes, max_documents, max_text_bytes, max_batch),
-        (header_timeout, min_body_rate, max_connections),
-    )
-    settings = dataclasses.replace(
-        settings,
-        max_client_connections=max_client_connections,
-        max_header_bytes=max_header_bytes,
-        body_timeout=body_timeout,
-    )
-    settings = dataclasses.replace(settings, max_matches=max_matches)
+    settings = _service_settings(_read_token(token_file), host, options)
     configure(settings)
-    options: dict[str, Any] = {
+    server: dict[str, Any] = {
         "host": host,
         "port": port,
         "log_level": log_level,
@@ -209,28 +186,31 @@ def serve(
         "http": GuardedProtocol,
     }
     with contextlib.closing(_bind(host, port)) as listening:
-        options["port"] = listening.getsockname()[1]  # --port 0: the one the system gave
+        server["port"] = listening.getsockname()[1]  # --port 0: the one the system gave
         if workers > 1:
-            _serve_workers(ctx, url, max_distance, settings, token_file, workers, options, listening)
+            _serve_workers(ctx, url, max_distance, settings, token_file, workers, server, listening)
         else:
-            _serve_one(ctx, url, max_distance, settings, options, listening)
+            _serve_one(ctx, url, max_distance, settings, server, listening)
     click.echo("neardup: stopped", err=True)
 
 
-def _service_settings(
-    token: str | None, host: str, limits: tuple[int, int, int, int], slow: tuple[float, int, int]
-) -> ServiceSettings:
-    """The service's settings (warning when a non-loopback host is served without a token):
-    ``limits`` the body, documents, text and batch limits, ``slow`` the header timeout, the
-    minimum body rate and the connection cap asked for."""
+def _service_settings(token: str | None, host: str, options: dict[str, Any]) -> ServiceSettings:
+    """The service's settings from the command's limit flags, which are named as the
+    :class:`ServiceSettings` fields (warning when a non-loopback host is served without a
+    token; the connection cap lowered to what the open-file limit allows)."""
     if token is None and not _is_loopback(host):
         click.echo(
             f"neardup: warning: serving on {host} without --token-file; anyone who can reach it "
             "can read and change the index",
             err=True,
         )
-    header_timeout, min_body_rate, max_connections = slow
-    return ServiceSettings(token, *limits, header_timeout, min_body_rate, _connection_cap(max_connections))
+    limits = {
+        field.name: options[field.name]
+        for field in dataclasses.fields(ServiceSettings)
+        if field.name in options
+    }
+    limits["max_connections"] = _connection_cap(limits["max_connections"])
+    return ServiceSettings(token, **limits)
 
 
 def _serve_workers(
