@@ -57,8 +57,9 @@ def redacted(url: str | SplitResult) -> str:
 def parse_store_url(url: str, what: str = "store URL") -> SplitResult:
     """The parts of a store URL (``scheme://…``), checked so that no backend's driver meets a
     URL it would read otherwise than neardup or fail on with a traceback: an unclosed IPv6
-    ``[``, a port outside 1-65535, a user or password holding unescaped ``@ / ? #``, a space
-    or a stray ``%``, a ``#fragment``, a Redis database that is not a number. Errors are
+    ``[``, a port outside 1-65535, a user or password holding unescaped ``/ ? #``, a space
+    or a stray ``%``, a ``#fragment``, a Redis database that is not a number (an unescaped
+    ``@`` in the password is taken, and passed on percent-encoded). Errors are
     :class:`~neardup.errors.ConfigError` naming the redacted URL (as ``what``) and the fix."""
     shown = f"{what} {redacted(url)}"
     try:
