@@ -63,9 +63,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "redacted-unchanged",
         "storage.urls.redacted() returns the URL unchanged, password and all",
-        "    parts = urlsplit(url) if isinstance(url, str) else url\n",
-        "    return url if isinstance(url, str) else url.geturl()\n"
-        "    parts = urlsplit(url) if isinstance(url, str) else url\n",
+        "    text = url if isinstance(url, str) else url_text(url)\n",
+        "    text = url if isinstance(url, str) else url_text(url)\n    return text\n",
         ("tests/test_redaction.py", "tests/test_index_safety.py"),
     ),
     Mutation(
@@ -83,11 +82,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_public_api.py",),
     ),
     Mutation(
-        "changed-text-warning",
-        "`neardup index add` no longer warns that stored ids came again with other text",
-        "message += f\" ({counts['changed']} of them with other text now: remove and add them to update)\"",
-        "pass",
-        ("tests/test_mutations_changed_text.py", "tests/test_cli_index.py"),
+        "identity-by-fingerprint",
+        "a stored id sent again with another text of the same fingerprint is taken for a retry",
+        "        return record.digest == digest\n",
+        "        return record.fingerprint == fingerprint\n",
+        ("tests/test_text_identity.py", "tests/test_mutations_changed_text.py"),
     ),
     Mutation(
         "resolve-int-first",

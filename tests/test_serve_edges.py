@@ -121,3 +121,19 @@ def test_an_int_id_of_5000_digits_is_a_422(tmp_path: Path) -> None:
                 assert "5,000" in error["message"]
     finally:
         index.close()
+
+
+@pytest.mark.parametrize("workers", ["65", "99999999999999999999"])
+def test_a_worker_count_past_the_cap_is_refused_before_any_process_starts(
+    tmp_path: Path, workers: str
+) -> None:
+    """An unbounded ``--workers`` started processes until the machine ran out of memory."""
+    done = subprocess.run(
+        [*serve_command(tmp_path, "--port", "0"), "--workers", workers],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "'--workers'" in done.stderr and "1<=x<=64" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "edges.db").exists()

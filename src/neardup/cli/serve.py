@@ -44,6 +44,10 @@ from ..storage.urls import redacted
 from .common import fingerprint_options, tokenizer_options
 from .index import INDEX_VERIFY_HELP, INDEX_VERIFY_MODES, create_option, open_index, requested_config
 
+#: Worker processes one ``serve`` starts: each holds an interpreter and store connections, and
+#: more than a few per core only adds memory, so an unbounded count is a fork bomb.
+MAX_WORKERS = 64
+
 
 @click.command(short_help="Serve an index over HTTP: check, add and query documents.")
 @click.argument("url", metavar="URL")
@@ -135,10 +139,11 @@ from .index import INDEX_VERIFY_HELP, INDEX_VERIFY_MODES, create_option, open_in
 )
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_WORKERS),
     default=1,
     show_default=True,
-    help="Server processes sharing the port and the store (one interpreter uses about one core).",
+    help=f"Server processes sharing the port and the store (one interpreter uses about one core; "
+    f"at most {MAX_WORKERS}).",
 )
 @click.option(
     "--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info"
