@@ -179,7 +179,10 @@ def serve(
         import uvicorn  # noqa: F401  (the helpers below run it)
     except ImportError as exc:
         raise MissingDependencyError("uvicorn", "service", "neardup serve") from exc
-    from ..service.guard import GuardedProtocol, configure
+    try:
+        from ..service.guard import GuardedProtocol, configure
+    except ImportError as exc:  # an older uvicorn
+        raise ConfigError(str(exc)) from exc
 
     settings = _service_settings(_read_token(token_file), host, options)
     configure(settings)

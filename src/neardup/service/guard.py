@@ -38,6 +38,9 @@ from typing import Any, ClassVar
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+if not hasattr(HttpToolsProtocol, "_start_asgi_task"):  # the hook deferring slow bodies
+    raise ImportError("neardup serve needs uvicorn 0.45 or newer: pip install 'uvicorn[standard]>=0.45'")
+
 from .settings import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_BODY_BYTES,
