@@ -31,6 +31,10 @@ columns, on any two) whose value is rare enough are always compared, at any row 
 
 Keys are integer codes (dictionaries over the distinct values, built once per distinct value,
 never per row), grouped by one sort per key type; pairs are made inside the groups with numpy.
+
+The cap would also drop exact copies: 200 filings of one complaint share every key, each held
+by more than the cap. :func:`identical_rows` finds them (every column's code equal, so the
+same normalised value) whatever their number, for the caller to join without pairs.
 """
 
 from __future__ import annotations
@@ -255,6 +259,41 @@ def candidate_pairs(keys: Sequence[tuple[str, IntArray]], rows: int, cap: int | 
 def candidates_for(columns: Sequence[KeyColumn], rows: int, cap: int | None = None) -> Candidates:
     """Candidate pairs of a table given as key columns (:func:`key_types`, :func:`candidate_pairs`)."""
     return candidate_pairs(key_types(columns), rows, cap)
+
+
+#: Odd 64-bit multiplier of the row hash in :func:`identical_rows` (2⁶⁴ / golden ratio).
+_ROW_HASH = np.uint64(0x9E3779B97F4A7C15)
+
+
+def identical_rows(columns: Sequence[KeyColumn], rows: int) -> IntArray:
+    """For each row, the first row whose codes equal its own in every column (itself when
+    there is none, and for rows with no column filled, which say nothing). A 64-bit hash of
+    the codes and one sort group the rows; each is then checked against its group's first
+    row, so a hash collision never joins different rows (the rare groups holding one are
+    sorted out exactly by their codes), with memory a few integers per row."""
+    first = np.arange(rows, dtype=np.int64)
+    filled = np.zeros(rows, dtype=bool)
+    digest = np.zeros(rows, dtype=np.uint64)
+    for column in columns:
+        filled |= column.codes >= 0
+        digest = (digest ^ (column.codes + 1).astype(np.uint64)) * _ROW_HASH
+    present = np.flatnonzero(filled)
+    order = present[np.argsort(digest[present], kind="stable")]  # stable: lowest row first
+    if order.size < 2:
+        return first
+    hashes = digest[order]
+    fresh = np.concatenate([[True], hashes[1:] != hashes[:-1]])
+    run = np.cumsum(fresh) - 1
+    leader = order[np.flatnonzero(fresh)][run]
+    same = np.ones(order.size, dtype=bool)
+    for column in columns:
+        same &= column.codes[order] == column.codes[leader]
+    first[order] = leader
+    collided = np.isin(run, run[~same])  # the groups whose hash different rows share
+    seen: dict[tuple[int, ...], int] = {}
+    for row in np.sort(order[collided]).tolist():
+        first[row] = seen.setdefault(tuple(int(column.codes[row]) for column in columns), row)
+    return first
 
 
 def factorize(values: Sequence[str | None], lookup: dict[str, int]) -> IntArray:

@@ -20,6 +20,12 @@ Simhash on short rows misses duplicates whose differing column moves the fingerp
    address, and connected components alone chain all of them into one group;
 5. clusters the kept pairs by connected components (:func:`~neardup.dedup.clusters.cluster_records`).
 
+Rows that are exact copies (every compared value the same after normalisation:
+:func:`~neardup.records.candidates.identical_rows`) are one group whatever their number: a
+key held by more rows than the cap makes no candidate pairs, so 200 filings of one complaint
+would otherwise stay apart. They enter step 4 already joined (the guard never splits them)
+and are reported as a star of pairs to their first row, not all pairs between them.
+
 It returns the same :class:`~neardup.records.dedup.RecordsResult` as the Simhash path, so
 every output works; a pair's ``distance`` is the number of columns on which its two rows
 differ (both filled), and the fingerprints are zeros.
@@ -41,7 +47,7 @@ from ..dedup.clusters import check_keep, cluster_records
 from ..errors import ConfigError, InputError
 from ..io.read import ON_ERROR_CHOICES
 from ..io.record import ErrorReport
-from .candidates import Candidates, KeyColumn, candidates_for, factorize
+from .candidates import Candidates, KeyColumn, candidates_for, factorize, identical_rows
 from .compare import (
     LEVELS,
     TF_KINDS,
@@ -115,6 +121,8 @@ class LearnedModel:
     #: False when every fitted pair compared alike on every column (a table of copies):
     #: EM then cannot tell m from u, every weight comes out 0 and λ alone would decide.
     varied: bool = True
+    #: Rows that are exact copies of an earlier row, joined to it whatever the keys.
+    copies: int = 0
 
     @property
     def learned(self) -> bool:
@@ -124,6 +132,7 @@ class LearnedModel:
 
     def describe(self) -> list[str]:
         """Lines for stderr: the candidates, then :meth:`FieldWeights.describe`."""
+        lines = [self._describe_copies()] if self.copies else []
         if not self.learned:
             why = (
                 f"too few to learn weights from (< {MIN_FIT_PAIRS})"
@@ -132,14 +141,22 @@ class LearnedModel:
             )
             return [
                 f"learned: {self.candidates} candidate pairs (keys held by {self.caps} rows), {why}: "
-                f"a pair counts when it agrees on {FEW_PAIRS_AGREEMENT:.0%} of the columns both rows fill"
+                f"a pair counts when it agrees on {FEW_PAIRS_AGREEMENT:.0%} of the columns both rows fill",
+                *lines,
             ]
         return [
             f"learned: {self.candidates} candidate pairs (keys held by {self.caps} rows), "
             f"weights fitted on {self.fitted_on}, match probability ≥ {self.threshold:g}; {self.guarded} of "
             "those left out because they would join groups whose other pairs mostly do not match",
+            *lines,
             *self.weights.describe(),
         ]
+
+    def _describe_copies(self) -> str:
+        return (
+            f"{self.copies} rows are exact copies of an earlier row (every compared value the same): "
+            "each joins the first one's group whatever the keys"
+        )
 
 
 @dataclass
@@ -272,7 +289,8 @@ def prepared(columns: Sequence[KeyColumn]) -> tuple[PreparedTable, dict[str, Cou
 
 
 def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tuple[Pairs, _Scored]:
-    """Candidates, weights fitted on them, and the pairs at or above ``threshold``."""
+    """Candidates, weights fitted on them, and the pairs at or above ``threshold``; exact
+    copies joined to their first row however many rows hold their keys."""
     candidates: Candidates = candidates_for(columns, rows)
     table, counts = prepared(columns)
     total = len(candidates)
@@ -297,25 +315,57 @@ def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tu
         differing[part] = np.minimum(differ, 255).astype(np.uint8)
     # with nothing to learn from, the agreement rule alone decides (not the threshold)
     accepted = np.flatnonzero(probability >= (threshold if learn else 1.0))
-    index = guarded_pairs(candidates.i, candidates.j, probability, accepted)
-    pairs = Pairs(candidates.i[index], candidates.j[index], differing[index])
+    first = identical_rows(columns, rows)
+    index = guarded_pairs(candidates.i, candidates.j, probability, accepted, first)
+    pairs = _with_copies(Pairs(candidates.i[index], candidates.j[index], differing[index]), first)
     model = LearnedModel(
-        weights, threshold, candidates.describe_caps(), total, len(sample), len(accepted) - len(index), varied
+        weights,
+        threshold,
+        candidates.describe_caps(),
+        total,
+        len(sample),
+        len(accepted) - len(index),
+        varied,
+        int(np.count_nonzero(first != np.arange(rows))),
     )
     return pairs, _Scored(model, candidates.i, candidates.j)
 
 
+def _with_copies(pairs: Pairs, first: IntArray) -> Pairs:
+    """``pairs`` and each exact copy's pair with its first row (0 columns differ), sorted by
+    ``(i, j)`` without repeats: a star, so n copies add n - 1 pairs, not n(n - 1)/2."""
+    copy = np.flatnonzero(first != np.arange(len(first)))
+    if not copy.size:
+        return pairs
+    rows = len(first)
+    codes = np.concatenate([pairs.i * rows + pairs.j, first[copy] * rows + copy])
+    distance = np.concatenate([pairs.distance, np.zeros(copy.size, dtype=pairs.distance.dtype)])
+    unique, position = np.unique(codes, return_index=True)
+    return Pairs(unique // rows, unique % rows, distance[position])
+
+
 def guarded_pairs(
-    i: IntArray, j: IntArray, probability: npt.NDArray[np.float64], accepted: IntArray
+    i: IntArray,
+    j: IntArray,
+    probability: npt.NDArray[np.float64],
+    accepted: IntArray,
+    first: IntArray | None = None,
 ) -> IntArray:
     """The accepted pairs (positions into ``i``/``j``, ascending) that end inside one group
     when accepted pairs join groups most probable first, and a pair that would join two groups
     of which one has more than one row joins them only if at least :data:`GUARD_SHARE` of the
     candidate pairs between the two groups (less :data:`GUARD_SLACK`) have probability ≥
-    :data:`GUARD_PROBABILITY`. Deterministic: ties in probability are taken in pair order."""
+    :data:`GUARD_PROBABILITY`. Rows with the same ``first`` (exact copies,
+    :func:`~neardup.records.candidates.identical_rows`) start as one group, so the guard
+    weighs a row against all the copies and never keeps them apart. Deterministic: ties in
+    probability are taken in pair order."""
     if not len(accepted):
         return accepted
-    nodes = np.unique(np.concatenate([i[accepted], j[accepted]]))
+    used = [i[accepted], j[accepted]]
+    if first is not None:
+        copies = np.flatnonzero(first != np.arange(len(first)))
+        used += [copies, first[copies]]
+    nodes = np.unique(np.concatenate(used))
     inside = np.isin(i, nodes) & np.isin(j, nodes)  # only these pairs can lie between groups
     local_i, local_j = np.searchsorted(nodes, i[inside]), np.searchsorted(nodes, j[inside])
     weight = probability[inside] >= GUARD_PROBABILITY
@@ -326,7 +376,11 @@ def guarded_pairs(
     good = np.concatenate([weight, weight])[order]
     starts = np.searchsorted(ends[order], np.arange(count + 1))
     label = np.arange(count)
-    members: list[list[int]] = [[node] for node in range(count)]
+    if first is not None:  # the local index of each node's first copy (a node itself)
+        label = np.searchsorted(nodes, first[nodes])
+    members: list[list[int]] = [[] for _ in range(count)]
+    for node, group in enumerate(label.tolist()):
+        members[group].append(node)
     by_probability = accepted[np.argsort(-probability[accepted], kind="stable")]
     for a, b in zip(
         np.searchsorted(nodes, i[by_probability]).tolist(),
