@@ -77,7 +77,9 @@ SPARK_MODULES = frozenset({"test_spark.py"})
 SLOW_MODULES = frozenset({"test_online_quality.py"})
 #: Single tests of 6-12 s each that the fast lane leaves to the full run: a real headless
 #: browser, and the longest stateful property run (by module and test or class name); and the
-#: service's lock-out acceptance tests (20-40 s each: an attack runs while 100 probes are timed).
+#: service's lock-out acceptance tests (20-40 s each: an attack runs while 100 probes are timed);
+#: SIGKILLs at every statement of a group-table swap, a real server whose client leaves, a
+#: body timed out, and two server processes on one store (4-8 s each).
 SLOW_TESTS = frozenset(
     {
         ("test_report.py", "test_plots_render_in_headless_chromium"),
@@ -85,6 +87,11 @@ SLOW_TESTS = frozenset(
         ("test_service_lockout.py", "test_p99_under_an_endless_header"),
         ("test_service_lockout.py", "test_p99_under_slow_bodies_at_the_minimum_rate"),
         ("test_service_lockout.py", "test_p99_under_the_amplification_request"),
+        ("test_records_atomic_table.py", "test_sigkill_at_any_point_of_replace_table_keeps_one_whole_table"),
+        ("test_service_bounded.py", "test_a_real_server_stops_a_query_whose_client_left"),
+        ("test_service_lockout.py", "test_a_body_must_arrive_within_the_body_timeout"),
+        ("test_service_server.py", "test_two_servers_on_one_sqlite_file_never_split_a_family"),
+        ("test_service_server.py", "test_worker_processes_share_one_store"),
     }
 )
 #: Warnings that test code (not neardup) causes, ignored for those tests only, by (module,
