@@ -147,6 +147,20 @@ def test_simhash_index_add_many_skip_and_replace(tmp_path: Path) -> None:
         )
 
 
+@pytest.mark.parametrize("keys", [["a", "b", 7], [1, 2, 3]], ids=["mixed-keys", "int-keys"])
+def test_a_saved_memory_index_keeps_its_digests(tmp_path: Path, keys: list[Any]) -> None:
+    """An ``.npz`` file keeps each record's digest, so after a reload another text under a
+    stored id is still a conflict (the file held only fingerprints and keys before)."""
+    index = SimhashIndex()
+    index.add_many(keys, [0xFF, 0xF0, 0x0F], digests=[text_digest("one"), None, text_digest("three")])
+    index.save(tmp_path / "saved.npz")
+    loaded = SimhashIndex.load(tmp_path / "saved.npz")
+    assert [loaded.get(key).digest for key in keys] == [text_digest("one"), None, text_digest("three")]  # type: ignore[union-attr]
+    assert loaded.add_many(keys[:1], [0xFF], digests=[text_digest("one")], existing="skip") == [False]
+    with pytest.raises(KeyExistsError, match="another text"):
+        loaded.add_many(keys[:1], [0xFF], digests=[text_digest("two")], existing="skip")
+
+
 # -- command line ----------------------------------------------------------------------------------
 
 

@@ -45,7 +45,7 @@ from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
 from .digests import check_same_documents, replace_records
-from .files import write_index_file
+from .files import read_digests, write_index_file
 from .keys import (
     Keep,
     Match,
@@ -425,12 +425,14 @@ class SimhashIndex:
             live = np.flatnonzero(store.alive[: store.count])
             words = store.words[live]
             keys: Any = store.keys[live]
+            digests = [store.digests.get(_plain(key)) for key in keys.tolist()] if store.digests else []
         else:
             records = [record for batch in self.storage.scan() for record in batch]
             words = self.words([record.fingerprint for record in records]).reshape(len(records), -1)
             keys = _key_array([record.key for record in records])
+            digests = [record.digest for record in records]
         header = {"format": FORMAT, "version": FORMAT_VERSION, "count": int(words.shape[0]), **self.config()}
-        write_index_file(path, header, words, keys)
+        write_index_file(path, header, words, keys, digests)
 
     @classmethod
     def load(
@@ -456,6 +458,7 @@ class SimhashIndex:
                 else:
                     text = bytes(data["key_json"]).decode("utf-8", "surrogatepass")
                     keys = [json.loads(line) for line in text.split("\n")] if text else []
+                digests = read_digests(data)
         except (OSError, ValueError, KeyError, EOFError, TypeError, zipfile.BadZipFile) as exc:
             # EOFError: an empty file; BadZipFile: a truncated or corrupt one; TypeError: a
             # plain .npy file (np.load returns an array, which is no context manager).
@@ -487,7 +490,8 @@ class SimhashIndex:
         if len(keys):
             # A saved index is loaded as it was, even with ids from before the id rule.
             loaded = index.words(words if header["bits"] == 128 else words.reshape(-1))
-            index.storage.add_many(RecordBatch(index._batch_keys(keys, loaded, validate=False), loaded))
+            checked = index._batch_keys(keys, loaded, validate=False)
+            index.storage.add_many(RecordBatch(checked, loaded, digests=digests))
         return index
 
     # -- helpers -------------------------------------------------------------------------
