@@ -113,6 +113,15 @@ def test_a_missing_text_column_names_the_flag_in_dedup(tmp_path: Path) -> None:
     assert "--text-field" in message and "text_field" not in message.replace("--text-field", ""), message
 
 
+def test_a_missing_key_column_names_the_flag_in_records(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("id,name\n1,Ann\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["records", str(path), "--clusters", "-"])
+    assert result.exit_code == 1
+    message = result.stderr.strip().splitlines()[-1]
+    assert "--key COLUMN" in message and "key='COLUMN'" not in message, message
+
+
 # -- exact copies beyond the block cap (issue 28 item 12, 50 or more copies) --------------------
 
 _HEADER = ["id", "name", "city", "complaint"]

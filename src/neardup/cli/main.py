@@ -148,6 +148,7 @@ LIBRARY_WORDS = {
     "text_field": "--text-field",
     "title_field": "--title-field",
     "cluster_field": "--cluster-field",
+    "key='COLUMN'": "--key COLUMN",
 }
 
 
