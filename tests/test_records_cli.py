@@ -132,7 +132,7 @@ def test_usage_and_input_errors(tmp_path: Path) -> None:
     nothing = run("records", str(source), "--key", "id")
     assert nothing.exit_code == 2 and "nothing to write" in nothing.output
     no_key = run("records", str(source), "--clusters", str(tmp_path / "g.jsonl"))
-    assert no_key.exit_code == 1 and "key='COLUMN'" in no_key.output
+    assert no_key.exit_code == 1 and "--key COLUMN" in no_key.output
     table = run("records", str(source), "--key", "id", "--table", "t", "--clusters", str(tmp_path / "g"))
     assert table.exit_code == 1 and "is a file; give a URL" in table.output
     write = run("records", str(source), "--key", "id", "--write-table", "groups")
