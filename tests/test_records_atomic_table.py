@@ -17,27 +17,19 @@ import pytest
 from neardup.errors import NeardupError
 from neardup.records.sources import GroupRows, driver_url, write_groups
 
+from .test_records_sql import fresh_database_url
+
 sa = pytest.importorskip("sqlalchemy")
 
 #: Rows of the table a replacing write must not lose (the size the issue's probe lost).
 OLD_ROWS = 60_000
 
 
-def _database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        path = tmp_path / "people.db"
-        sa.create_engine(f"sqlite:///{path}").dispose()
-        path.touch()
-        return f"sqlite:///{path}"
-    server = {"postgresql": "fresh_postgres_url", "mariadb": "fresh_mysql_url"}[request.param]
-    return str(request.getfixturevalue(server))
-
-
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database holding ``people`` (30 rows, rows 1-2 and 10-12 duplicates) and the
     ``groups`` table of an earlier run (:data:`OLD_ROWS` rows, distance 7 everywhere)."""
-    url = _database_url(request, tmp_path)
+    url = fresh_database_url(request, tmp_path / "people.db")
     engine = sa.create_engine(driver_url(url))
     metadata = sa.MetaData()
     people = sa.Table(

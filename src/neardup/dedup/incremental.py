@@ -46,7 +46,7 @@ from ..index.digests import changed_keys, changed_text_error
 from ..index.keys import Keep, Match, Matches, capped, check_max_matches, match_order
 from ..index.simhash_index import SimhashIndex
 from ..similarity.bands import BandScheme
-from ..similarity.minhash import signature_blobs
+from ..similarity.minhash import signature_blobs, stacked_signatures
 from ..similarity.verify import Verifier, check_verifiable, verify_with_records
 from ..storage.base import Key, StoredRecord, check_key, match_blocks, shown_key
 from .batch import find_all_pairs
@@ -485,10 +485,7 @@ def _signature_keep(verifier: Verifier, signatures: npt.ArrayLike | None, count:
                 blobs.append(record.signature)
         if not signed:
             return kept
-        wrong = next((len(blob) for blob in blobs if len(blob) != 8 * width), None)
-        if wrong is not None:
-            raise InputError(f"a stored signature has {wrong} bytes; expected {8 * width}")
-        stacked = np.frombuffer(b"".join(blobs), dtype="<u8").astype(np.uint64).reshape(len(signed), width)
+        stacked = stacked_signatures(blobs, width)
         verdict = verifier.verify_signatures(distances[signed], queries[rows[signed]], stacked)
         kept[signed] = verdict.kept
         return kept

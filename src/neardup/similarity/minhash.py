@@ -220,3 +220,12 @@ def signature_blobs(signatures: npt.ArrayLike | None, count: int) -> list[bytes 
             f"got shape {array.shape} of {array.dtype}"
         )
     return [signature_to_bytes(row) for row in array]
+
+
+def stacked_signatures(blobs: Sequence[bytes], width: int) -> npt.NDArray[np.uint64]:
+    """Stored signature bytes (:func:`signature_blobs`) back as one (n, width) array,
+    refusing a blob of another width (a store written under other settings)."""
+    wrong = next((len(blob) for blob in blobs if len(blob) != 8 * width), None)
+    if wrong is not None:
+        raise InputError(f"a stored signature has {wrong} bytes; expected {8 * width}")
+    return np.frombuffer(b"".join(blobs), dtype="<u8").astype(np.uint64).reshape(len(blobs), width)

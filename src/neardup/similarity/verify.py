@@ -46,6 +46,7 @@ from .minhash import (
     combined_score,
     estimate_jaccard,
     hash_elements,
+    stacked_signatures,
 )
 from .shingles import HAN_SHINGLE as HAN_SHINGLE
 from .shingles import LATIN_SHINGLE as LATIN_SHINGLE
@@ -461,10 +462,7 @@ def verify_with_records(
                 signed.append(match)
     if not signed:
         return found
-    wrong = next((len(blob) for blob in blobs if len(blob) != 8 * width), None)
-    if wrong is not None:
-        raise InputError(f"a stored signature has {wrong} bytes; expected {8 * width}")
-    stacked = np.frombuffer(b"".join(blobs), dtype="<u8").astype(np.uint64).reshape(len(signed), width)
+    stacked = stacked_signatures(blobs, width)
     distances = np.array([match.distance for match in signed], dtype=np.int64)
     verdict = verifier.verify_signatures(distances, queries[rows], stacked)
     dropped = {id(match) for match, keep in zip(signed, verdict.kept.tolist(), strict=True) if not keep}
