@@ -82,7 +82,7 @@ def test_query_never_matches_a_record_with_itself_and_prints_a_summary(tmp_path:
     assert [json.loads(line)["duplicate"] for line in out.splitlines()] == [False, False, True, True]
     summary = err.strip().splitlines()
     assert summary == [
-        "neardup: 4 records queried, 2 with a near-duplicate, 2 matches; 0 bad records skipped"
+        "neardup: 4 records queried, 2 with a near-duplicate, 2 matches; 0 empty; 0 bad records skipped"
     ]
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .dedup.batch import Pairs, brute_force_pairs, find_all_pairs, single_pass
     from .dedup.candidates import CandidateSettings
     from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
-    from .dedup.documents import DocumentIndex, Prepared
+    from .dedup.documents import DocumentIndex, Index, Prepared
     from .dedup.incremental import Assignment, IncrementalDeduper
     from .dedup.pipeline import DedupResult, DedupSettings, dedup_documents
     from .dedup.summary import Summary
@@ -83,7 +83,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "Clusters",
         "cluster_records",
     ),
-    ".dedup.documents": ("DocumentIndex", "Prepared"),
+    ".dedup.documents": ("DocumentIndex", "Index", "Prepared"),
     ".dedup.incremental": (
         "Assignment",
         "IncrementalDeduper",
@@ -219,6 +219,7 @@ __all__ = [
     "ForeignStoreError",
     "IdfModel",
     "IncrementalDeduper",
+    "Index",
     "IndexConfig",
     "IndexConfigMismatchError",
     "IndexNotFoundError",

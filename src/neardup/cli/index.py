@@ -9,24 +9,20 @@ the one in flight, and running the same command again skips what is stored and a
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
+import numpy as np
 from click.core import ParameterSource
 
 from ..dedup.batch import BucketStats
-from ..dedup.documents import digests_of, fingerprinter_of, resolve_keys, signatures_of, stored_verifier
-from ..dedup.incremental import IncrementalDeduper, text_index_config
+from ..dedup.documents import Index, digests_of, resolve_keys
 from ..distance import to_hex
-from ..errors import IndexNotFoundError, InputError, KeyNotFoundError
-from ..fingerprint.config import FingerprintConfig
-from ..fingerprint.fingerprinter import Fingerprinter
+from ..errors import InputError, KeyNotFoundError
 from ..index.config import IndexConfig
 from ..index.keys import capped
-from ..index.simhash_index import SimhashIndex
 from ..io.output import write_jsonl
 from ..io.read import batches
 from ..io.record import ErrorReport, Record
@@ -101,7 +97,7 @@ def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfi
                 "--verify sketch searches by text sketches, not by Hamming distance: drop -k, "
                 "or give -k with --verify none, minhash or combined for a Simhash block index"
             )
-        return text_index_config(fingerprint)
+        return IndexConfig.band_index(fingerprint)
     check_max_distance(ctx, fingerprint.bits, max_distance)
     verify = "none" if verify == "auto" else verify
     return IndexConfig(
@@ -122,17 +118,12 @@ def verification_settings(mode: str) -> dict[str, Any]:
     return Verifier(mode).settings()
 
 
-def open_index(url: str, config: IndexConfig | None) -> SimhashIndex:
-    """Open the index at ``url``, checked against ``config`` if given; a new one gets
-    ``config`` or the default settings, with the fingerprint settings recorded so texts
-    added later are fingerprinted the same way."""
-    if config is None:
-        with contextlib.suppress(IndexNotFoundError):
-            return SimhashIndex.open(url, create=False)
-        config = text_index_config(FingerprintConfig())
+def open_index(url: str, config: IndexConfig | None) -> Index:
+    """:meth:`Index.open` of ``url`` with ``config`` (the flags typed, or None for the stored
+    settings or a new default index), and the command's ``--create-in-existing``."""
     context = click.get_current_context(silent=True)
     into_existing = bool(context and context.params.get("create_in_existing"))
-    return SimhashIndex.open(url, config, create_in_existing=into_existing)
+    return Index.open(url, config, create_in_existing=into_existing)
 
 
 def create_in_existing_option(function: Any) -> Any:
@@ -221,18 +212,18 @@ def add(
     """
     config = requested_config(ctx, max_distance)
     report = ErrorReport()
-    counts = {"added": 0, "skipped": 0, "replaced": 0, "repeated": 0}
+    counts = {"added": 0, "skipped": 0, "replaced": 0, "repeated": 0, "empty": 0}
     first_seen: dict[Key, tuple[str, bytes | None]] = {}  # where each id first appeared, its digest
     with open_index(url, config) as opened:
-        fingerprinter = fingerprinter_of(opened)
-        verifier = stored_verifier(opened)
+        opened.fingerprinter  # noqa: B018 - refuse an index of bare fingerprints before reading
         records = storable_ids(open_records(ctx, input_path, report), ctx.params["on_error"], report)
         size = batch_size if ctx.get_parameter_source("batch_size") in TYPED else DEFAULT_STORE_BATCH
         with progress_bar(progress, "index add") as bar:
             for number, batch in enumerate(batches(records, size)):
-                digests = digests_of(verifier, batch)
+                digests = digests_of(opened.verifier, batch)
                 group = first_of_each_id(batch, digests, existing, first_seen)
-                added, replaced = add_batch(opened, fingerprinter, verifier, group, existing)
+                added, replaced, empty = add_batch(opened, group, existing)
+                counts["empty"] += empty
                 counts["added"] += added
                 counts["replaced"] += replaced
                 counts["skipped"] += len(batch) - added - replaced
@@ -249,6 +240,7 @@ def add(
         message += f" ({counts['repeated']} repeating an earlier id of the input)"
     if existing == "replace":
         message += f", replaced {counts['replaced']} whose text changed"
+    message += f"; {counts['empty']} empty"
     click.echo(f"{message}; {report.count} bad records skipped; the index holds {total}", err=True)
     report_skipped(report)
 
@@ -295,26 +287,25 @@ def query(
     there were more."""
     check_outputs_not_inputs(ctx, {"-o/--output": output})
     report = ErrorReport()
-    counts = {"records": 0, "duplicates": 0, "matches": 0}
-    with SimhashIndex.open(url, create=False) as opened:
+    counts = {"records": 0, "duplicates": 0, "matches": 0, "empty": 0}
+    with Index.open(url, create=False) as opened:
         check_max_distance(ctx, opened.bits, max_distance)
-        fingerprinter = fingerprinter_of(opened)
+        opened.fingerprinter  # noqa: B018 - refuse an index of bare fingerprints before reading
         records = open_records(ctx, input_path, report)
         with progress_bar(progress, "index query") as bar:
             groups = batches(records, batch_size)
-            rows = _query_rows(opened, fingerprinter, groups, (max_distance, max_matches), bar, counts)
+            rows = _query_rows(opened, groups, (max_distance, max_matches), bar, counts)
             write_jsonl(output, rows)
     click.echo(
         f"neardup: {counts['records']} records queried, {counts['duplicates']} with a near-duplicate, "
-        f"{counts['matches']} matches; {report.count} bad records skipped",
+        f"{counts['matches']} matches; {counts['empty']} empty; {report.count} bad records skipped",
         err=True,
     )
     report_skipped(report)
 
 
 def _query_rows(
-    opened: SimhashIndex,
-    fingerprinter: Fingerprinter,
+    opened: Index,
     groups: Iterator[list[Record]],
     limits: tuple[int | None, int | None],
     bar: Any,
@@ -326,13 +317,10 @@ def _query_rows(
     k, max_matches = limits
     asked = None if max_matches is None else max_matches + 1
     bits = opened.bits
-    verifier = stored_verifier(opened)
     for group in groups:
-        values = fingerprinter.fingerprint_many([r.text for r in group])
-        signatures = signatures_of(verifier, group, fingerprinter)
-        found = IncrementalDeduper(opened, verifier).query_many(
-            values, max_distance=k, signatures=signatures, max_matches=asked
-        )
+        prepared = opened.prepare(group)
+        counts["empty"] += int(np.count_nonzero(prepared.empty_rows()))
+        found = opened.query(prepared, max_distance=k, max_matches=asked)
         for record, found_for in zip(group, found, strict=True):
             listed = capped([match for match in found_for if match.key != record.id], max_matches)
             matches, truncated = list(listed), found_for.truncated or listed.truncated
@@ -370,8 +358,8 @@ def remove(url: str, keys: tuple[str, ...], missing: str, int_ids: bool) -> None
     """Remove the records with these ids (all or none). Ids are strings exactly as typed;
     with --int-ids they are integers (written 0, 42, -5: no leading zeros). Put -- before
     ids that start with '-'."""
-    with SimhashIndex.open(url, create=False) as opened:
-        resolved = resolve_keys(opened, keys, int_ids=int_ids)
+    with Index.open(url, create=False) as opened:
+        resolved = resolve_keys(opened.index, keys, int_ids=int_ids)
         absent = [text for text, key in zip(keys, resolved, strict=True) if key is None]
         present = list(dict.fromkeys(key for key in resolved if key is not None))
         if absent and missing == "fail":
@@ -386,10 +374,10 @@ def remove(url: str, keys: tuple[str, ...], missing: str, int_ids: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def stats(url: str, as_json: bool) -> None:
     """How many records the index holds, its settings and its bucket statistics."""
-    with SimhashIndex.open(url, create=False, check_files=False) as opened:  # fingerprints nothing
+    with Index.open(url, create=False, check_files=False) as opened:  # fingerprints nothing
         count = len(opened)
-        buckets = opened.stats()
-        config = opened.config()
+        buckets = opened.index.stats()
+        config = opened.index.config()
     url = redacted(url)
     if as_json:
         tables = [vars(table) for table in buckets.tables]

@@ -8,13 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ..dedup.documents import digests_of, signatures_of
+from ..dedup.documents import Index, digests_of
+from ..distance import to_ints
 from ..errors import InputError
-from ..fingerprint.fingerprinter import Fingerprinter
 from ..index.digests import changed_text_error, same_document
-from ..index.simhash_index import SimhashIndex
 from ..io.record import Record
-from ..similarity.verify import Verifier
 from ..storage.base import Key, shown_key
 
 
@@ -48,59 +46,48 @@ def first_of_each_id(
     return kept
 
 
-def add_batch(
-    opened: SimhashIndex,
-    fingerprinter: Fingerprinter,
-    verifier: Verifier | None,
-    group: list[Record],
-    existing: str,
-) -> tuple[int, int]:
-    """Add a batch of distinct ids; (how many were added, how many stored ones were replaced).
-    A stored id with the same text is skipped (``existing="skip"``, an id another writer adds
-    meanwhile too); with another text it stops the run naming its line, or is replaced."""
+def add_batch(opened: Index, group: list[Record], existing: str) -> tuple[int, int, int]:
+    """Add a batch of distinct ids; (how many were added, how many stored ones were replaced,
+    how many of those texts are empty). A stored id with the same text is skipped
+    (``existing="skip"``, an id another writer adds meanwhile too); with another text it
+    stops the run naming its line, or is replaced. Only what is stored is sketched, so a
+    re-run over stored records costs little more than reading them."""
     keys = [record.id for record in group]
-    values = fingerprinter.fingerprint_many([r.text for r in group])
-    digests = digests_of(verifier, group)
-    stored = opened.get_many(keys)
-    fresh = [row for row, record in enumerate(stored) if record is None]
-    if len(fresh) < len(group) and existing == "fail":
-        row = next(row for row, record in enumerate(stored) if record is not None)
+    stored = opened.index.get_many(keys)
+    known = [row for row, record in enumerate(stored) if record is not None]
+    if known and existing == "fail":
         raise InputError(
-            f"id {shown_key(keys[row])} is already in the index; use --existing skip to skip "
+            f"id {shown_key(keys[known[0]])} is already in the index; use --existing skip to skip "
             "stored records, or remove it first",
-            group[row].location,
+            group[known[0]].location,
         )
-    changed = _changed(stored, values, digests, existing, group)
-    rows = sorted(fresh + changed)
+    changed = _changed(opened, [group[row] for row in known], [stored[row] for row in known], existing)
+    rows = sorted([row for row, record in enumerate(stored) if record is None] + [known[i] for i in changed])
     if not rows:
-        return 0, 0
-    signatures = signatures_of(verifier, [group[row] for row in rows], fingerprinter)
-    written = opened.add_many(
-        [keys[row] for row in rows],
-        values[rows],
-        signatures=signatures,
+        return 0, 0, 0
+    prepared = opened.prepare([group[row] for row in rows])
+    written = opened.index.add_many(
+        prepared.keys,
+        prepared.fingerprints,
+        signatures=prepared.signatures,
         existing="replace" if changed else existing,
-        digests=[digests[row] for row in rows],
+        digests=prepared.digests,
     )
-    return sum(written) - len(changed), len(changed)
+    return sum(written) - len(changed), len(changed), int(np.count_nonzero(prepared.empty_rows()))
 
 
-def _changed(
-    stored: list[Any],
-    values: np.ndarray[Any, Any],
-    digests: list[bytes | None],
-    existing: str,
-    group: list[Record],
-) -> list[int]:
-    """The rows whose stored record has another text (by digest; by fingerprint for records
-    stored without one): to replace, or (skip) an error naming the first one's line."""
+def _changed(opened: Index, records: list[Record], stored: list[Any], existing: str) -> list[int]:
+    """The positions of ``records`` whose stored record has another text (by digest; by
+    fingerprint for records stored without one): to replace, or (skip) an error naming the
+    first one's line."""
+    if not records:
+        return []
+    digests = digests_of(opened.verifier, records)
+    values = to_ints(opened.fingerprinter.fingerprint_many([record.text for record in records]))
     changed = []
-    for row, (record, value) in enumerate(zip(stored, values.tolist(), strict=True)):
-        if record is None:
-            continue
-        new = value if isinstance(value, int) else int(value[0]) | int(value[1]) << 64
-        if not same_document(record, digests[row], new):
+    for position, (record, value) in enumerate(zip(stored, values, strict=True)):
+        if not same_document(record, digests[position], int(value)):
             if existing != "replace":
-                raise changed_text_error(record.key, group[row].location, "--existing replace")
-            changed.append(row)
+                raise changed_text_error(record.key, records[position].location, "--existing replace")
+            changed.append(position)
     return changed

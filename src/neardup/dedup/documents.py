@@ -1,19 +1,20 @@
-"""Texts in, index operations out: what every adapter of a stored index shares (CLI, service).
+"""The persistent index's front door, :class:`Index`: texts in, near-duplicates out, for the
+command line, the service and Python alike.
 
 A stored index records the fingerprint settings and the verifier it was created with, so a
-text added today is fingerprinted and verified exactly as one added a year ago.
-:class:`DocumentIndex` pairs a :class:`~neardup.index.simhash_index.SimhashIndex` with that fingerprinter
-and verifier. Its work is split in two steps on purpose: :meth:`DocumentIndex.prepare` is
-pure CPU (fingerprints and MinHash signatures of a batch of records) and touches no store,
-while :meth:`~DocumentIndex.add`, :meth:`~DocumentIndex.check_and_add` and
-:meth:`~DocumentIndex.query` take prepared batches to the store. A server can so prepare the
-next batch while the store commits the last one.
+text added today is fingerprinted and verified exactly as one added a year ago. :class:`Index`
+pairs a :class:`~neardup.index.simhash_index.SimhashIndex` (the store of fingerprints and
+postings) with that fingerprinter and verifier, and the check-and-add policy of
+:mod:`neardup.dedup.incremental`. Its work can be split in two steps: :meth:`Index.prepare` is
+pure CPU (fingerprints and signatures of a batch of records) and touches no store, while
+:meth:`~Index.add`, :meth:`~Index.check_and_add` and :meth:`~Index.query` take prepared
+batches to the store. A server can so prepare the next batch while the store commits the last.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,22 +22,38 @@ import numpy as np
 import numpy.typing as npt
 
 from ..distance import to_ints
-from ..errors import InputError, KeyExistsError
+from ..errors import IndexNotFoundError, InputError, KeyExistsError
 from ..fingerprint.fingerprinter import Fingerprinter
+from ..index.config import IndexConfig
 from ..index.digests import changed_text_error, same_document, text_digest
+from ..index.simhash_index import SimhashIndex
 from ..io.record import Record
+from ..similarity.bands import SKETCH_BYTES
 from ..similarity.minhash import combined_score, estimate_jaccard, signature_from_bytes
+from ..similarity.shingles import Shingles
 from ..similarity.stored_sketch import sketch_similarity
 from ..similarity.verify import Verifier, metadata_of, metadata_sets
+from ..storage import DEFAULT_URL
 from ..storage.base import MAX_KEY_BYTES, Key, shown_key
 from ..storage.urls import redacted
 from .incremental import Assignment, IncrementalDeduper
 
 if TYPE_CHECKING:
     from ..index.keys import Match, Matches
-    from ..index.simhash_index import SimhashIndex
 
 UInt64Array = npt.NDArray[np.uint64]
+#: What the text calls take: (id, text) pairs, an {id: text} mapping, or records.
+Documents = Mapping[Key, str] | Iterable[tuple[Key, str] | Record]
+#: The stored sketch of an empty text in a band index: bins 0, 1, ..., 255, 0, ..., 255.
+#: ``text_sketches`` gives an empty text all 0xFF bins, but so it does one text in 256 of
+#: those with a single shingle (its one bin value, copied everywhere), which a query could
+#: then match (and all such short texts match each other). No text has this sketch:
+#: adjacent bins differ everywhere, so every bin must be filled by its own shingles
+#: (densification copies a neighbour's value into an empty bin) and then each of the 512
+#: bytes must come out as here, a chance of 256^-512. A text's sketch agrees with it in
+#: about 2 bins of 512 (Ĵ about 0), far below any threshold, so no query finds a stored
+#: empty record; its band keys are one shared bucket no text reaches.
+EMPTY_TEXT_SKETCH = (np.arange(SKETCH_BYTES, dtype=np.int64) % 256).astype(np.uint8).view(np.uint64)
 EXISTING_CHOICES: tuple[str, ...] = ("fail", "skip", "replace")
 
 
@@ -121,13 +138,15 @@ def digests_of(verifier: Verifier | None, group: Sequence[Record]) -> list[bytes
 @dataclass(frozen=True)
 class Prepared:
     """A batch ready for the store: keys, fingerprints in the index's layout ((n,) words, or
-    (n, 2) for 128 bits), MinHash signatures when the index verifies, and text digests when
-    the batch came from texts (:func:`digests_of`)."""
+    (n, 2) for 128 bits), MinHash signatures when the index verifies, text digests when the
+    batch came from texts (:func:`digests_of`), and which texts are empty (nothing to compare:
+    they pair with nothing; None when the batch came from fingerprints)."""
 
     keys: list[Key]
     fingerprints: UInt64Array
     signatures: UInt64Array | None = None
     digests: list[bytes | None] | None = None
+    empty: npt.NDArray[np.bool_] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -142,30 +161,173 @@ class Prepared:
         for batch in batches:
             digests += [None] * len(batch) if batch.digests is None else batch.digests
         given = None if all(batch.digests is None for batch in batches) else digests
+        empty = None
+        if any(batch.empty is not None for batch in batches):
+            empty = np.concatenate([batch.empty_rows() for batch in batches])
         if any(signature is None for signature in signed):
-            return Prepared(keys, fingerprints, None, given)
-        return Prepared(keys, fingerprints, np.concatenate(signed), given)  # type: ignore[arg-type]
+            return Prepared(keys, fingerprints, None, given, empty)
+        return Prepared(keys, fingerprints, np.concatenate(signed), given, empty)  # type: ignore[arg-type]
+
+    def empty_rows(self) -> npt.NDArray[np.bool_]:
+        """One bool per record: whether its text is empty (all False without texts)."""
+        return np.zeros(len(self), dtype=bool) if self.empty is None else self.empty
+
+    def part(self, rows: slice | npt.NDArray[np.intp]) -> Prepared:
+        """The batch's records at ``rows`` (a slice, or positions)."""
+        picked = range(len(self))[rows] if isinstance(rows, slice) else rows.tolist()
+        return Prepared(
+            [self.keys[row] for row in picked],
+            np.asarray(self.fingerprints)[rows],
+            None if self.signatures is None else self.signatures[rows],
+            None if self.digests is None else [self.digests[row] for row in picked],
+            None if self.empty is None else self.empty[rows],
+        )
 
 
-class DocumentIndex:
-    """A stored index that takes records (id, text, title, metadata) instead of fingerprints."""
+class Index:
+    """The persistent near-duplicate index of the command line, the service and Python: texts
+    in, near-duplicates out, in a store named by URL.
+
+    ``Index.open(url)`` opens the index stored there with its stored settings, or creates the
+    one ``neardup index add`` creates (:meth:`IndexConfig.band_index`); give ``config`` for
+    another (``IndexConfig(max_distance=k, fingerprint=...)`` for a Simhash block index).
+    Plain (id, text) pairs go through :meth:`add_texts`, :meth:`query_texts` and
+    :meth:`check_and_add_texts`; adapters that serve many requests use the two-step calls
+    (:meth:`prepare`, then :meth:`add`, :meth:`query` or :meth:`check_and_add`). A text with
+    no letters or digits pairs with nothing, as in batch dedup. ``index`` is the
+    :class:`SimhashIndex` below (the low-level store of fingerprints and postings).
+    """
 
     def __init__(self, index: SimhashIndex) -> None:
         self.index = index
-        self.fingerprinter = fingerprinter_of(index)
         self.verifier = stored_verifier(index)
         self.deduper = IncrementalDeduper(index, self.verifier)
+        self._fingerprinter: Fingerprinter | None = None
 
+    @classmethod
+    def open(
+        cls,
+        url: str = DEFAULT_URL,
+        config: IndexConfig | None = None,
+        *,
+        create: bool = True,
+        create_in_existing: bool = False,
+        check_files: bool = True,
+    ) -> Index:
+        """The index stored at ``url``. Without ``config`` an existing index opens with its
+        stored settings and a new one (``create``) gets :meth:`IndexConfig.band_index`; a
+        ``config`` is checked against the stored one (:class:`IndexConfigMismatchError`).
+        ``create=False`` refuses a store holding no index (:class:`IndexNotFoundError`);
+        ``create_in_existing`` and ``check_files`` are :meth:`SimhashIndex.open`'s."""
+        options: dict[str, Any] = {"create_in_existing": create_in_existing, "check_files": check_files}
+        if config is None:
+            try:
+                return cls._wrap(SimhashIndex.open(url, create=False, **options))
+            except IndexNotFoundError:
+                if not create:
+                    raise
+            config = IndexConfig.band_index()
+        return cls._wrap(SimhashIndex.open(url, config, create=create, **options))
+
+    @classmethod
+    def _wrap(cls, opened: SimhashIndex) -> Index:
+        try:
+            return cls(opened)
+        except BaseException:
+            opened.close()
+            raise
+
+    @property
+    def fingerprinter(self) -> Fingerprinter:
+        """The fingerprinter of the stored settings (:class:`InputError` for an index filled
+        with bare fingerprints, which records none)."""
+        if self._fingerprinter is None:
+            self._fingerprinter = fingerprinter_of(self.index)
+        return self._fingerprinter
+
+    @property
+    def url(self) -> str:
+        return self.index.url
+
+    @property
+    def bits(self) -> int:
+        return self.index.bits
+
+    def close(self) -> None:
+        """Release the store's connections."""
+        self.index.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.index
+
+    def __repr__(self) -> str:
+        return f"Index({len(self)} documents at {redacted(self.url)}; {self.index.scheme.describe()})"
+
+    # -- texts: the plain calls --------------------------------------------------------------
+    def add_texts(self, documents: Documents, *, existing: str = "fail") -> list[bool]:
+        """Store (id, text) pairs (or :class:`Record` objects, or an {id: text} mapping), all
+        or nothing; which were added. ``existing`` as for :meth:`add`."""
+        return self.add(self.prepare(as_records(documents)), existing=existing)
+
+    def query_texts(self, texts: Iterable[str], *, max_matches: int | None = None) -> list[Matches]:
+        """The stored near-duplicates of each text, by (distance, key) (the nearest
+        ``max_matches``, when given); the index is not changed."""
+        records = [Record(position, text, None, f"text {position}") for position, text in enumerate(texts)]
+        return self.query(self.prepare(records), max_matches=max_matches)
+
+    def check_and_add_texts(
+        self, documents: Documents, *, max_matches: int | None = None, existing: str = "skip"
+    ) -> list[Assignment]:
+        """Each document's cluster (stable: the key of the record that started it) and
+        matches, storing the new ones, in one transaction (see :meth:`check_and_add`)."""
+        batch = self.prepare(as_records(documents))
+        return self.check_and_add(batch, max_matches=max_matches, existing=existing)
+
+    def remove_many(self, keys: Iterable[Key]) -> int:
+        """Remove stored records by key, all or none (:class:`KeyNotFoundError` for a missing
+        one); how many were removed."""
+        return self.index.remove_many(keys)
+
+    # -- prepared batches: the two-step calls --------------------------------------------------
     def prepare(self, records: Sequence[Record]) -> Prepared:
         """Fingerprints (and signatures, if the index verifies) of a batch; no store access."""
-        fingerprints = self.fingerprinter.fingerprint_many([record.text for record in records])
+        texts = [record.text for record in records]
+        encoded = self.fingerprinter.encode_many(texts)
         signatures = signatures_of(self.verifier, records, self.fingerprinter)
+        empty = self._empty(texts, encoded.feature_counts, signatures)
         digests = digests_of(self.verifier, records)
-        return Prepared([record.id for record in records], fingerprints, signatures, digests)
+        keys = [record.id for record in records]
+        return Prepared(keys, encoded.fingerprints, signatures, digests, empty)
 
-    def add(
-        self, batch: Prepared, *, existing: str = "fail", hint: str = '"existing": "replace"'
-    ) -> list[bool]:
+    def _empty(
+        self, texts: Sequence[str], feature_counts: npt.NDArray[np.int64], signatures: UInt64Array | None
+    ) -> npt.NDArray[np.bool_]:
+        """Which texts have nothing to compare: no shingles in a band index (the batch
+        search's rule), no features in a Simhash one (its fingerprint is 0). In a band index
+        their sketch rows become :data:`EMPTY_TEXT_SKETCH` (see there why)."""
+        if self.index.bands is None or signatures is None:
+            return np.asarray(feature_counts == 0)
+        # An empty text's sketch is one value in every bin; so is that of a text with one
+        # shingle, so the shingles decide, counted only for the rare constant sketches.
+        empty = np.zeros(len(texts), dtype=bool)
+        bins = np.ascontiguousarray(signatures).view(np.uint8)
+        maybe = np.flatnonzero((bins == bins[:, :1]).all(axis=1))
+        if maybe.size:
+            shingles = Shingles.of([texts[row] for row in maybe.tolist()], self.fingerprinter.normalizer)
+            empty[maybe[shingles.sizes == 0]] = True
+            signatures[empty] = EMPTY_TEXT_SKETCH
+        return empty
+
+    def add(self, batch: Prepared, *, existing: str = "fail", hint: str = 'existing="replace"') -> list[bool]:
         """Store a batch, all or nothing; which records were added. ``existing="skip"``
         passes over keys stored already with the same text (a retried request) and refuses
         one with another text; ``"replace"`` also stores the other texts over the stored ones
@@ -210,26 +372,42 @@ class DocumentIndex:
             flags[row] = was_added
         return flags
 
-    def check_and_add(self, batch: Prepared, *, max_matches: int | None = None) -> list[Assignment]:
-        """Seed 002's incremental mode with stable cluster ids (see :mod:`neardup.dedup.incremental`)."""
+    def check_and_add(
+        self,
+        batch: Prepared,
+        *,
+        max_matches: int | None = None,
+        existing: str = "skip",
+        locations: Sequence[str] | None = None,
+        hint: str = 'existing="replace"',
+    ) -> list[Assignment]:
+        """Seed 002's incremental mode with stable cluster ids, one transaction per batch (the
+        rules: :mod:`neardup.dedup.incremental`). ``existing="replace"`` stores a changed
+        text over its stored record (``"skip"`` refuses it, naming ``hint`` as the fix);
+        ``locations`` (file:line of each record) name records in errors."""
         return self.deduper.check_and_add_many(
             batch.keys,
             batch.fingerprints,
             signatures=batch.signatures,
+            locations=locations,
             max_matches=max_matches,
             digests=batch.digests,
+            existing=existing,
+            empty=batch.empty,
+            hint=hint,
         )
 
     def query(
         self, batch: Prepared, *, max_distance: int | None = None, max_matches: int | None = None
     ) -> list[Matches]:
         """The stored near-duplicates of each record, verified as the index verifies (the
-        nearest ``max_matches`` of each, when given)."""
+        nearest ``max_matches`` of each, when given); an empty text matches nothing."""
         return self.deduper.query_many(
             batch.fingerprints,
             max_distance=max_distance,
             signatures=batch.signatures,
             max_matches=max_matches,
+            empty=batch.empty,
         )
 
     def query_fingerprints(
@@ -250,8 +428,26 @@ class DocumentIndex:
         return {"url": redacted(self.index.url), "documents": len(self.index), **self.index.config()}
 
 
+#: The deprecated name of :class:`Index` (its constructor, ``DocumentIndex(simhash_index)``,
+#: is :class:`Index`'s); it goes in the next version.
+DocumentIndex = Index
+
+
+def as_records(documents: Documents) -> list[Record]:
+    """(id, text) pairs, an {id: text} mapping or :class:`Record` objects, as records."""
+    items = documents.items() if isinstance(documents, Mapping) else documents
+    records = []
+    for position, item in enumerate(items):
+        if isinstance(item, Record):
+            records.append(item)
+            continue
+        key, text = item
+        records.append(Record(key, text, None, f"document {position}"))
+    return records
+
+
 def explain_matches(
-    documents: DocumentIndex,
+    documents: Index,
     fingerprint: npt.ArrayLike,
     signature: UInt64Array | None,
     matches: Sequence[Match],

@@ -20,6 +20,11 @@ through the index's public methods only (the index stores and finds; this is the
   batch is stored whole and a failed one not at all.
 - With a verifier (minhash or combined), a Simhash match counts only when the stored MinHash
   signatures confirm it, in queries and in check-and-add alike.
+- A record whose text is empty (no shingles for a band index, no features for a Simhash
+  one: no letters or digits) pairs with nothing, as in batch dedup: its query finds nothing
+  and check-and-add starts its own cluster. Callers say which rows are empty (``empty``);
+  fingerprints and sketches alone cannot tell, since one short text in 256 gets the sketch of
+  an empty one.
 - ``max_matches`` bounds the matches listed per record (the nearest are kept, and the list's
   ``truncated`` says when more were found), and the verifying it takes: a service must not
   answer 3,000 matches per document because 3,000 near-identical ones are stored. The
@@ -31,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -45,7 +50,6 @@ from ..index.config import IndexConfig
 from ..index.digests import changed_keys, changed_text_error
 from ..index.keys import Keep, Match, Matches, capped, check_max_matches, match_order
 from ..index.simhash_index import SimhashIndex
-from ..similarity.bands import BandScheme
 from ..similarity.minhash import signature_blobs, stacked_signatures
 from ..similarity.verify import Verifier, check_verifiable, verify_with_records
 from ..storage.base import Key, StoredRecord, check_key, match_blocks, shown_key
@@ -53,14 +57,8 @@ from .batch import find_all_pairs
 
 
 def text_index_config(fingerprint: FingerprintConfig) -> IndexConfig:
-    """The index the command line and the service create by default: band postings of each
-    text's sketch, the sketch deciding (:mod:`neardup.similarity.bands`)."""
-    return IndexConfig(
-        bits=fingerprint.bits,
-        scheme=BandScheme(fingerprint.bits),
-        fingerprint=fingerprint,
-        verification=Verifier("sketch").settings(),
-    )
+    """Deprecated name of :meth:`IndexConfig.band_index` (the index created by default)."""
+    return IndexConfig.band_index(fingerprint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +130,12 @@ class IncrementalDeduper:
         max_distance: int | None = None,
         signatures: npt.ArrayLike | None = None,
         max_matches: int | None = None,
+        empty: Sequence[bool] | npt.NDArray[np.bool_] | None = None,
     ) -> list[Matches]:
-        """:meth:`query` for a batch; ``signatures`` has one row per fingerprint."""
-        return self._query_records(fingerprints, max_distance, signatures, check_max_matches(max_matches))[0]
+        """:meth:`query` for a batch; ``signatures`` has one row per fingerprint. Rows that
+        ``empty`` flags (texts with nothing to compare) match nothing and are not searched."""
+        cap = check_max_matches(max_matches)
+        return self._query_records(fingerprints, max_distance, signatures, cap, empty)[0]
 
     def _query_records(
         self,
@@ -142,13 +143,28 @@ class IncrementalDeduper:
         max_distance: int | None,
         signatures: npt.ArrayLike | None,
         max_matches: int | None = None,
+        empty: Sequence[bool] | npt.NDArray[np.bool_] | None = None,
     ) -> tuple[list[Matches], dict[Key, StoredRecord]]:
         """The verified matches, and the stored records read to verify them (check-and-add
         takes their cluster ids from these instead of reading them again). With a cap, the
         candidates are verified nearest first, only as many as the cap needs. Repeated
-        (fingerprint, signature) rows are searched once: a batch of copies is one search."""
+        (fingerprint, signature) rows are searched once: a batch of copies is one search.
+        Empty rows get no matches and no search."""
         words = self.index.words(fingerprints)
         sketches = None if signatures is None else np.asarray(signatures, dtype=np.uint64)
+        blank = _empty_mask(empty, words.shape[0])
+        if blank.any():
+            searched = np.flatnonzero(~blank)
+            found, read = self._query_records(
+                _flat(words[searched]),
+                max_distance,
+                None if sketches is None else sketches.reshape(words.shape[0], -1)[searched],
+                max_matches,
+            )
+            answers = [Matches() for _ in range(words.shape[0])]
+            for row, matches in zip(searched.tolist(), found, strict=True):
+                answers[row] = matches
+            return answers, read
         if words.shape[0] > 1 and (sketches is None or sketches.shape[0] == words.shape[0]):
             rows = words if sketches is None else np.hstack([words, sketches.reshape(words.shape[0], -1)])
             _, first, of_row = np.unique(rows, axis=0, return_index=True, return_inverse=True)
@@ -205,6 +221,8 @@ class IncrementalDeduper:
         max_matches: int | None = None,
         digests: Sequence[bytes | None] | None = None,
         existing: str = "skip",
+        empty: Sequence[bool] | npt.NDArray[np.bool_] | None = None,
+        hint: str | None = None,
     ) -> list[Assignment]:
         """Assign clusters to a batch and store its new records, as one locked transaction;
         one result per input, in order. With a verifier, ``signatures`` (one row per record)
@@ -213,7 +231,9 @@ class IncrementalDeduper:
         ``max_matches`` lists only the nearest matches of each (the cluster is the same).
         ``digests`` (one :func:`~neardup.index.digests.text_digest` per record) are stored and
         tell a retry from another text; ``existing="replace"`` updates a stored record whose
-        text changed (``existing="skip"``, the default, refuses it)."""
+        text changed (``existing="skip"``, the default, refuses it). Rows that ``empty``
+        flags (texts with nothing to compare) match nothing: each starts its own cluster.
+        ``hint`` names the fix in a changed-text error (default :attr:`replace_hint`)."""
         if existing not in ("skip", "replace"):
             raise InputError(f"existing must be 'skip' or 'replace' for check-and-add; got {existing!r}")
         index = self.index
@@ -224,28 +244,26 @@ class IncrementalDeduper:
         if not listed:
             return []
         values = [int(value) for value in _ints(words)]
-        signature_blobs(signatures, len(listed))  # refuse a malformed batch before locking
-        if self.verifying and signatures is None:
-            raise InputError("verified check-and-add needs the batch's signatures (Verifier.signatures)")
-        sig_rows = None if signatures is None else np.asarray(signatures, dtype=np.uint64)
-        if digests is not None and len(digests) != len(listed):
-            raise InputError(f"got {len(digests)} digests for {len(listed)} records; give one each")
+        sig_rows = self._checked_signatures(signatures, digests, len(listed))
+        blank = _empty_mask(empty, len(listed))
         with index.exclusive():
             first_row = _first_rows(listed, values, where, digests)
             unique_rows = sorted(first_row.values())
             stored = dict(zip(first_row, index.get_many(list(first_row)), strict=True))
             changed = changed_keys(stored, values, first_row, digests)
             if changed and existing != "replace":
-                raise changed_text_error(changed[0], where.location(first_row[changed[0]]), self.replace_hint)
+                location = where.location(first_row[changed[0]])
+                raise changed_text_error(changed[0], location, hint or self.replace_hint)
             found, read = self._query_records(
                 _flat(words[unique_rows]),
                 None,
                 None if sig_rows is None or not self.verifying else sig_rows[unique_rows],
                 None if cap is None else cap + 1,  # one more: a stored key finds itself
+                blank[unique_rows],
             )
             clusters_of = self._known_clusters(found, read, first_row, stored)
             new_rows = [row for row in unique_rows if stored[listed[row]] is None]
-            earlier = self._earlier_neighbours(words, sig_rows, new_rows)
+            earlier = self._earlier_neighbours(words, sig_rows, new_rows, blank)
             results = _assign(found, unique_rows, listed, values, stored, earlier, clusters_of, cap)
             self._store(words, sig_rows, digests, listed, results, new_rows, [first_row[k] for k in changed])
             for key in changed:  # stored anew, in the cluster it had (ids handed out stay valid)
@@ -253,6 +271,17 @@ class IncrementalDeduper:
         return [
             results[key] if row == first_row[key] else _repeat(results[key]) for row, key in enumerate(listed)
         ]
+
+    def _checked_signatures(
+        self, signatures: npt.ArrayLike | None, digests: Sequence[bytes | None] | None, count: int
+    ) -> npt.NDArray[np.uint64] | None:
+        """A batch's signatures as rows, its signatures and digests checked before locking."""
+        signature_blobs(signatures, count)  # refuse a malformed batch
+        if self.verifying and signatures is None:
+            raise InputError("verified check-and-add needs the batch's signatures (Verifier.signatures)")
+        if digests is not None and len(digests) != count:
+            raise InputError(f"got {len(digests)} digests for {count} records; give one each")
+        return None if signatures is None else np.asarray(signatures, dtype=np.uint64)
 
     def _store(
         self,
@@ -299,9 +328,16 @@ class IncrementalDeduper:
         return clusters_of
 
     def _earlier_neighbours(
-        self, words: npt.NDArray[np.uint64], sig_rows: npt.NDArray[np.uint64] | None, new_rows: list[int]
+        self,
+        words: npt.NDArray[np.uint64],
+        sig_rows: npt.NDArray[np.uint64] | None,
+        new_rows: list[int],
+        blank: npt.NDArray[np.bool_],
     ) -> dict[int, list[tuple[int, int]]]:
-        """For each new row, the earlier new rows of the batch it matches, with their distance."""
+        """For each new row, the earlier new rows of the batch it matches, with their
+        distance; an empty row (``blank``) matches none and is matched by none."""
+        alone: dict[int, list[tuple[int, int]]] = {row: [] for row in new_rows if blank[row]}
+        new_rows = [row for row in new_rows if not blank[row]]
         index = self.index
         if index.bands is not None and sig_rows is not None:
             earlier = _band_neighbours(index, words[new_rows], sig_rows[new_rows], new_rows)
@@ -309,7 +345,69 @@ class IncrementalDeduper:
             earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
         if self.verifying and self.verifier is not None and sig_rows is not None:
             earlier = _verified_neighbours(earlier, self.verifier, sig_rows)
-        return earlier
+        return earlier | alone
+
+
+class RowSink(Protocol):
+    """Where :class:`PairLog` writes its rows (a JSON-lines writer, a list's wrapper)."""
+
+    def write(self, row: dict[str, Any]) -> None: ...
+
+
+class PairLog:
+    """The near-duplicate pairs of a run of check-and-adds, each once, the earlier-stored
+    record as ``a``: what ``dedup --index --pairs`` writes, as batch dedup writes its pairs.
+    Call :meth:`note` with each :class:`Assignment`'s key, added, cluster and matches (rows
+    ``{"a", "b", "distance"}`` go to ``sink`` as they are decided), then :meth:`finish`.
+
+    A record this run adds lists only records stored before it (or earlier in its batch), so
+    its matches are ``a``. A record stored before the run (a re-run, a repeated id) also lists
+    records stored after it, which would repeat a pair reversed. Such a pair is ordered by
+    what is known: the record whose id is the other's cluster came first; else the one read
+    first in this input; a stored record absent from the input is taken as the earlier one
+    (those pairs are written at the end, once it is clear the other record never came).
+    """
+
+    def __init__(self, sink: RowSink | None = None) -> None:
+        self.sink = sink
+        self.count = 0
+        self._read: set[Key] = set()  # ids read so far in this run
+        self._clusters: dict[Key, Key] = {}  # clusters of the records stored before this run
+        self._done: set[frozenset[Key]] = set()
+        self._waiting: dict[frozenset[Key], tuple[Key, Key, int]] = {}
+
+    def note(self, key: Key, added: bool, cluster: Key, matches: Sequence[Match]) -> None:
+        """Record one check-and-add outcome, writing the pairs that are new and decidable."""
+        if key not in self._read:
+            self._read.add(key)
+            if not added:
+                self._clusters[key] = cluster
+        for match in matches:
+            pair = frozenset((key, match.key))
+            if pair in self._done:
+                continue
+            if added or cluster == match.key:
+                self._write(pair, match.key, key, match.distance)
+            elif match.key in self._read:  # read earlier in this run: it came first, unless it
+                # was added by this run or joined this record's cluster
+                later = match.key not in self._clusters or self._clusters[match.key] == key
+                a, b = (key, match.key) if later else (match.key, key)
+                self._write(pair, a, b, match.distance)
+            else:
+                self._waiting.setdefault(pair, (match.key, key, match.distance))
+
+    def finish(self) -> int:
+        """Write the pairs still waiting (their stored record was not in the input); the count."""
+        for pair, (a, b, distance) in list(self._waiting.items()):
+            self._write(pair, a, b, distance)
+        return self.count
+
+    def _write(self, pair: frozenset[Key], a: Key, b: Key, distance: int) -> None:
+        self._done.add(pair)
+        self._waiting.pop(pair, None)
+        self.count += 1
+        if self.sink is not None:
+            self.sink.write({"a": a, "b": b, "distance": distance})
 
 
 def _first_rows(
@@ -442,6 +540,16 @@ def _verified_neighbours(
         kept = verifier.verify_signatures(distances, signatures[row : row + 1], signatures[others]).kept
         out[row] = [pair for pair, keep in zip(found, kept.tolist(), strict=True) if keep]
     return out
+
+
+def _empty_mask(empty: Sequence[bool] | npt.NDArray[np.bool_] | None, count: int) -> npt.NDArray[np.bool_]:
+    """``empty`` as one bool per row (all False when not given)."""
+    if empty is None:
+        return np.zeros(count, dtype=bool)
+    mask = np.asarray(empty, dtype=bool).reshape(-1)
+    if mask.shape[0] != count:
+        raise InputError(f"got {mask.shape[0]} empty flags for {count} records; give one each")
+    return mask
 
 
 def _flat(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:

@@ -12,6 +12,7 @@ from ..distance import check_bits
 from ..errors import ConfigError
 from ..fingerprint.config import FingerprintConfig
 from ..similarity.bands import BandScheme
+from ..similarity.verify import Verifier
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,21 @@ class IndexConfig:
                 f"the block scheme is for bits={self.scheme.bits}, max_distance={self.scheme.max_distance}; "
                 f"the index for bits={self.bits}, max_distance={self.max_distance}"
             )
+
+    @classmethod
+    def band_index(cls, fingerprint: FingerprintConfig | None = None) -> IndexConfig:
+        """The index :meth:`neardup.Index.open`, ``neardup index add``, ``dedup --index`` and
+        ``neardup serve`` create by default: band postings of each text's sketch, the sketch
+        deciding (``Verifier("sketch")``), with ``fingerprint`` (default
+        :class:`FingerprintConfig()`) recorded for the texts. ``IndexConfig()`` itself is a
+        Simhash block index (k = 3), the explicit choice for fingerprints."""
+        fingerprint = FingerprintConfig() if fingerprint is None else fingerprint
+        return cls(
+            bits=fingerprint.bits,
+            scheme=BandScheme(fingerprint.bits),
+            fingerprint=fingerprint,
+            verification=Verifier("sketch").settings(),
+        )
 
     def replace(self, **changes: Any) -> IndexConfig:
         return dataclasses.replace(self, **changes)

@@ -31,7 +31,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
-from ..dedup.documents import DocumentIndex, parse_ids
+from ..dedup.documents import Index, parse_ids
 from ..dedup.incremental import Assignment
 from ..distance import from_hex, hex_many, to_hex
 from ..errors import InputError, KeyNotFoundError
@@ -77,12 +77,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def create_app(
-    index: SimhashIndex, settings: ServiceSettings | None = None, *, owns_index: bool = False
+    index: Index | SimhashIndex, settings: ServiceSettings | None = None, *, owns_index: bool = False
 ) -> FastAPI:
-    """The ASGI app serving ``index``. The app's worker threads stop with its lifespan; the
-    index is closed then too if ``owns_index``, else the caller closes it afterwards."""
+    """The ASGI app serving ``index`` (an :class:`~neardup.Index`; a :class:`SimhashIndex`
+    opened from a store is served through one). The app's worker threads stop with its
+    lifespan; the index is closed then too if ``owns_index``, else the caller closes it."""
     settings = settings or ServiceSettings()
-    engine = Engine(DocumentIndex(index), settings)
+    documents = index if isinstance(index, Index) else Index(index)
+    engine = Engine(documents, settings)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -104,7 +106,7 @@ def create_app(
     app.include_router(_routes(engine, settings, bodies))
     _document_bodies(app, bodies)
 
-    health = Health(engine, index.storage)
+    health = Health(engine, documents.index.storage)
 
     @app.get("/healthz", tags=["service"], responses={503: _ERRORS[503]})
     async def healthz() -> JSONResponse:

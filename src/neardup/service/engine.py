@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ..dedup.documents import DocumentIndex, Prepared, explain_matches
+from ..dedup.documents import Index, Prepared, explain_matches
 from ..dedup.incremental import Assignment
 from ..distance import to_array, to_ints
 from ..errors import KeyNotFoundError, NeardupError
@@ -65,13 +65,12 @@ class Found:
 
 
 class Engine:
-    """A :class:`DocumentIndex` served by a prepare worker and a store worker."""
+    """An :class:`~neardup.Index` served by a prepare worker and a store worker."""
 
-    def __init__(self, documents: DocumentIndex, settings: ServiceSettings) -> None:
+    def __init__(self, documents: Index, settings: ServiceSettings) -> None:
         self.documents = documents
         self.settings = settings
-        # /v1/check has no "existing" option: a changed text is replaced through /v1/documents.
-        documents.deduper.replace_hint = 'POST /v1/documents with "existing": "replace"'
+        documents.fingerprinter  # noqa: B018 - an index of bare fingerprints is refused now
         self.prepare_worker = Batcher("prepare", {"prepare": self._prepare}, settings.max_batch)
         self.store_worker = Batcher(
             "store",
@@ -146,13 +145,15 @@ class Engine:
             return not same_document(record, digest, fingerprint)  # the same text is a retry
 
         def check(batch: Prepared) -> list[Assignment]:
-            return self.documents.check_and_add(batch, max_matches=max_matches)
+            # /v1/check has no "existing" option: a changed text is replaced through /v1/documents.
+            hint = 'POST /v1/documents with "existing": "replace"'
+            return self.documents.check_and_add(batch, max_matches=max_matches, hint=hint)
 
         return self._partitioned(batches, check, refused)
 
     def _add(self, existing: str, batches: list[Prepared]) -> list[Any]:
         def add(batch: Prepared) -> list[bool]:
-            return self.documents.add(batch, existing=existing)
+            return self.documents.add(batch, existing=existing, hint='"existing": "replace"')
 
         def refused(record: StoredRecord, fingerprint: int, digest: bytes | None) -> bool:
             if existing == "skip":  # a retry passes; another text is refused
@@ -276,20 +277,21 @@ def _split_prepared(whole: Prepared, sizes: list[int]) -> list[Prepared]:
 
 
 def _distinct(batch: Prepared) -> tuple[Prepared, npt.NDArray[np.intp]]:
-    """The batch's distinct (fingerprint, signature) rows, and for each row of the batch the
-    position of its own among them."""
+    """The batch's distinct (fingerprint, signature, emptiness) rows, and for each row of the
+    batch the position of its own among them."""
     prints = np.asarray(batch.fingerprints, dtype=np.uint64).reshape(len(batch), -1)
     rows = prints if batch.signatures is None else np.hstack([prints, batch.signatures])
+    rows = np.hstack([rows, batch.empty_rows().astype(np.uint64).reshape(-1, 1)])
     _, first, of_row = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     if first.size == len(batch):
         return batch, np.arange(len(batch))
-    signatures = None if batch.signatures is None else batch.signatures[first]
-    keys = [batch.keys[row] for row in first.tolist()]
-    return Prepared(keys, np.asarray(batch.fingerprints)[first], signatures), of_row.reshape(-1)
+    distinct = batch.part(first)
+    without_digests = Prepared(
+        distinct.keys, distinct.fingerprints, distinct.signatures, None, distinct.empty
+    )
+    return without_digests, of_row.reshape(-1)
 
 
 def _part(whole: Prepared, start: int, stop: int) -> Prepared:
     """Documents ``start:stop`` of a batch."""
-    signatures = None if whole.signatures is None else whole.signatures[start:stop]
-    digests = None if whole.digests is None else whole.digests[start:stop]
-    return Prepared(whole.keys[start:stop], np.asarray(whole.fingerprints[start:stop]), signatures, digests)
+    return whole.part(slice(start, stop))

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from ..dedup.documents import Index
 from ..errors import ConfigError
-from ..index.simhash_index import SimhashIndex
 from .app import create_app
 from .guard import configure
 from .settings import ServiceSettings
@@ -47,4 +47,4 @@ def app_from_environment() -> FastAPI:
     token = Path(token_file).read_text(encoding="utf-8").strip() if token_file else None
     settings = ServiceSettings(token=token, **values)
     configure(settings)  # this worker's connection guards
-    return create_app(SimhashIndex.open(url, create=False), settings, owns_index=True)
+    return create_app(Index.open(url, create=False), settings, owns_index=True)
