@@ -84,6 +84,11 @@ class SimhashIndex:
     fingerprints are ints (single calls) or arrays in the :mod:`neardup.distance` layout
     (batch calls). ``fingerprint_config`` is recorded so a saved or stored index refuses
     fingerprints made otherwise.
+
+    This is the low-level index of fingerprints, and the explicit choice of a Simhash block
+    index. For texts in a store use :class:`neardup.Index`: its ``Index.open(url)`` creates
+    the band index the command line and the service create (far better recall), where
+    ``SimhashIndex.open(url)`` with no config creates a Simhash index with k = 3.
     """
 
     def __init__(
@@ -122,7 +127,8 @@ class SimhashIndex:
         check_files: bool = True,
     ) -> SimhashIndex:
         """The index stored at ``url`` (see :mod:`neardup.storage`), created with ``config``
-        (default :class:`IndexConfig()`) when the store is empty. An existing index is opened
+        (default :class:`IndexConfig()`, a Simhash block index with k = 3; the command line's
+        default index is :meth:`neardup.Index.open`'s) when the store is empty. An existing index is opened
         with its stored configuration; a ``config`` that disagrees with it, or setting files
         (idf, dictionary, stopwords) whose content changed, raise
         :class:`IndexConfigMismatchError` showing both (``check_files=False`` skips the files,
