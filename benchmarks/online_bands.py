@@ -22,8 +22,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from neardup.arrays import sorted_unique
-from neardup.dedup.candidates import as_pairs, band_keys, keyed_pairs, oph_sketches, shingles_of
+from neardup.dedup.candidates import as_pairs, keyed_pairs
 from neardup.eval.metrics import Gold, Prediction, evaluate
+from neardup.similarity.shingles import shingles_of
+from neardup.similarity.sketches import byte_bins, estimate_from_bins, hashed_band_keys, oph_sketches
 from neardup.similarity.verify import Shingles
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -49,12 +51,11 @@ def main() -> None:
         print(f"{name}: {len(texts)} records, {len(truth)} pairs of Jaccard >= 0.5")
         for bands, rows in CONFIGS:
             sketch = oph_sketches(shingles, max(bands * rows, CHECK_BINS))
-            keys = band_keys(sketch, rows, bands)
+            keys = hashed_band_keys(sketch, rows, bands)
             parts = [keyed_pairs(keys[band], owners, 200, 2) for band in range(bands)]
             found = as_pairs(np.asarray(sorted_unique(np.concatenate(parts)), dtype=np.int64))
-            checks = (sketch[:, :CHECK_BINS] & np.uint32(0xFF)).astype(np.uint8)
-            agree = np.count_nonzero(checks[found[:, 0]] == checks[found[:, 1]], axis=1)
-            estimate = (agree / CHECK_BINS - 1 / 256) / (1 - 1 / 256)
+            checks = byte_bins(sketch, CHECK_BINS)
+            estimate = estimate_from_bins(checks[found[:, 0]], checks[found[:, 1]])
             kept = found[estimate >= 0.5]
             recall = len(truth & set(map(tuple, found.tolist()))) / max(1, len(truth))
             f1 = evaluate(gold, Prediction.from_pairs(kept[:, 0], kept[:, 1])).f1

@@ -21,7 +21,7 @@ against the brute-force pairs of shingle Jaccard >= 0.5 among the dev records, a
 per document. Each method runs in a subprocess of its own; its peak memory is that process's
 VmHWM (``neardup dedup``: the ru_maxrss of the command, started from the small worker), its
 seconds are wall-clock per stage (the shingle stage computes the sets ``--verify jaccard``
-compares, with ``candidates.shingles_of``; verification is ``Verifier("jaccard").verify_texts``
+compares, with ``similarity.shingles.shingles_of``; verification is ``Verifier("jaccard").verify_texts``
 of today, 65,536 candidate pairs a call).
 
     nice -n 10 python3 benchmarks/scale_quality.py --size 20000 --lang zh
@@ -47,9 +47,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from neardup.dedup.candidates import CandidateSearch, CandidateSettings, shingles_of
+from neardup.dedup.candidates import CandidateSearch, CandidateSettings
 from neardup.dedup.clusters import components
 from neardup.eval.metrics import Gold, Prediction, evaluate
+from neardup.similarity.shingles import shingles_of
 from neardup.similarity.verify import Shingles, Verifier
 from neardup.text.normalize import Normalizer
 

@@ -15,13 +15,15 @@ from neardup.dedup.candidates import (
     bands_for,
     candidate_pairs,
     collision_probability,
-    shingles_of,
 )
 from neardup.dedup.clusters import components
 from neardup.dedup.shingle_sets import ShingleSets
 from neardup.errors import ConfigError, InputError
-from neardup.similarity import sketches
+from neardup.similarity import shingles as shingler
+from neardup.similarity.shingles import HAN_SHINGLE, LATIN_SHINGLE, shingles_of
 from neardup.similarity.verify import Shingles
+from neardup.text.normalize import Normalizer
+from neardup.text.tokenize import CharNgramTokenizer, contains_han
 
 from .conftest import read_jsonl, shared_file
 
@@ -188,24 +190,46 @@ def verifier_test_texts() -> list[str]:
     return texts
 
 
-def test_shingles_of_gives_the_sets_of_the_verifier() -> None:
-    """The same sets under other keys: equal sizes, one key for one key over the whole batch
-    (as many distinct keys), so every Jaccard equals the verifier's — including a Latin text
-    shorter than 5 letters against a bigram of a Chinese text ("ab" in "中ab")."""
+def reference_sets(texts: list[str]) -> list[set[tuple[int, ...]]]:
+    """The n-grams themselves, by the tokenizer, one text at a time: bigrams of a text with a
+    Chinese character, 5-grams of the others, over the normalized letters and digits."""
+    result = []
+    for text in Normalizer().normalize_many(texts):
+        size = HAN_SHINGLE if contains_han(text) else LATIN_SHINGLE
+        batch = CharNgramTokenizer(size).tokenize_batch([text])
+        codes = batch.codepoints.tolist()
+        result.append(
+            {tuple(codes[a:b]) for a, b in zip(batch.starts.tolist(), batch.ends.tolist(), strict=True)}
+        )
+    return result
+
+
+def test_shingles_of_keys_the_n_grams_of_the_tokenizer() -> None:
+    """One key for one n-gram: the sizes of the n-gram sets, and so every Jaccard, are those of
+    the n-grams themselves — including a Latin text shorter than 5 letters against a bigram of
+    a Chinese text ("ab" in "中ab")."""
     texts = verifier_test_texts()
-    fast, reference = shingles_of(texts), Shingles.of(texts)
-    assert fast.count == reference.count
-    assert fast.sizes.tolist() == reference.sizes.tolist()
-    assert len(np.unique(fast.hashes)) == len(np.unique(reference.hashes))
+    shingles, reference = shingles_of(texts), reference_sets(texts)
+    assert shingles.count == len(reference)
+    assert shingles.sizes.tolist() == [len(grams) for grams in reference]
     i, j = np.triu_indices(len(texts), 1)
-    assert np.array_equal(fast.jaccard(i, j), reference.jaccard(i, j))
-    assert fast.jaccard([texts.index("ab")], [texts.index("中ab")])[0] == 0.5
+    expected = [
+        len(reference[a] & reference[b]) / len(reference[a] | reference[b])
+        if reference[a] | reference[b]
+        else 1.0
+        for a, b in zip(i.tolist(), j.tolist(), strict=True)
+    ]
+    assert np.array_equal(shingles.jaccard(i, j), np.array(expected))
+    assert shingles.jaccard([texts.index("ab")], [texts.index("中ab")])[0] == 0.5
+    verifier = Shingles.of(texts)  # the verifier's sets are the same call's
+    assert np.array_equal(verifier.hashes, shingles.hashes)
+    assert np.array_equal(verifier.documents, shingles.documents)
 
 
 def test_shingles_of_a_batch_too_big_for_one_sort_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = verifier_test_texts()
     whole = shingles_of(texts)
-    monkeypatch.setattr(sketches, "_SHINGLE_BATCH", 7)
+    monkeypatch.setattr(shingler, "_SHINGLE_BATCH", 7)
     split = shingles_of(texts)
     assert split.count == whole.count
     assert np.array_equal(split.hashes, whole.hashes) and np.array_equal(split.documents, whole.documents)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-import neardup.similarity.sketches as sketches
+import neardup.similarity.shingles as shingler
 from neardup import ConfigError
 from neardup.cli.main import main
 from neardup.io.read import read_records
@@ -198,9 +198,9 @@ LONG_CASES = [
 def test_a_long_text_has_the_shingles_of_one_batch(
     monkeypatch: pytest.MonkeyPatch, texts: list[str], piece: int
 ) -> None:
-    whole = sketches.shingles_of(texts, Normalizer())
-    monkeypatch.setattr(sketches, "LONG_TEXT", piece, raising=False)
-    pieces = sketches.shingles_of(texts, Normalizer())
+    whole = shingler.shingles_of(texts, Normalizer())
+    monkeypatch.setattr(shingler, "LONG_TEXT", piece)
+    pieces = shingler.shingles_of(texts, Normalizer())
     assert np.array_equal(whole.hashes, pieces.hashes)
     assert np.array_equal(whole.documents, pieces.documents) and whole.count == pieces.count
 
@@ -211,10 +211,10 @@ def test_a_long_text_is_shingled_in_a_few_times_its_size(monkeypatch: pytest.Mon
     rng = np.random.default_rng(7)
     words = ["".join(rng.choice(list("abcdefghij"), size=int(n))) for n in rng.integers(2, 8, size=500)]
     text = " ".join(rng.choice(words, size=600_000))  # ~2.9 M characters
-    monkeypatch.setattr(sketches, "LONG_TEXT", 1 << 18, raising=False)
+    monkeypatch.setattr(shingler, "LONG_TEXT", 1 << 18)
     tracemalloc.start()
     try:
-        shingles = sketches.shingles_of([text], Normalizer())
+        shingles = shingler.shingles_of([text], Normalizer())
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -2,9 +2,9 @@
 
 The exact Hamming search of one Simhash per document finds medium edits (10-16 bits away) only
 when k is wide, and a wide exact search costs n² · P(H <= k), so ``-k auto`` narrows k as n
-grows and recall falls. The searches here work on the documents' shingle sets instead (the
-ones :class:`~neardup.similarity.verify.Shingles` builds for ``--verify jaccard``: character bigrams
-of Chinese text, 5-grams of Latin text, over the normalized letters and digits), and promise
+grows and recall falls. The searches here work on the documents' shingle sets instead (made by
+:func:`~neardup.similarity.shingles.shingles_of`, which ``--verify jaccard`` compares: character
+bigrams of Chinese text, 5-grams of Latin text, over the normalized letters and digits), and promise
 every pair whose shingle Jaccard reaches ``threshold`` whatever n is; the caller confirms each
 candidate with the exact Jaccard (:meth:`Verifier.verify_texts`).
 
@@ -59,11 +59,13 @@ from ..arrays import sorted_unique, unique_inverse
 from ..errors import ConfigError, InputError
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..similarity.shingles import Shingles
-from ..similarity.sketches import EMPTY32 as EMPTY32
-from ..similarity.sketches import band_keys as band_keys
-from ..similarity.sketches import minhash_sketches as minhash_sketches
-from ..similarity.sketches import oph_sketches as oph_sketches
-from ..similarity.sketches import shingles_of as shingles_of
+from ..similarity.sketches import (
+    byte_bins,
+    estimate_from_bins,
+    hashed_band_keys,
+    minhash_sketches,
+    oph_sketches,
+)
 from ..text.normalize import Normalizer
 from .batch import _runs_by_key, find_all_pairs, pairs_in_runs
 from .check_bins import CheckBins
@@ -360,11 +362,9 @@ class CandidateSearch:
     def similarities(self, pairs: IntArray) -> FloatArray:
         """The shingle Jaccard of each pair (m, 2), without the texts: exact where both
         documents are short (their shingles are kept for the prefix search), else estimated
-        from the first ``check_bins`` sketch bins kept at 8 bits (b-bit MinHash: the low bits
-        agree with probability J + (1 − J)/256, so Ĵ = (agree − 1/256) / (1 − 1/256);
-        standard error about sqrt(J(1 − J)/bins)). A short and a long document have sizes
-        more than a factor ``threshold`` apart, so they score 0."""
-        settings = self.settings
+        from the first ``check_bins`` sketch bins kept at 8 bits
+        (:func:`~neardup.similarity.sketches.estimate_from_bins`). A short and a long document
+        have sizes more than a factor ``threshold`` apart, so they score 0."""
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
         result = np.zeros(len(pairs), dtype=np.float64)
         if not len(pairs):
@@ -376,12 +376,9 @@ class CandidateSearch:
         if checks is not None and (~exact).any():
             rows_a, rows_b = row_of[pairs[:, 0]], row_of[pairs[:, 1]]
             sketched = np.flatnonzero(~exact & (rows_a >= 0) & (rows_b >= 0))
-            chance = 1.0 / 256.0
             for low in range(0, sketched.size, 1 << 16):
                 chosen = sketched[low : low + (1 << 16)]
-                agree = np.count_nonzero(checks.take(rows_a[chosen]) == checks.take(rows_b[chosen]), axis=1)
-                estimate = (agree / settings.check_bins - chance) / (1.0 - chance)
-                result[chosen] = np.clip(estimate, 0.0, 1.0)
+                result[chosen] = estimate_from_bins(checks.take(rows_a[chosen]), checks.take(rows_b[chosen]))
         return result
 
     def _lookups(self) -> tuple[Shingles, npt.NDArray[np.bool_], IntArray, CheckBins | None]:
@@ -431,10 +428,8 @@ def sketch_long(
     subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
     sketch_of = oph_sketches if settings.method == "oph" else minhash_sketches
     sketch = sketch_of(subset, settings.bins, settings.seed)
-    checks = None
-    if settings.check_bins:
-        checks = (sketch[:, : settings.check_bins] & np.uint32(0xFF)).astype(np.uint8)
-    return band_keys(sketch, settings.rows, settings.band_count), checks
+    checks = byte_bins(sketch, settings.check_bins) if settings.check_bins else None
+    return hashed_band_keys(sketch, settings.rows, settings.band_count), checks
 
 
 def candidate_pairs(

@@ -26,10 +26,11 @@ from ..arrays import unique_inverse
 from ..distance import hamming_many
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..io.record import Record
+from ..similarity.shingles import shingles_of
 from ..text.normalize import Normalizer
 from . import shingle_sets
 from .batch import Pairs
-from .candidates import CandidateSearch, CandidateSettings, shingles_of, sketch_long, split_short
+from .candidates import CandidateSearch, CandidateSettings, sketch_long, split_short
 from .shingle_sets import ShingleSets, forked_map
 from .text_store import PackedTexts, TextStore, pack_texts
 

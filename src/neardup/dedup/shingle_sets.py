@@ -2,13 +2,13 @@
 
 The LSH stage leaves a band of candidates whose sketch estimate is too close to the threshold
 to decide; their texts decide. Checking them pair by pair re-shingles a document once per pair
-(or per chunk of pairs) it is in, and a sparse-matrix product spends ~90 µs a pair. Here the
-documents of those pairs are shingled once each (:func:`~neardup.dedup.candidates.shingles_of`,
-the verifier's n-grams) into one CSR of 32-bit keys (the top 32 of the 40-bit keys, so the
-order within a document survives), and a pair's intersection is found by one vectorised
+(or per chunk of pairs) it is in, and a sparse-matrix product costs far more per pair. Here the
+documents of those pairs are shingled once each by the one shingler
+(:func:`~neardup.similarity.shingles.shingles_of`) into one CSR of their compact 32-bit keys
+(:func:`~neardup.similarity.shingles.compact_keys`: half the memory of the 40-bit keys, the
+order within a document kept), and a pair's intersection is found by one vectorised
 ``np.searchsorted`` of the smaller set's keys among the larger set's, tagged with the larger
-document's row. A 32-bit collision inside one pair (~m²/2^33 for m shingles) moves its Jaccard
-by 1/m at most.
+document's row.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..similarity.shingles import compact_keys, shingles_of
 from ..text.normalize import Normalizer
-from .candidates import shingles_of
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -36,11 +36,11 @@ PARALLEL_PAIRS = 1 << 16
 #: Query keys looked up at a time.
 QUERY_CHUNK = 1 << 22
 _S32 = np.uint64(32)
-_S8 = np.uint64(8)
 
 
 class ShingleSets:
-    """The distinct 32-bit shingle keys of a fixed list of documents, rows in that order."""
+    """The shingle sets of a fixed list of documents as distinct compact (32-bit) keys, rows
+    in that order: what the exact check of many pairs reads."""
 
     def __init__(self, offsets: IntArray, keys: npt.NDArray[np.uint32]) -> None:
         self.offsets = offsets
@@ -130,7 +130,7 @@ def _shingle_rows(bounds: tuple[int, int]) -> tuple[IntArray, npt.NDArray[np.uin
     low, high = bounds
     texts: Sequence[str] = [text_of(row) for row in range(low, high)]
     shingles = shingles_of(texts, normalizer)
-    packed = (shingles.documents.astype(np.uint64) << _S32) | (shingles.hashes >> _S8)
+    packed = (shingles.documents.astype(np.uint64) << _S32) | compact_keys(shingles.hashes).astype(np.uint64)
     distinct = np.ones(len(packed), dtype=bool)
     distinct[1:] = packed[1:] != packed[:-1]
     packed = packed[distinct]

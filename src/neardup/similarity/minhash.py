@@ -137,21 +137,28 @@ class MinHasher:
     def signatures_of_hashes(
         self, hashes: npt.ArrayLike, documents: npt.ArrayLike, count: int
     ) -> UInt64Array:
-        """Signatures from 64-bit element hashes and the set (0 .. count − 1) each belongs to;
-        the vectorised core (repeated elements are harmless: a minimum ignores them)."""
+        """Signatures from 64-bit element hashes (as :func:`hash_elements` makes them) and the
+        set (0 .. count − 1) each belongs to: keyed on the top 32 bits of each hash."""
         values = np.asarray(hashes, dtype=np.uint64).reshape(-1)
+        return self.signatures_of_keys(values >> _S32, documents, count)
+
+    def signatures_of_keys(self, keys: npt.ArrayLike, documents: npt.ArrayLike, count: int) -> UInt64Array:
+        """Signatures from 32-bit element keys and the set (0 .. count − 1) each belongs to;
+        the vectorised core (repeated elements are harmless: a minimum ignores them). The
+        universal family is over 32-bit keys: wider ones would be cut, not hashed."""
+        values = np.asarray(keys, dtype=np.uint64).reshape(-1)
         owners = np.asarray(documents, dtype=np.int64).reshape(-1)
         if values.shape != owners.shape:
-            raise InputError(f"got {len(values)} element hashes but {len(owners)} set numbers")
+            raise InputError(f"got {len(values)} element keys but {len(owners)} set numbers")
         if len(owners) and (owners.min() < 0 or owners.max() >= count):
             raise InputError(f"set numbers must lie in 0 .. {count - 1}")
+        if len(values) and int(values.max()) > 0xFFFFFFFF:
+            raise InputError("element keys must be 32-bit (signatures_of_hashes takes 64-bit hashes)")
         result: UInt64Array = np.full((count, self.num_perm), EMPTY, dtype=np.uint64)
         if not len(values):
             return result
         order = np.argsort(owners, kind="stable")
-        # The top 32 bits of the 64-bit hash are the key: a universal family over 32-bit keys
-        # (two distinct elements collide there with probability 2^-32).
-        values, owners = values[order] >> _S32, owners[order]
+        values, owners = values[order], owners[order]
         step = max(1, CHUNK_CELLS // self.num_perm)
         for low in range(0, len(values), step):
             high = min(low + step, len(values))

@@ -48,9 +48,8 @@ from .minhash import (
     hash_elements,
     stacked_signatures,
 )
-from .shingles import HAN_SHINGLE as HAN_SHINGLE
-from .shingles import LATIN_SHINGLE as LATIN_SHINGLE
 from .shingles import Shingles
+from .sketches import shingle_signatures
 from .stored_sketch import SKETCH_WORDS, sketch_similarity, text_sketches
 
 if TYPE_CHECKING:
@@ -226,8 +225,7 @@ class Verifier:
         if self.mode == "sketch":
             return text_sketches(texts, normalizer)
         if self.mode == "minhash":
-            shingles = Shingles.of(texts, normalizer)
-            return self.minhasher.signatures_of_hashes(shingles.hashes, shingles.documents, shingles.count)
+            return shingle_signatures(Shingles.of(texts, normalizer), self.minhasher)
         if self.mode == "combined":
             if metadata is None or len(metadata) != len(texts):
                 raise InputError("combined verification needs one metadata set per text (see metadata_sets)")

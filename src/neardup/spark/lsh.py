@@ -4,8 +4,9 @@ The same candidates and the same decisions as :func:`neardup.dedup.pipeline.dedu
 with default settings, because every number comes from the same functions:
 
 1. per document, in the fingerprint task (:func:`lsh_features`): ``shingles_of`` → the
-   one-permutation sketch (``oph_sketches``) → ``band_keys`` and the 512 check bins, and the
-   shingles of short documents; each depends on the document alone (and the seed);
+   one-permutation sketch → its band keys and 512 check bins (``sketch_long``, as the batch
+   search), and the shingles of short documents; each depends on the document alone (and
+   the seed);
 2. (band, key) → order key, grouped: each bucket's members ordered by order key (the input
    order, as the local document numbers) and paired by the ``max_bucket``/``hub`` rule of
    ``keyed_pairs`` (:func:`bucket_pairs`);
@@ -13,7 +14,7 @@ with default settings, because every number comes from the same functions:
    ``short_shingles / threshold`` shingles) and searched by ``prefix_pairs`` there, as
    locally: its document frequencies are those of all short documents;
 4. candidates deduplicated; each is pre-filtered on the sketch (exact for two short
-   documents, the b-bit estimate otherwise: :func:`sketch_similarity`) with
+   documents, the b-bit estimate otherwise: :func:`pair_similarity`) with
    ``LshStage``'s margin, then confirmed by the exact Jaccard of :class:`ShingleSets` on the
    texts joined to the pair, as ``LshStage.confirmed`` does.
 """
@@ -28,19 +29,13 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..dedup.candidates import (
-    CandidateSettings,
-    as_pairs,
-    band_keys,
-    oph_sketches,
-    prefix_pairs,
-    shingles_of,
-)
+from ..dedup.candidates import CandidateSettings, as_pairs, prefix_pairs, sketch_long
 from ..dedup.lsh import CHECK_MARGIN
 from ..dedup.pipeline import DedupSettings
 from ..dedup.shingle_sets import ShingleSets
 from ..fingerprint.fingerprinter import Fingerprinter
-from ..similarity.shingles import Shingles
+from ..similarity.shingles import shingles_of
+from ..similarity.sketches import estimate_from_bins
 from ..text.normalize import Normalizer
 from .pairs import PAIR_SCHEMA
 
@@ -75,16 +70,11 @@ def lsh_features(
     checks: list[bytes | None] = [None] * count
     long = np.flatnonzero(sizes >= settings.short_shingles)
     if long.size:
-        renumber = np.full(count, -1, dtype=np.int64)
-        renumber[long] = np.arange(long.size)
-        chosen = renumber[shingles.documents] >= 0
-        subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
-        sketch = oph_sketches(subset, settings.bins, settings.seed)
-        keys = np.ascontiguousarray(band_keys(sketch, settings.rows, settings.band_count).T)
-        check = (sketch[:, : settings.check_bins] & np.uint32(0xFF)).astype(np.uint8)
+        keys, check = sketch_long(shingles, long, settings)
+        keys = np.ascontiguousarray(keys.T)
         for row, document in enumerate(long.tolist()):
             bands[document] = keys[row].tobytes()
-            checks[document] = check[row].tobytes()
+            checks[document] = check[row].tobytes() if check is not None else None
     return list(zip(bands, checks, shorts, strict=True))
 
 
@@ -124,12 +114,11 @@ def short_pairs(rows: Sequence[tuple[int, bytes]], settings: CandidateSettings) 
     return [(orders[a], orders[b]) for a, b in found.tolist()]
 
 
-def sketch_similarity(
+def pair_similarity(
     check_a: bytes | None,
     check_b: bytes | None,
     short_a: bytes | None,
     short_b: bytes | None,
-    settings: CandidateSettings = LSH_SETTINGS,
 ) -> float:
     """``CandidateSearch.similarities`` of one pair: the exact Jaccard of two short
     documents, else the b-bit estimate of two sketched ones, else 0."""
@@ -140,10 +129,7 @@ def sketch_similarity(
         return float(np.float64(common) / np.float64(union)) if union > 0 else 1.0
     if check_a is None or check_b is None:
         return 0.0
-    agree = np.count_nonzero(np.frombuffer(check_a, np.uint8) == np.frombuffer(check_b, np.uint8))
-    chance = 1.0 / 256.0
-    estimate = (np.int64(agree) / settings.check_bins - chance) / (1.0 - chance)
-    return float(np.clip(estimate, 0.0, 1.0))
+    return float(estimate_from_bins(np.frombuffer(check_a, np.uint8), np.frombuffer(check_b, np.uint8)))
 
 
 def check_threshold(exact: bool, settings: CandidateSettings = LSH_SETTINGS) -> float:
@@ -163,7 +149,7 @@ def checked_pairs(
     threshold = check_threshold(exact, settings)
     pending: list[tuple[int, int, int, str, str]] = []
     for a, b, w0a, w1a, w0b, w1b, check_a, check_b, short_a, short_b, text_a, text_b in rows:
-        similarity = sketch_similarity(check_a, check_b, short_a, short_b, settings)
+        similarity = pair_similarity(check_a, check_b, short_a, short_b)
         if similarity < threshold:
             continue
         distance = int(((w0a ^ w0b) & _WORD).bit_count() + ((w1a ^ w1b) & _WORD).bit_count())
