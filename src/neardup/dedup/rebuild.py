@@ -34,8 +34,7 @@ from ..storage import open_storage
 from ..storage.base import Key, Storage, check_key, lookable
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
-from .documents import digests_of, fingerprinter_of, signatures_of, stored_verifier
-from .incremental import text_index_config
+from .documents import Index
 
 #: Records per batch: one transaction each in the new store, as ``neardup index add`` does.
 DEFAULT_BATCH = 1000
@@ -71,7 +70,7 @@ def rebuild_config(meta: Mapping[str, Any]) -> IndexConfig:
     the old index recorded none), as ``neardup index add`` creates it."""
     recorded = meta.get("fingerprint_config")
     fingerprint = FingerprintConfig.from_dict(recorded) if recorded else FingerprintConfig()
-    return text_index_config(fingerprint)
+    return IndexConfig.band_index(fingerprint)
 
 
 def rebuild_index(
@@ -179,8 +178,8 @@ def _carry(
     on_batch: Callable[[int], None] | None,
 ) -> dict[str, int]:
     """Add the input records the old store holds, batch by batch, with their old cluster ids."""
-    fingerprinter = fingerprinter_of(new)
-    verifier = stored_verifier(new)
+    documents = Index(new)  # texts stored as the front door stores them (empty ones too)
+    documents.fingerprinter  # noqa: B018 - the settings it needs, checked before reading
     counts = {"carried": 0, "unknown": 0, "repeated": 0}
     for group in batches(records, batch_size):
         asked = [record for record in group if lookable(record.id)]  # others no store holds
@@ -203,14 +202,16 @@ def _carry(
             kept = [record for record, _ in chosen.values()]
             for record in kept:
                 check_key(record.id, record.location)  # an over-long id from before the id rule
-            values = fingerprinter.fingerprint_many([record.text for record in kept])
-            signatures = signatures_of(verifier, kept, fingerprinter)
+            batch = documents.prepare(kept)  # with digests: the rebuilt store knows its texts
             clusters: list[Key | None] = [cluster for _, cluster in chosen.values()]
-            keys = [record.id for record in kept]
-            digests = digests_of(verifier, kept)  # the rebuilt store knows its texts
             added = sum(
                 new.add_many(
-                    keys, values, signatures=signatures, existing="skip", clusters=clusters, digests=digests
+                    batch.keys,
+                    batch.fingerprints,
+                    signatures=batch.signatures,
+                    existing="skip",
+                    clusters=clusters,
+                    digests=batch.digests,
                 )
             )
             counts["carried"] += added
