@@ -219,7 +219,7 @@ def _long_text_hashes(text: str) -> UInt64Array:
 
 def _sorted_distinct(keys: UInt64Array) -> UInt64Array:
     """``keys`` sorted (in place) without repeats: ``np.unique`` hashes first in numpy 2,
-    20x slower on millions of 64-bit keys."""
+    far slower on millions of 64-bit keys."""
     keys.sort()
     distinct = np.ones(len(keys), dtype=bool)
     np.not_equal(keys[1:], keys[:-1], out=distinct[1:])
