@@ -19,8 +19,8 @@ from click.core import ParameterSource
 
 from ..dedup.batch import DEFAULT_MU
 from ..dedup.clusters import KEEP_POLICIES
-from ..dedup.pipeline import CANDIDATE_SEARCHES, DedupResult, DedupSettings, dedup_documents
 from ..dedup.pipeline import MAX_TABLES as MAX_TABLES
+from ..dedup.pipeline import SEARCHES, DedupResult, DedupSettings, dedup_documents
 from ..dedup.pipeline import block_scheme_of as block_scheme_of
 from ..dedup.summary import Summary as Summary
 from ..errors import OutputError
@@ -100,17 +100,18 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
     default="auto",
     show_default=True,
     callback=parse_distance,
-    help="Largest Hamming distance (differing bits) of a near-duplicate pair; auto: by input "
-    "size, 16 up to 20 k records, 12 up to 100 k, 6 up to 1 M, then 3 (see below).",
+    help="The Simhash search (implies --search simhash): largest Hamming distance (differing "
+    "bits) of a near-duplicate pair; auto: by input size, 16 up to 20 k records, 12 up to 100 k, "
+    "6 up to 1 M, then 3.",
 )
 @click.option(
     "--search",
-    "candidate_search",
-    type=click.Choice(CANDIDATE_SEARCHES),
-    default="lsh",
-    show_default=True,
-    help="How -k auto finds candidates: lsh (shingle LSH, every pair of shingle Jaccard >= 0.5 "
-    "at any size) or simhash (the exact Simhash search, 16 bits up to 20,000 records, fewer above).",
+    "search",
+    type=click.Choice(SEARCHES),
+    default=None,
+    help="How candidates are found: lsh (shingle LSH, every pair of shingle Jaccard >= 0.5 at "
+    "any size) or simhash (the exact Simhash search within -k bits) [default: lsh; simhash "
+    "when -k or --scheme is given].",
 )
 @click.option(
     "--keep",
@@ -148,8 +149,8 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
     type=click.Choice(("auto", *VERIFY_MODES)),
     default="auto",
     show_default=True,
-    help="Confirm each candidate pair: shingle Jaccard, its MinHash estimate, or the combined score; "
-    "auto: jaccard when -k auto searches wider than 3, else none.",
+    help="Check each candidate pair (see below); auto: jaccard, or under --search simhash "
+    "jaccard when -k auto searches wider than 3, else none.",
 )
 @click.option(
     "--threshold",
@@ -202,7 +203,7 @@ def dedup(
     output: str,
     max_distance: int | None,
     keep: str,
-    candidate_search: str,
+    search: str | None,
     scheme: tuple[int, int] | None,
     mu: float,
     stats: bool,
@@ -223,15 +224,15 @@ def dedup(
     of a near-duplicate is in the same cluster. Ids are written as given; they must be
     unique.
 
-    By default (-k auto, --search lsh) candidates come from a shingle LSH whose recall does
-    not fall with the input size (every pair of shingle Jaccard >= 0.5 found with
-    probability >= 0.99), each checked on the texts' sketches and, where those are unsure,
-    on the exact shingle Jaccard. On the labelled dev sets this scores F1 0.99 where -k 3
-    alone scores 0.41-0.60 (docs/candidates.md). --search simhash, or a -k given by hand,
-    is the exact Simhash search instead: records fingerprinted as `neardup fingerprint`
-    does (same options), every pair within --max-distance bits found (block keys, no pair
-    missed); a -k given by hand is searched as given, with no verification unless --verify
-    asks for it.
+    By default (--search lsh) candidates come from a shingle LSH whose recall does not
+    fall with the input size (every pair of shingle Jaccard >= 0.5 found with probability
+    >= 0.99), each checked on the texts' sketches and, where those are unsure, on the exact
+    shingle Jaccard. On the labelled dev sets this scores F1 0.99 where -k 3 alone scores
+    0.41-0.60 (docs/candidates.md). --search simhash, or a -k or --scheme given by hand, is
+    the exact Simhash search instead: records fingerprinted as `neardup fingerprint` does
+    (same options), every pair within --max-distance bits found (block keys, no pair
+    missed); a -k given by hand is searched as given, with no check unless --verify asks
+    for it. An option the chosen search does not read is refused (exit 2), never ignored.
 
     \b
     Outputs (give at least one):
@@ -249,21 +250,27 @@ def dedup(
       drop-all  every record of a cluster of two or more is dropped; the earliest
                 names the cluster
 
-    Under the default search a record without letters or digits has no shingles and
-    pairs with nothing (the summary counts it as empty). Under -k K or --search simhash a
-    record whose text yields no features gets the all-zero fingerprint, so all such
-    records pair up at distance 0 in one cluster (unless a verification rejects them).
+    A record without letters or digits (no shingles, no features) pairs with nothing,
+    under either search, as in an index, the service and the Spark job; the summary
+    counts it as empty.
 
     \b
-    --verify confirms each pair found within --max-distance before clustering, so a
-    wide search (-k 10 to 16, for recall on short or edited texts) keeps its precision:
+    --verify checks each candidate before clustering. Under --search lsh:
+      jaccard   the sketch estimate, and the exact shingle Jaccard near --threshold (0.5)
+                (auto: the default)
+      sketch    the sketch estimate alone (as an index decides)
+      none      candidates unchecked (the summary says so)
+    \b
+    Under --search simhash, so that a wide search (-k 10 to 16) keeps its precision:
       none      Simhash alone
       jaccard   exact Jaccard of the texts' character shingles >= --threshold (0.5)
-      minhash   MinHash estimate of that Jaccard >= --threshold (0.5)
+      minhash   MinHash estimate of that Jaccard >= --threshold (0.5), --num-perm functions
+      sketch    the 512-bin sketch estimate of that Jaccard >= --threshold (0.5)
       combined  mu/(H+1) + (1-mu)*J(metadata) >= --threshold (0.2), seed 000's score;
                 metadata from --meta-field (tags, keywords, refs), else top keywords
     Pairs of identical texts are always kept. --explain adds to each --pairs line the
-    shingle Jaccard, the metadata estimate, the combined score and shared features.
+    evidence: the exact shingle Jaccard and shared features, with the check's estimate
+    (LSH) or the metadata estimate and the combined score (Simhash).
 
     --index URL dedups INPUT against a stored index instead (seed 002's incremental
     mode) and adds the new records to it, one transaction per batch: each record joins
@@ -291,21 +298,26 @@ def dedup(
         return
     if ctx.params.get("existing") is not None:
         raise click.UsageError("--existing applies with --index only", ctx)
+
+    def given(name: str, value: Any) -> Any:
+        return None if ctx.get_parameter_source(name) == ParameterSource.DEFAULT else value
+
     settings = DedupSettings(
         max_distance=max_distance,
         verify=verify,
         threshold=verify_threshold,
-        content_weight=content_weight,
-        num_perm=num_perm,
+        content_weight=given("content_weight", content_weight),
+        num_perm=given("num_perm", num_perm),
         keep=keep,
         scheme=scheme,
-        mu=mu,
+        mu=given("mu", mu),
         explain=explain,
         keep_records=emit is not None,
-        meta_fields=meta_fields or META_FIELDS,
+        meta_fields=meta_fields or None,
         batch_size=batch_size,
-        candidates=candidate_search,
+        search=search,
     )
+    check_applicable(ctx, settings)
     fingerprinter = _checked_fingerprinter(ctx, settings, pairs_path, targets)
     ready = time.perf_counter()
     report = ErrorReport()
@@ -358,6 +370,47 @@ def check_outputs(
     check_outputs_not_inputs(ctx, named)  # also two outputs that are one file (links too)
     given = [(flag, path) for flag, path in named.items() if path is not None]
     return [path for _, path in given if path != "-"]
+
+
+#: The flag of each setting :meth:`DedupSettings.not_applicable` may name.
+SETTING_FLAGS = {
+    "max_distance": "-k/--max-distance",
+    "scheme": "--scheme",
+    "mu": "--mu",
+    "verify": "--verify",
+    "content_weight": "--content-weight",
+    "num_perm": "--num-perm",
+    "meta_fields": "--meta-field",
+    "threshold": "--threshold",
+}
+
+
+def check_applicable(ctx: click.Context, settings: DedupSettings) -> None:
+    """Refuse (exit 2) an option the chosen search or check does not read: it would
+    otherwise be ignored, or switch the search behind the user's back."""
+    unused = settings.not_applicable()
+    if not unused:
+        return
+    name, _ = unused[0]
+    flag = SETTING_FLAGS[name]
+    shown = f"{flag} {settings.verify}" if name == "verify" else flag
+    if settings.method == "lsh":
+        fix = (
+            "the LSH search checks with --verify jaccard (the default), sketch or none"
+            if name == "verify"
+            else "drop it"
+        )
+        chosen = "--search lsh" if settings.search else "the default search (--search lsh)"
+        raise click.UsageError(
+            f"{shown} applies to the Simhash search, not {chosen}: {fix}, or add --search simhash", ctx
+        )
+    needs = {
+        "content_weight": "--verify combined or --explain",
+        "num_perm": "--verify minhash, --verify combined or --explain",
+        "meta_fields": "--verify combined or --explain",
+        "threshold": "a --verify other than none (-k K alone checks nothing)",
+    }[name]
+    raise click.UsageError(f"{shown} is read only with {needs}; drop it or add one", ctx)
 
 
 def check_directory(target: str) -> None:

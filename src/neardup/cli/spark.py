@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from ..io.read import detect_format
 from ..io.record import ErrorReport
@@ -196,11 +197,17 @@ def _block_scheme(ctx: click.Context, bits: int, params: dict[str, Any]) -> Any:
     if params["max_distance"] is None:
         if params["scheme"] is not None:
             raise click.UsageError("--scheme guarantees a distance: give it with -k/--max-distance", ctx)
-        if params["candidate_search"] != "lsh":
+        if ctx.get_parameter_source("mu") != ParameterSource.DEFAULT:
+            raise click.UsageError("--mu applies to the Simhash search (-k K), not the default LSH", ctx)
+        if params["search"] == "simhash":
             raise click.UsageError(
                 "the Spark job's automatic search is the shingle LSH; for a Simhash search give -k K", ctx
             )
         return None
+    if params["search"] == "lsh":
+        raise click.UsageError(
+            "-k/--max-distance applies to the Simhash search, not --search lsh: drop one of them", ctx
+        )
     return block_scheme_of(bits, params["max_distance"], params["scheme"])
 
 

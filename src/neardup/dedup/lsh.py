@@ -27,6 +27,7 @@ from ..distance import hamming_many
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..io.record import Record
 from ..similarity.shingles import shingles_of
+from ..similarity.verify import Explanation, shared_features
 from ..text.normalize import Normalizer
 from . import shingle_sets
 from .batch import Pairs
@@ -179,12 +180,19 @@ class LshStage:
         self.search.drop_band_keys()
         return found
 
-    def confirmed(self, found: IntArray) -> tuple[Pairs, int]:
-        """The candidates kept, with their Simhash distances, and how many were rejected: those
-        whose sketch estimate lies more than :data:`CHECK_MARGIN` from the threshold are
-        decided by it, the rest by the exact shingle Jaccard of their texts (as the
-        fingerprinter's normalizer sees them). Estimates are taken in chunks, in forked
-        workers when there are several, so memory stays bounded however many there are."""
+    def confirmed(self, found: IntArray, mode: str = "jaccard") -> tuple[Pairs, int]:
+        """The candidates kept, with their Simhash distances, and how many were rejected.
+        ``jaccard``: those whose sketch estimate lies more than :data:`CHECK_MARGIN` from the
+        threshold are decided by it, the rest by the exact shingle Jaccard of their texts (as
+        the fingerprinter's normalizer sees them); ``sketch``: the estimate decides alone (as
+        an index decides, having no texts); ``none``: every candidate is kept. Estimates are
+        taken in chunks, in forked workers when there are several, so memory stays bounded
+        however many there are."""
+        if mode == "none":
+            pairs = found[np.lexsort((found[:, 1], found[:, 0]))]
+            i, j = pairs[:, 0], pairs[:, 1]
+            return Pairs(i, j, self.distances(i, j)), 0
+        margin = CHECK_MARGIN if mode == "jaccard" else 0.0
         threshold = self.search.settings.threshold
         sure: list[IntArray] = []
         unsure: list[IntArray] = []
@@ -194,10 +202,8 @@ class LshStage:
         for chunk, similarity in zip(
             chunks, forked_map(_similarities, chunks, self.search, workers), strict=True
         ):
-            sure.append(chunk[similarity >= threshold + CHECK_MARGIN])
-            unsure.append(
-                chunk[(similarity >= threshold - CHECK_MARGIN) & (similarity < threshold + CHECK_MARGIN)]
-            )
+            sure.append(chunk[similarity >= threshold + margin])
+            unsure.append(chunk[(similarity >= threshold - margin) & (similarity < threshold + margin)])
         kept: list[IntArray] = sure
         if unsure:
             kept.append(self._exact(np.concatenate(unsure), threshold))
@@ -207,14 +213,39 @@ class LshStage:
         return Pairs(i, j, self.distances(i, j)), len(found) - len(i)
 
     def _exact(self, pairs: IntArray, threshold: float) -> IntArray:
-        """The pairs whose exact shingle Jaccard reaches ``threshold``, each of their texts
-        shingled once (:class:`ShingleSets`)."""
+        """The pairs whose exact shingle Jaccard reaches ``threshold``."""
+        if not len(pairs):
+            return pairs
+        return pairs[self.jaccard(pairs) >= threshold]
+
+    def jaccard(self, pairs: IntArray) -> npt.NDArray[np.float64]:
+        """The exact shingle Jaccard of each pair (m, 2), each text shingled once
+        (:class:`ShingleSets`)."""
         involved, inverse = unique_inverse(pairs)
         rows = inverse.reshape(-1, 2)
         texts, normalizer = self.texts, self.fingerprinter.normalizer
         workers = self.workers
         sets = ShingleSets.of(len(involved), lambda row: texts[int(involved[row])], normalizer, workers)
-        return pairs[sets.jaccard(rows[:, 0], rows[:, 1], workers) >= threshold]
+        return sets.jaccard(rows[:, 0], rows[:, 1], workers)
+
+    def explain(self, pairs: Pairs) -> list[Explanation]:
+        """The evidence of each kept pair: the estimate the check read (sketch bins, or the
+        exact sets of two short texts), the exact shingle Jaccard and the heaviest shared
+        features."""
+        found = np.stack([pairs.i, pairs.j], axis=1).astype(np.int64)
+        self.search.prepare()
+        estimate = self.search.similarities(found)
+        exact = self.jaccard(found)
+        involved, inverse = unique_inverse(found)
+        chosen = [self.texts[int(k)] for k in involved.tolist()]
+        rows = inverse.reshape(-1, 2)
+        shared = shared_features(self.fingerprinter, chosen, rows[:, 0].tolist(), rows[:, 1].tolist())
+        return [
+            Explanation(int(d), float(jac), None, None, words, estimate=float(est))
+            for d, jac, est, words in zip(
+                pairs.distance.tolist(), exact.tolist(), estimate.tolist(), shared, strict=True
+            )
+        ]
 
     def distances(self, i: IntArray, j: IntArray) -> npt.NDArray[np.uint8]:
         """Hamming distances of the pairs' fingerprints, fingerprinting only their records."""

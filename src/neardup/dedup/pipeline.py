@@ -51,13 +51,26 @@ DEFAULT_BATCH_SIZE = 2048
 #: the whole input (the auto-tuner has the same cap).
 MAX_TABLES = DEFAULT_MAX_TABLES
 
-#: ``candidates`` of the automatic search: "lsh" (shingle LSH, the default) or "simhash" (the
-#: exact block search, its distance narrowing with the input size as in earlier versions).
-CANDIDATE_SEARCHES = ("lsh", "simhash")
+#: The candidate searches: ``lsh`` (shingle LSH, the default) and ``simhash`` (the exact
+#: Hamming search of the Simhash fingerprints, its distance narrowing with the input size
+#: unless ``max_distance`` is given).
+SEARCHES = ("lsh", "simhash")
+#: The checks of the LSH search's candidates: ``jaccard`` (the sketch estimate, the exact
+#: Jaccard of the texts near the threshold), ``sketch`` (the estimate alone, as an index
+#: decides) and ``none`` (candidates unchecked). ``auto`` is ``jaccard``.
+LSH_VERIFY_MODES = ("jaccard", "sketch", "none")
 #: The shingle Jaccard the LSH search keeps (that of ``--verify jaccard``).
 LSH_THRESHOLD = 0.5
 #: Sketch bins kept per document (8 bits each) to pre-filter the LSH candidates.
 LSH_CHECK_BINS = 512
+#: Defaults of the settings only some searches read (None in :class:`DedupSettings` means
+#: "not given", so that a setting given where it does not apply is refused, not ignored).
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "content_weight": DEFAULT_CONTENT_WEIGHT,
+    "num_perm": DEFAULT_NUM_PERM,
+    "mu": DEFAULT_MU,
+    "meta_fields": META_FIELDS,
+}
 
 #: ``progress(stage, advance, total)``: called with advance 0 (and the total when known) as a
 #: stage starts, then with the work done since the last call. Stages: ``fingerprint``
@@ -67,63 +80,117 @@ Progress = Callable[[str, int, "int | None"], object]
 
 @dataclass(frozen=True)
 class DedupSettings:
-    """The options of ``neardup dedup`` (see its ``--help``): ``max_distance`` None and
-    ``verify`` "auto" choose both by input size (:mod:`neardup.dedup.auto`)."""
+    """The options of ``neardup dedup`` (see its ``--help``).
+
+    ``search`` None is the shingle LSH, or the Simhash search when ``max_distance`` or
+    ``scheme`` is given (they name it). Under the Simhash search ``max_distance`` None and
+    ``verify`` "auto" choose both by input size (:mod:`neardup.dedup.auto`). A setting the
+    chosen search and check do not read is refused by :meth:`check` (see
+    :meth:`not_applicable`); None means "not given"."""
 
     max_distance: int | None = None
     verify: str = "auto"
     threshold: float | None = None
-    content_weight: float = DEFAULT_CONTENT_WEIGHT
-    num_perm: int = DEFAULT_NUM_PERM
+    content_weight: float | None = None
+    num_perm: int | None = None
     keep: str = "first"
     scheme: tuple[int, int] | None = None
-    mu: float = DEFAULT_MU
+    mu: float | None = None
     explain: bool = False
     keep_records: bool = False
-    meta_fields: tuple[str, ...] = META_FIELDS
+    meta_fields: tuple[str, ...] | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
-    candidates: str = "lsh"
+    search: str | None = None
+
+    @property
+    def method(self) -> str:
+        """The search that runs: ``search``, else simhash when a distance or a block scheme
+        is given, else lsh."""
+        if self.search is not None:
+            return self.search
+        return "simhash" if self.max_distance is not None or self.scheme is not None else "lsh"
+
+    def not_applicable(self) -> list[tuple[str, str]]:
+        """The settings given that the chosen search and check do not read, each with why."""
+        if self.search is not None and self.search not in SEARCHES:
+            return []  # check() names the unknown search
+        method, verify = self.method, self.verify
+        found: list[tuple[str, str]] = []
+        if method == "lsh":
+            for name in ("max_distance", "scheme", "mu"):
+                if getattr(self, name) is not None:
+                    found.append((name, "it sets the Simhash search; add search='simhash'"))
+            if verify not in ("auto", *LSH_VERIFY_MODES):
+                why = f"{verify} checks Simhash candidates; LSH checks with jaccard, sketch or none"
+                found.append(("verify", why))
+            for name in ("content_weight", "num_perm", "meta_fields"):
+                if getattr(self, name) is not None:
+                    found.append((name, "it sets verify 'combined' or 'minhash' of Simhash candidates"))
+            return found
+        if verify == "auto" and self.max_distance is not None:
+            verify = "none"  # a distance given by hand is searched as given, unchecked
+        explained = self.explain
+        uses = {
+            "content_weight": verify == "combined" or explained,
+            "num_perm": verify in ("minhash", "combined") or explained,
+            "meta_fields": verify == "combined" or explained,
+        }
+        for name, used in uses.items():
+            if getattr(self, name) is not None and not used:
+                found.append((name, f"verify={verify!r} does not read it"))
+        if self.threshold is not None and verify == "none":
+            found.append(("threshold", "verify='none' checks nothing"))
+        return found
 
     def check(self, bits: int) -> None:
         """Refuse settings that cannot run with ``bits``-bit fingerprints, before any input."""
-        self.verifier("none" if self.verify == "auto" else self.verify)
+        if self.search is not None and self.search not in SEARCHES:
+            raise ConfigError(f"unknown search {self.search!r}; choose one of {', '.join(SEARCHES)}")
+        unused = self.not_applicable()
+        if unused:
+            name, why = unused[0]
+            raise ConfigError(f"{name} does not apply to the {self.method} search: {why}")
+        if self.method == "simhash":
+            self.verifier("none" if self.verify == "auto" else self.verify)
         check_keep(self.keep)
-        if self.candidates not in CANDIDATE_SEARCHES:
-            raise ConfigError(
-                f"unknown candidate search {self.candidates!r}; choose one of {', '.join(CANDIDATE_SEARCHES)}"
-            )
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be 1 or more; got {self.batch_size!r}")
-        if self.mu < 0:
+        if self.mu is not None and self.mu < 0:
             raise ConfigError(f"mu must be 0 or more; got {self.mu!r}")
         if self.scheme is not None and self.max_distance is None:
             raise ConfigError("a block scheme guarantees a distance: give max_distance with scheme")
         if self.max_distance is not None:
             block_scheme_of(bits, self.max_distance, self.scheme)
 
+    def option(self, name: str) -> Any:
+        """A setting's value, its default where it was not given."""
+        value = getattr(self, name)
+        return DEFAULT_OPTIONS[name] if value is None else value
+
     def verifier(self, mode: str) -> Verifier:
         """The verifier of ``mode`` (a resolved one, not "auto") under these settings."""
-        return Verifier(mode, self.threshold, self.content_weight, self.num_perm)
+        return Verifier(mode, self.threshold, self.option("content_weight"), self.option("num_perm"))
+
+    @property
+    def lsh_verify(self) -> str:
+        """The check of the LSH search's candidates (``auto`` is ``jaccard``)."""
+        return "jaccard" if self.verify == "auto" else self.verify
 
     @property
     def auto_texts(self) -> bool:
-        """Whether the automatic search may verify: texts are then kept only up to
+        """Whether the automatic Simhash search may verify: texts are then kept only up to
         :data:`~neardup.dedup.auto.AUTO_TEXT_LIMIT` records."""
         return self.verify == "auto" and self.max_distance is None and not self.explain
 
     @property
     def keeps_texts(self) -> bool:
+        """Whether the Simhash search keeps the texts (the LSH search keeps its own)."""
         return self.explain or self.verify not in ("none", "auto") or self.auto_texts
 
-    @property
-    def may_use_lsh(self) -> bool:
-        """Whether collect() builds the shingle LSH sketches (the search is decided by size)."""
-        return self.auto_texts and self.candidates == "lsh"
-
     def lsh_settings(self) -> CandidateSettings:
-        """The shingle LSH of the automatic search: pairs of Jaccard >= the threshold found
-        with probability >= 0.99, pre-filtered on 512 sketch bins kept at 8 bits. A higher
-        threshold needs fewer bands; they never drop below the bins the check reads."""
+        """The shingle LSH: pairs of Jaccard >= the threshold found with probability >= 0.99,
+        pre-filtered on 512 sketch bins kept at 8 bits. A higher threshold needs fewer
+        bands; they never drop below the bins the check reads."""
         threshold = self.threshold or LSH_THRESHOLD
         rows = CandidateSettings.rows
         bands = max(bands_for(threshold, rows), -(-LSH_CHECK_BINS // rows))
@@ -170,6 +237,8 @@ class Collected:
     metadata: list[list[str] | None] = field(default_factory=list)
     empty: int = 0
     lsh: LshStage | None = None
+    #: Positions of the records without features (Simhash search): they pair with nothing.
+    featureless: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -189,9 +258,9 @@ def collect(
     keep_texts = settings.keeps_texts
     limit = AUTO_TEXT_LIMIT if settings.auto_texts else None
     collected = Collected(bits=fingerprinter.bits, fingerprints=_no_fingerprints(fingerprinter.bits))
-    if settings.may_use_lsh:
+    if settings.method == "lsh":
         # The LSH stage keeps the texts itself and fingerprints only the records in pairs.
-        keep_texts = False
+        keep_texts, limit = False, None
         collected.lsh = LshStage(settings.lsh_settings(), fingerprinter)
     parts: list[npt.NDArray[np.uint64]] = []
     first_seen: dict[RecordId, str] = {}
@@ -205,14 +274,17 @@ def collect(
             else:
                 encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
                 parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
-                collected.empty += int(np.count_nonzero(encoded.feature_counts == 0))
+                blank = np.flatnonzero(np.asarray(encoded.feature_counts) == 0)
+                collected.featureless.extend((blank + len(collected.ids)).tolist())
+                collected.empty += len(blank)
             collected.ids.extend(record.id for record in group)
             collected.lengths.extend(len(record.text) for record in group)
             if settings.keep_records:
                 collected.records.extend(group)
             if keep_texts:
                 collected.texts.extend(record.text for record in group)
-                collected.metadata.extend(metadata_of(r.fields, settings.meta_fields) for r in group)
+                names = settings.option("meta_fields")
+                collected.metadata.extend(metadata_of(r.fields, names) for r in group)
                 if limit is not None and len(collected.texts) > limit:
                     keep_texts = False
                     collected.texts, collected.metadata = [], []
@@ -270,32 +342,39 @@ def search_candidates(
     settings and returns the candidates with the search that was resolved."""
     n, bits = len(collected), collected.bits
     if collected.lsh is not None:
-        return _lsh_candidates(collected, collected.lsh, progress)
+        return _lsh_candidates(collected, collected.lsh, settings.lsh_verify, progress)
     search = resolve_search(n, bits, settings.max_distance, settings.verify)
     scheme = block_scheme_of(bits, search.max_distance, settings.scheme)
     scheme = scheme or BlockScheme.auto(n, bits, search.max_distance)
     stats = BucketStats()
     if progress is not None:
         progress("pairs", 0, scheme.table_count)
-    pairs = find_all_pairs(
-        collected.fingerprints,
+    # One rule everywhere: a text without features pairs with nothing, so it is not searched.
+    searched = np.ones(n, dtype=bool)
+    searched[collected.featureless] = False
+    rows = np.flatnonzero(searched)
+    found = find_all_pairs(
+        collected.fingerprints[rows],
         search.max_distance,
         bits=bits,
         scheme=scheme,
-        mu=settings.mu,
+        mu=settings.option("mu"),
         stats=stats,
         progress=None if progress is None else lambda done: progress("pairs", done, scheme.table_count),
     )
+    pairs = Pairs(rows[found.i], rows[found.j], found.distance)
     return Candidates(pairs, search, scheme, stats)
 
 
-def _lsh_candidates(collected: Collected, lsh: LshStage, progress: Progress | None) -> Candidates:
-    """The pairs of the shingle LSH (distances are filled in once they are confirmed)."""
+def _lsh_candidates(
+    collected: Collected, lsh: LshStage, verify: str, progress: Progress | None
+) -> Candidates:
+    """The pairs of the shingle LSH (distances are filled in once they are checked)."""
     if progress is not None:
         progress("pairs", 0, None)
     found = lsh.candidates()
     i, j = found[:, 0], found[:, 1]
-    search = Search(collected.bits, "jaccard", "lsh")
+    search = Search(collected.bits, verify, "lsh")
     return Candidates(Pairs(i, j, np.zeros(len(i), dtype=np.uint8)), search, None, BucketStats())
 
 
@@ -311,11 +390,11 @@ def verify_pairs(
     """The candidates that the resolved verification confirms, texts compared as the
     fingerprinter's normalizer sees them (the same text to the fingerprint and its check)."""
     pairs, mode = candidates.pairs, candidates.search.verify
+    if candidates.search.method == "lsh" and collected.lsh is not None:
+        confirmed, _ = collected.lsh.confirmed(np.stack([pairs.i, pairs.j], axis=1), mode)
+        return confirmed
     if mode == "none" or not len(pairs):
         return pairs
-    if candidates.search.method == "lsh" and collected.lsh is not None:
-        confirmed, _ = collected.lsh.confirmed(np.stack([pairs.i, pairs.j], axis=1))
-        return confirmed
     _require_texts(collected, f"verify {mode}")
     result = settings.verifier(mode).verify_texts(
         pairs.distance,
@@ -345,9 +424,13 @@ def explain(
     fingerprinter: Fingerprinter,
     settings: DedupSettings = DEFAULT_SETTINGS,
 ) -> list[Explanation]:
-    """Why each pair was kept: shingle Jaccard, metadata estimate, combined score, shared features."""
+    """Why each pair was kept: under the LSH search the check's evidence (the estimate it
+    read, the exact shingle Jaccard) and the shared features; under the Simhash search the
+    shingle Jaccard, the metadata estimate, the combined score and the shared features."""
     if not len(pairs):
         return []
+    if collected.lsh is not None:
+        return collected.lsh.explain(pairs)
     _require_texts(collected, "explain")
     return explain_pairs(
         settings.verifier(search.verify),

@@ -73,6 +73,8 @@ class Summary:
     @property
     def kind(self) -> str:
         """What the pairs are: within a distance (Simhash), or of a shingle Jaccard (LSH)."""
+        if self.method == "lsh" and self.verify == "none":
+            return f"found by LSH for shingle Jaccard >= {self.threshold:g}, unchecked (--verify none)"
         if self.method == "lsh":
             return f"of shingle Jaccard >= {self.threshold:g} by LSH"
         return f"within distance {self.max_distance}"

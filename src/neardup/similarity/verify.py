@@ -347,22 +347,25 @@ def _metadata_for(
 
 @dataclass(frozen=True)
 class Explanation:
-    """Why a pair was kept: its distance, the texts' shingle Jaccard, the metadata estimate,
-    the combined score and the heaviest features both texts share."""
+    """Why a pair was kept: its distance, the texts' shingle Jaccard, the heaviest features
+    both texts share and the evidence of the check that kept it: the metadata estimate and
+    the combined score (Simhash search), or the estimate the LSH check read."""
 
     distance: int
     jaccard: float
-    metadata_jaccard: float
-    score: float
+    metadata_jaccard: float | None
+    score: float | None
     shared: list[str]
+    estimate: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "jaccard": round(self.jaccard, 4),
-            "metadata_jaccard": round(self.metadata_jaccard, 4),
-            "score": round(self.score, 4),
-            "shared": self.shared,
-        }
+        row: dict[str, Any] = {"jaccard": round(self.jaccard, 4)}
+        for name in ("estimate", "metadata_jaccard", "score"):
+            value = getattr(self, name)
+            if value is not None:
+                row[name] = round(value, 4)
+        row["shared"] = self.shared
+        return row
 
 
 def shared_features(
