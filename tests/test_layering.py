@@ -229,3 +229,18 @@ def test_functions_stay_small() -> None:
             if size > MAX_FUNCTION_LINES and not reason:
                 too_long.append(f"{module}.{node.name}: {size} lines")
     assert too_long == []
+
+
+def test_batch_dedup_loads_no_store() -> None:
+    """``neardup dedup`` without --index touches no store: importing its command loads no
+    storage, index or service module (they load with --index, in the command's body)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, neardup.cli.dedup; "
+        "print(' '.join(m for m in sys.modules if m.split('.')[:2] in "
+        "(['neardup', 'storage'], ['neardup', 'index'], ['neardup', 'service'])))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.split() == []

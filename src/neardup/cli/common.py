@@ -436,3 +436,25 @@ def check_max_distance(ctx: click.Context, bits: int, max_distance: int | None) 
             ctx,
             param_hint="'-k' / '--max-distance'",
         )
+
+
+def create_in_existing_option(function: Any) -> Any:
+    """``--create-in-existing``: read by ``cli.index.open_index`` from the command's parameters."""
+    return click.option(
+        "--create-in-existing",
+        is_flag=True,
+        help="Create the index even inside an SQLite database that holds other tables "
+        "(refused by default, so another application's database is never changed by mistake).",
+    )(function)
+
+
+def existing_index_option(function: Any) -> Any:
+    """``dedup --index``'s ``--existing``: what a stored id sent with another text does."""
+    return click.option(
+        "--existing",
+        type=click.Choice(["skip", "replace"]),
+        default=None,
+        help="With --index, a record whose id is stored already: skip (the default) answers a "
+        "retry of the same text with its stored cluster and stops at another text naming its "
+        "line; replace stores the new text over the stored record, which keeps its cluster id.",
+    )(function)

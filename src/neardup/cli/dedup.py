@@ -33,6 +33,8 @@ from .common import (
     batch_size_option,
     check_max_distance,
     check_outputs_not_inputs,
+    create_in_existing_option,
+    existing_index_option,
     fingerprint_options,
     input_options,
     open_records,
@@ -43,8 +45,6 @@ from .common import (
     text_config,
     tokenizer_options,
 )
-from .incremental import run_incremental
-from .index import create_in_existing_option, existing_index_option
 
 _SCHEME = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*$")
 
@@ -421,7 +421,10 @@ def check_directory(target: str) -> None:
 
 
 def _dedup_against_index(ctx: click.Context, url: str) -> None:
-    """--index URL: seed 002's incremental mode over a stored index (see the command help)."""
+    """--index URL: seed 002's incremental mode over a stored index (see the command help).
+    Imported here: batch dedup loads no store."""
+    from .incremental import run_incremental
+
     params = ctx.params
     if params["explain"] or params["scheme"] is not None:
         raise click.UsageError("--explain and --scheme do not apply with --index", ctx)

@@ -34,6 +34,7 @@ from .common import (
     batch_size_option,
     check_max_distance,
     check_outputs_not_inputs,
+    create_in_existing_option,
     fingerprint_options,
     input_options,
     open_records,
@@ -124,28 +125,6 @@ def open_index(url: str, config: IndexConfig | None) -> Index:
     context = click.get_current_context(silent=True)
     into_existing = bool(context and context.params.get("create_in_existing"))
     return Index.open(url, config, create_in_existing=into_existing)
-
-
-def create_in_existing_option(function: Any) -> Any:
-    """``--create-in-existing``: read by :func:`open_index` from the command's parameters."""
-    return click.option(
-        "--create-in-existing",
-        is_flag=True,
-        help="Create the index even inside an SQLite database that holds other tables "
-        "(refused by default, so another application's database is never changed by mistake).",
-    )(function)
-
-
-def existing_index_option(function: Any) -> Any:
-    """``dedup --index``'s ``--existing``: what a stored id sent with another text does."""
-    return click.option(
-        "--existing",
-        type=click.Choice(["skip", "replace"]),
-        default=None,
-        help="With --index, a record whose id is stored already: skip (the default) answers a "
-        "retry of the same text with its stored cluster and stops at another text naming its "
-        "line; replace stores the new text over the stored record, which keeps its cluster id.",
-    )(function)
 
 
 def create_option(function: Any) -> Any:
