@@ -141,8 +141,7 @@ class Fingerprinter:
     def encode_many(self, texts: Sequence[str], titles: Sequence[str | None] | None = None) -> EncodedBatch:
         """Fingerprints plus feature counts, so callers can flag documents without features.
         Batches over ``ENCODE_CHUNK`` texts are encoded a chunk at a time, which bounds the
-        intermediate arrays: on 200 k news texts one whole batch took 3x the time and 9x the
-        memory (benchmarks/fingerprint_speed.py --large-batch 200000)."""
+        intermediate arrays by the chunk's size rather than the batch's (docs/fingerprints.md)."""
         if len(texts) <= ENCODE_CHUNK:
             return self._encode_chunk(texts, titles)
         parts = [
@@ -276,7 +275,7 @@ class Fingerprinter:
     ) -> EncodedBatch:
         """sign(W · S) for the batch: W from (document, column, weight) triples with documents
         non-decreasing, S the ±1 bits of ``table`` (one hash per column)."""
-        from scipy import sparse  # here, not at the top: scipy takes ~0.2 s to import
+        from scipy import sparse  # here, not at the top: importing scipy is slow
 
         feature_counts = np.bincount(documents, minlength=count).astype(np.int64)
         indptr = np.concatenate([[0], np.cumsum(feature_counts)])

@@ -131,7 +131,7 @@ def _from_word_lines(text: str, location: str, name: str) -> IdfModel:
 @lru_cache(maxsize=1)
 def default_chinese_idf() -> IdfModel:
     """jieba's bundled idf table (~277k words, fitted by jieba's authors on a large Chinese
-    corpus). Loaded once per process: it is immutable and takes ~0.3 s to parse."""
+    corpus). Loaded once per process: it is immutable and slow to parse."""
     try:
         source = resources.files("jieba").joinpath("analyse", "idf.txt")
         text = source.read_text(encoding="utf-8")
