@@ -40,8 +40,8 @@ from .errors import ConfigError
 UInt64Array = npt.NDArray[np.uint64]
 
 #: Relative cost of verifying one candidate pair versus sorting one entry of one table; the
-#: auto-tuner weighs the two. benchmarks/index_speed.py fits it from two schemes at 1 M
-#: (0.5-0.9 measured); the choice at 10^5-10^8 entries is the same anywhere in 0.25-1.
+#: auto-tuner weighs the two. Its choice at 10^5-10^8 entries is the same for any value in
+#: 0.25-1, so a rough fit is enough (benchmarks/index_speed.py fits it; docs/index.md).
 PAIR_COST = 0.5
 #: Largest number of tables the auto-tuner considers when no budget is given. Batch search
 #: holds one table at a time, so tables cost time only; large distances need many of them
