@@ -20,9 +20,8 @@ no pairs. The pairs (counted before removing repeats) must fit the budget
 (:func:`choose_caps`): every type gets the largest cap ≤ :data:`MAX_CAP` whose pairs stay
 within one allowance, the largest allowance that fits the budget, and at least 2. Selective
 types (``soc_sec_id+date_of_birth``) so keep their groups of a real entity's many rows while
-an unselective one (``state+postcode``) is cut down, instead of one cap for all: at 10⁶
-person rows a single cap fell to 4 and dropped every key that a person's five records and
-their copies shared (records_scale F1 0.77).
+an unselective one (``state+postcode``) is cut down. One cap for all types would fall as the
+table grows, until it drops the keys that one person's few records and their copies share.
 
 **Promise** (tested against brute force): rows ``a`` and ``b`` are a candidate pair if and
 only if, for at least one key type ``t``, both have the same non-null key and at most

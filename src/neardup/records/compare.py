@@ -21,10 +21,8 @@ Typos keep a name within Jaro-Winkler reach, keyed numbers break one digit or sw
 postcodes and phone numbers share prefixes by region, so each kind has the levels its errors
 produce. A ``name`` or ``text`` pair whose values both hold numbers, and not the same ones, is
 ``different`` however close its letters: ``4217 w 18th st`` / ``4216 w 19th st`` are two
-addresses, two "Editorial" records of 2003 and 2008 two records (dev sets, F1 with / without:
-Chicago CSV 0.827 / 0.800, HPI Cora 0.875 / 0.759, bib_digital_work 0.725 / 0.158, FEBRL and
-the other bib sets within 0.004). Levels are computed a whole column of pairs at a time
-(numpy, ``rapidfuzz.process.cpdist``).
+addresses, two "Editorial" records of 2003 and 2008 two records. Levels are computed a whole
+column of pairs at a time (numpy, ``rapidfuzz.process.cpdist``).
 
 Below exact agreement, ``name`` and ``text`` values are compared without punctuation:
 ``1110 w. belmont`` / ``1110 w belmont`` and ``call for bids - evidence`` / ``call for bids:
@@ -35,10 +33,8 @@ the other's words (``600 w madison`` / ``600 west madison street``, ``dept of ph
 Jaro-Winkler puts them. Text words weigh their inverse document frequency in the column
 (:func:`word_weights`, soft TF-IDF as in Cohen, Ravikumar & Fienberg 2003): two site names
 sharing ``erie neighborhood house fcch ... site`` with different people's names, or two
-titles sharing ``decision trees``, share common words, not rare ones. Dev sets, final model
-without each of them (Chicago CSV / HPI Cora / bib_digital_work F1; all three 0.915 / 0.917 /
-0.977): punctuation 0.910 / 0.805 / 0.976, abbreviation 0.909 / 0.918 / 0.977, word weights
-0.909 / 0.886 / 0.971; FEBRL and the other bib sets within 0.007.
+titles sharing ``decision trees``, share common words, not rare ones. What each rule is
+worth on the dev sets: docs/records.md.
 """
 
 from __future__ import annotations
@@ -72,14 +68,13 @@ COMPARE_KINDS: tuple[str, ...] = (*LEVELS, "ignore")
 #: Kinds whose exact agreement is weighed by how common the shared value is (term
 #: frequencies). For text only pairs whose whole normalised values are equal count as sharing
 #: a value; its top level (word Jaccard ≥ 0.9) also holds near-equal values, which keep the
-#: column's weight. Text joined (bib_digital_work F1 0.725 → 0.794): two "Editorial" records
-#: share a title that 30 records hold.
+#: column's weight. Text is one: a title that 30 records hold ("Editorial") says little
+#: when two records share it.
 TF_KINDS: tuple[str, ...] = ("name", "number", "date", "code", "text")
 JARO_WINKLER = (0.88, 0.94)
 JACCARD = (0.3, 0.6, 0.9)
 #: Numbers shorter than this have no "one digit" or "transposed" level: issue 5 and issue 6,
-#: or volume 12 and 21, are other numbers, not typos (bib_digital_work F1 0.796 → 0.858,
-#: bib_respiratory 0.971 → 0.964 as EM's fit moved, the other dev sets unchanged).
+#: or volume 12 and 21, are other numbers, not typos.
 TYPO_DIGITS = 3
 #: Long digit strings (phone numbers) are compared on their last digits only, dropping
 #: country codes and trunk prefixes.

@@ -62,12 +62,11 @@ class Verification:
 
 
 #: The automatic search (``-k auto``): (largest row count, max_distance), each confirmed by
-#: field agreement. Rows are short, so one differing column moves a fingerprint about 9 bits:
-#: k = 8 alone finds a fifth of FEBRL's duplicates, k = 18 + fields verification 0.86-0.89 of
-#: them at precision 1.000. Wide searches cost more as rows grow (synthetic complaint rows,
-#: ``benchmarks/records_quality.py --rows N``: k = 18 at 20,000 rows 11.9 s, k = 12 at 100,000
-#: rows 30.8 s, against 0.8 s and 3.7 s at k = 8), so above the last step the search
-#: is the plain k = DEFAULT_MAX_DISTANCE and no features are kept for verification.
+#: field agreement. Rows are short, so one differing column moves a fingerprint about 9 bits
+#: and a narrow search misses most duplicates; a wide one needs verification to stay precise.
+#: Wide searches cost more as rows grow, so above the last step the search is the plain
+#: k = DEFAULT_MAX_DISTANCE and no features are kept for verification (figures and the
+#: command that measures them: docs/records.md, "Matching by Simhash").
 AUTO_RECORD_STEPS: tuple[tuple[int, int], ...] = ((20_000, 18), (100_000, 12))
 AUTO_RECORD_LIMIT = AUTO_RECORD_STEPS[-1][0]
 AUTO = "auto"

@@ -1,7 +1,7 @@
 """Duplicate rows by learned field weights: the default of ``neardup records``.
 
 Simhash on short rows misses duplicates whose differing column moves the fingerprint far
-(FEBRL F1 0.86–0.89, Chicago 0.08). This pipeline instead
+(docs/records.md compares the two). This pipeline instead
 
 1. streams the rows, keeping per used column only integer codes of its normalised values
    and the distinct values themselves (:mod:`neardup.records.compare` normalisation);
@@ -72,12 +72,11 @@ from .weights import (
 )
 
 #: Default P(match) a pair needs. EM's λ is the share of duplicates among candidates, not in
-#: the table, and pairs chain into clusters, so the midpoint let through chains of plausible
-#: pairs: on the dev sets 0.5 / 0.9 / 0.99 gave FEBRL 3 F1 1.000 / 0.999 / 0.999 and dedupe's
-#: Chicago CSV 0.392 / 0.638 / 0.800.
+#: the table, and pairs chain into clusters, so a looser threshold lets through chains of
+#: plausible pairs (docs/records.md, step 4).
 DEFAULT_THRESHOLD = 0.99
-#: Fewer candidate pairs than this teach EM nothing (on a 5-row table every weight came out
-#: 0 and λ alone decided): a pair then counts when it agrees on :data:`FEW_PAIRS_AGREEMENT`
+#: Fewer candidate pairs than this teach EM nothing (on a tiny table every weight comes out
+#: 0 and λ alone decides): a pair then counts when it agrees on :data:`FEW_PAIRS_AGREEMENT`
 #: of the columns both rows fill (agreeing: one of a column's two closest levels).
 MIN_FIT_PAIRS = 500
 FEW_PAIRS_AGREEMENT = 0.7
@@ -89,18 +88,13 @@ MONOTONE_SLACK = 0.5
 #: Candidate pairs compared per step when scoring (bounds the temporary value arrays).
 SCORE_CHUNK = 500_000
 #: A pair joins two groups only if at least this share of the candidate pairs between them
-#: has a match probability of at least :data:`GUARD_PROBABILITY` (:func:`guarded_pairs`). On
-#: the dev sets, majority / more likely than not gave Chicago CSV F1 0.827 → 0.873 and HPI
-#: Cora 0.875 → 0.900, FEBRL and the bib sets within 0.001; a share of 0.3 or 0.7, or a
-#: probability of 0.9, were lower on one or the other. Since text is compared without
-#: punctuation and with word weights (:mod:`neardup.records.compare`), records that share a
-#: title but not a venue (a technical report and the paper) score closer, and a bare majority
-#: let such groups join (HPI Cora 0.896): three in four of the pairs between them must now
-#: be likely matches (shares 0.55–0.85 gave Cora 0.907–0.918, Chicago 0.917–0.923; 0.5 gave
-#: Cora 0.896, Chicago 0.916; at 10⁶ rows records_scale.py gave F1 0.981 / 0.972 / 0.969 at
-#: 0.5 / 0.67 / 0.75), less :data:`GUARD_SLACK` pairs: between small groups the share
+#: has a match probability of at least :data:`GUARD_PROBABILITY` (:func:`guarded_pairs`).
+#: Text is compared without punctuation and with word weights (:mod:`neardup.records.compare`),
+#: so records that share a title but not a venue (a technical report and the paper) score
+#: close, and a bare majority would let such groups join: three in four of the pairs between
+#: them must be likely matches, less :data:`GUARD_SLACK` pairs: between small groups the share
 #: is coarse (1 of 2, 2 of 3), and one typo-ridden pair of a person's records should not keep
-#: them apart (without it FEBRL 2 and 3 lost 3 and 10 of their duplicate pairs).
+#: them apart. The shares and probabilities tried: docs/records.md, step 5.
 GUARD_SHARE = 0.75
 GUARD_PROBABILITY = 0.5
 GUARD_SLACK = 1

@@ -9,11 +9,9 @@ and the share λ of duplicates among the candidates without any labels; nulls ad
 all non-matches; EM then keeps it fixed. Columns that never discriminate (constant, mostly
 null, unique per row, or differing between duplicates) end with m ≈ u, i.e. weight ≈ 0.
 
-Which u: on FEBRL 1/2/3 (candidates share surname, postcode or birth date; p ≥ 0.5 with
-term frequencies) both reach pairwise F1 0.997/0.994/0.991, at the recall the blocking
-allows and precision 1.000 for EM's u against 1.000/1.000/0.9998 for random u (0.9995/0.9991
-without term frequencies), so EM's u is the default. EM's u also learns that blocked
-non-matches often share a surname (its exact weight ≈ 0); random u does not.
+Which u: EM's is the default. Both reach the same recall on FEBRL (docs/records.md, step 3),
+and EM's u also learns that blocked non-matches often share a surname (its exact weight ≈ 0);
+random u does not.
 
 Everything is deterministic: fixed starting values, iteration cap and tolerance, and a
 seeded sampler.
@@ -53,8 +51,8 @@ ANCHOR_M = 0.2
 MIN_ANCHORS = 30
 #: A column both rows of anchored pairs fill at most this share as often as both rows of all
 #: candidates do, where that rate would have given at least :data:`SOURCE_EXPECTED` anchored
-#: pairs, is filled by a source (:func:`source_columns`). On the dev sets such columns came
-#: out at 0.00–0.38 (one file's own columns), every other at 0.87 or more.
+#: pairs, is filled by a source (:func:`source_columns`): one file's own columns fall far
+#: below this share, the entity's columns far above it.
 SOURCE_SHARE = 0.5
 SOURCE_EXPECTED = 10
 SEED = 20240521
@@ -293,9 +291,8 @@ def source_columns(weights: FieldWeights, pairs: PairLevels) -> list[str]:
     contact person, its yes/no flags, its accreditation date) are filled in that file's rows
     only, so both rows fill them mostly when the pair comes from one file, and agreement on
     them says "same file", not "same entity". Where duplicates lie across files, EM cannot
-    tell: the Chicago CSV gave a contact name +3.8 bits and a listing category +14.5 while
-    its duplicates fill those columns in 0.2 % of pairs. Such columns are left out of the
-    model (and EM fitted again without them)."""
+    tell, and gives such a column a large positive weight though duplicates rarely fill it on
+    both sides. Such columns are left out of the model (and EM fitted again without them)."""
     levels = pairs.levels
     keys = near_keys(weights, levels)
     found = []
@@ -319,9 +316,8 @@ def bound_disagreement(weights: FieldWeights, pairs: PairLevels) -> FieldWeights
     shared keys hold a third group that breaks it: records related but not the same (papers
     of one author in one journal issue, sites of one organisation) agree on the columns of
     what they share and disagree on the rest. EM folds them into its match class, and it shows
-    as inflated m of disagreement (bib_digital_work: title 0.22, DOI 0.43, pages 0.42 where
-    the duplicates' own rates are 0.02, 0.01, 0.03), so a pair that differs in title, pages
-    and DOI still passed on its shared author and issue (F1 0.858 → 0.97). Anchored pairs
+    as inflated m of disagreement, so a pair that differs in title, pages and DOI would pass
+    on its shared author and issue (docs/records.md gives the rates). Anchored pairs
     are duplicates all but surely and do not come from that group. Their disagreement rate
     only lowers EM's (the other levels keep their proportions): rows agreeing exactly on one
     column also tend to agree on others (one source's spelling), so anchors understate
@@ -356,8 +352,8 @@ def match_weights(
     agreeing on a rare surname says more than on "smith". Σf² is the agreement rate of
     random pairs, so with u from :func:`estimate_u_random` this is Splink's log2(m_exact / f);
     with u fitted on blocked candidates (which share values far more often than random rows)
-    the scaling keeps the average exact weight where EM put it (FEBRL 2: precision 1.000
-    against 0.9995 for the unscaled form)."""
+    the scaling keeps the average exact weight where EM put it (the unscaled form is less
+    precise: docs/records.md, step 3)."""
     total = np.full(len(pairs), weights.prior_weight)
     for position, name in enumerate(pairs.names):
         column = weights.column(name)
