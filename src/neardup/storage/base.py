@@ -298,7 +298,7 @@ def verified(
     distance = row_distances(found.words[:, :width] ^ queries[found.rows + offset, :width])
     within = np.flatnonzero(distance <= max_distance)
     # The first position of each (row, key), in numpy: near-identical records by the
-    # thousand put millions of (row, key) hits here, 3.5 s per 64 queries as a set of tuples.
+    # thousand put millions of (row, key) hits here, too many for a set of tuples.
     everything = within.size == len(found.keys)
     keys = found.keys if everything else [found.keys[position] for position in within.tolist()]
     number = {key: place for place, key in enumerate(dict.fromkeys(keys))}

@@ -25,8 +25,8 @@ from ..errors import StorageBusyError
 LEASE_TTL_MS = 30_000
 LEASE_WAIT_S = 60.0
 #: Longest pause between attempts to take a held lease. Batches hold it for milliseconds, so a
-#: longer pause leaves it idle while writers sleep (50 ms made two `neardup serve` workers on
-#: one Redis slower than one; benchmarks/service_load.py --workers 2); an attempt is one SET NX.
+#: longer pause leaves it idle while writers sleep (docs/service.md measures two `neardup
+#: serve` workers on one Redis); an attempt is one SET NX.
 MAX_PAUSE_S = 0.005
 
 

@@ -20,10 +20,8 @@ Two layouts (``P`` is the collection name, ``neardup`` by default):
 
 Records is the better layout: an add is one ``insert_many`` of small documents (the bucket
 layout rewrites T growing documents per record, and MongoDB rewrites a whole document on
-every update), a record is never split across documents, and a query is one indexed find.
-Measured on jongodb with 3,000 stored (``benchmarks/store_speed.py --backends mongo
-mongo-buckets --stored 3000 --fresh 500``): loading 5,664 vs 458 docs/s, check-and-add 618 vs
-76 docs/s.
+every update), a record is never split across documents, and a query is one indexed find
+(docs/storage.md compares the two).
 
 ``P_meta`` holds the configuration (``{"_id": "config", "value": <JSON>, "layout": L}``;
 a store opened without ``layout=`` uses its stored layout) and ``P_lock`` the writer lock.

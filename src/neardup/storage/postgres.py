@@ -1,8 +1,8 @@
 """PostgreSQL store (psycopg 3): ``postgresql://user[:password]@host[:port]/database[?table=P]``.
 
 New stores keep their postings in sorted runs (:mod:`neardup.storage.postgres_runs`, meta row
-``layout``); stores made before it keep seed 002's column layout of :mod:`neardup.storage.sql`
-and are served by it unchanged. Writers serialise across processes with a
+``layout``); a store without that row has seed 002's column layout of :mod:`neardup.storage.sql`
+and is served by it. Writers serialise across processes with a
 transaction-scoped advisory lock on the table prefix.
 """
 
@@ -26,7 +26,7 @@ from .urls import redacted
 
 #: Re-analyze the records table once this share of its rows (and at least ANALYZE_MINIMUM)
 #: was added since the planner last counted: a planner that still believes the table empty
-#: scans it sequentially, which at 100 k rows cuts check-and-add from ~14,000 to ~1,600 docs/s.
+#: scans it sequentially, which slows check-and-add several times over (docs/storage.md).
 ANALYZE_SHARE = 0.2
 ANALYZE_MINIMUM = 5_000
 
@@ -38,8 +38,7 @@ class PostgresStorage(RunsStorage):
     id_column = "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
     #: A move touches nearly every leaf page of the 16 block indexes of the records table (and
     #: writes them to the WAL after each checkpoint) whatever its size, so fewer, larger moves
-    #: cost less per record: band check-and-add sustained over 140,000 documents into 10^6
-    #: stored ran at 2,507 docs/s with 131,072 against 1,289 with 32,768.
+    #: cost less per record (docs/storage.md, "Measured speed").
     recent_rows = 131_072
 
     def __init__(
@@ -72,7 +71,7 @@ class PostgresStorage(RunsStorage):
             self._analyze()
 
     def _insert_records(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
-        # COPY is the bulk path: one round trip for the whole batch, ~10x executemany.
+        # COPY is the bulk path: one round trip for the whole batch, far faster than executemany.
         with cursor.copy(f"COPY {self.records_table} ({self.records_insert_columns()}) FROM STDIN") as copy:
             for values in rows:
                 copy.write_row(values)
@@ -94,12 +93,11 @@ class PostgresStorage(RunsStorage):
         cursor.execute(f"TRUNCATE {self.recent_table}")
 
     def _prefer_indexes(self, cursor: Any) -> None:
-        # At 10^6 records the recent table's sequential scan took 34 ms a statement, its
-        # indexes well under one.
+        # A sequential scan of the recent table costs far more than its indexes.
         # The runs layout joins the few postings found to their records by primary key. Just
-        # after a cut, before autovacuum counted the new run, the planner expected thousands
-        # of rows and merge-joined a full scan of the records' key index: 0.8-1.4 s a batch
-        # instead of 0.1. Parallel workers cost more to start than such a statement takes.
+        # after a cut, before autovacuum has counted the new run, the planner expects thousands
+        # of rows and would merge-join a full scan of the records' key index, which costs far
+        # more than the nested loop. Parallel workers cost more to start than such a statement takes.
         cursor.execute(
             "SET LOCAL enable_seqscan = off; SET LOCAL enable_mergejoin = off; "
             "SET LOCAL enable_hashjoin = off; SET LOCAL max_parallel_workers_per_gather = 0"
@@ -133,7 +131,7 @@ class PostgresStorage(RunsStorage):
         return (psycopg.errors.UniqueViolation,)
 
     def _insert_rows(self, cursor: Any, columns: str, rows: list[tuple[Any, ...]]) -> None:
-        # COPY is the bulk path: one round trip for the whole batch, ~10x executemany.
+        # COPY is the bulk path: one round trip for the whole batch, far faster than executemany.
         with cursor.copy(f"COPY {self.recent_table} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
@@ -151,7 +149,7 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> PostgresS
         """A connection with this store's session settings, also after a server restart (a
         probe's statements are cut by the server after ``timeout_s``)."""
         # No JIT: a candidate statement's estimated cost passes its threshold, and compiling
-        # took 16 ms of statements that run in a few.
+        # takes longer than the statement runs.
         settings = "-c jit=off" + (f" -c statement_timeout={int(timeout_s * 1000)}" if probe else "")
         return psycopg.connect(
             dsn, autocommit=True, connect_timeout=max(1, round(timeout_s)), options=settings

@@ -1,10 +1,10 @@
 """PostgreSQL's dialect of the runs layout (:mod:`neardup.storage.runs`).
 
 What differs from SQLite: postings and run keys travel in binary (one COPY built by numpy; one
-bytea of 8-byte keys per statement, since COPY's message per row took 16 s for 13 million
-keys and hex bytea decodes slowly), key lists are one array parameter, B-tree leaves carry the
-id (INCLUDE), and readers take a table lock that keeps the run list still (see the module
-docstring of :mod:`neardup.storage.runs`). Merges run inside the add, as before: a run is
+bytea of 8-byte keys per statement, since COPY's message per row and hex bytea both decode
+slowly), key lists are one array parameter, B-tree leaves carry the id (INCLUDE), and readers
+take a table lock that keeps the run list still (see the module docstring of
+:mod:`neardup.storage.runs`). Merges run inside the add, not in steps after it: a run is
 sorted and indexed in bulk (``CREATE TABLE … AS``, ``CREATE INDEX``) before the readers' lock
 is taken, and its keys come back in parts of 512 MB (a bytea holds at most 1 GB), each added
 to the filter as it comes.

@@ -1,10 +1,9 @@
 """One process's copy of the recent postings of a runs-layout store (:mod:`.runs`).
 
 The recent postings (``<prefix>_postings``: those of the records added since the last cut)
-change with every add. Kept in a B-tree by posting key they cost each commit one random leaf
-page per posting: at 20,000 records a committed add of 8 documents took 4.0 ms with that index
-and 1.0 ms without it, and a 1,000-document batch at 10^6 records spent ~30 ms writing them
-into it. So the table is indexed by record id only (appends), and each process holds the
+change with every add. Kept in a B-tree by posting key they would cost each commit one random
+leaf page per posting, most of a small add's time (docs/service.md). So the table is indexed
+by record id only (appends), and each process holds the
 postings in memory, searched by numpy: it adds its own after they commit, reads another
 process's by id range (``id >= next_id seen``), and reads them all again after a cut (the
 meta row's ``stamp`` is new at every cut) or when the store's ``next_id`` went back (a

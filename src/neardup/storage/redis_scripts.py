@@ -5,8 +5,9 @@ Redis runs a script to completion before any other command, so each write below 
 writes as one step; under ``appendfsync always`` its writes reach the AOF as one MULTI/EXEC
 block. Every script works a batch in chunks of :data:`CHUNK` arguments per command (Lua's
 ``unpack`` is bounded by its C stack), and touches each bucket through multi-key commands
-(MGET, MSET, DEL) wherever it can: a ``redis.call`` costs 2-3 us in the server on top of the
-command itself, which one call per bucket (16 per record) made most of a batch's time.
+(MGET, MSET, DEL) wherever it can: each ``redis.call`` costs the server a fixed overhead on
+top of the command itself, which one call per bucket (16 per record) would make most of a
+batch's time.
 
 A bucket is a string of entries, each the record's fingerprint words (``width`` bytes), the
 length of its typed key (2 bytes, little-endian) and the typed key (see

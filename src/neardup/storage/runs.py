@@ -14,30 +14,29 @@ Tables (``<prefix>`` as in :mod:`neardup.storage.sql`):
 - ``<prefix>_filters(name, bits)``: each run's filter (:mod:`.run_filters`; under 1 % false
   positives), read once per process and kept, since runs never change.
 
-Why: the column layout inserts every record into 16 B-trees at random places. At 10^6
-records, moving 131,072 recent records into them took 19–58 s on PostgreSQL (most leaf pages of
-every index read, dirtied and written again), which held band check-and-add to ~1,400 docs/s.
-Building a run of the same records costs one sort and one bulk index build, about 5 s.
+Why: the column layout inserts every record into 16 B-trees at random places, so at 10^6
+records a move of the recent records reads, dirties and writes again most leaf pages of every
+index. Building a run of the same records costs one sort and one bulk index build, a fraction
+of that (docs/storage.md, "Measured speed").
 
 Once ``<prefix>_postings`` holds the postings of :data:`RUN_RECORDS` records they become a run
 of tier 0, and :data:`MERGE_RUNS` runs of one tier are merged into one of the next tier
 (size-tiered, as in LSM trees): a posting is rewritten log_4(records / RUN_RECORDS) times and
 about 3 runs per tier are read. On SQLite a merge runs after the add that filled its tier has
 committed, in steps of at most :data:`MERGE_STEP` postings, each its own transaction (see
-:meth:`PostingRuns.merge_step`): inside one add, the merge into tier 3 (33.5 M postings) had
-held the writer lock, and every other writer past its timeout. A run's keys are read back in parts, never
-as one text or blob: one text of a run of 134 M keys (about 2.7 GB) passed SQLite's 1 GB
-length limit, and every later add failed. Once a record was removed, merges leave out the postings of
-removed records (a remove deletes the record row only; postings whose id has no row are
-ignored by every read).
+:meth:`PostingRuns.merge_step`): a merge of a high tier inside one add would hold the writer
+lock past every other writer's timeout. A run's keys are read back in parts, never as one text
+or blob, since a large run's keys exceed SQLite's 1 GB length limit. Merges leave out the
+postings of removed records (a remove deletes the record row only; postings whose id has no
+row are ignored by every read).
 
 Reads: one statement per batch, each run asked only for the keys that pass its filter (a few
 hundred of a batch's 16,000: each probe of a B-tree is a descent from its root, so asking every
-run for every key cost ~300 ms a run per batch). The recent postings are indexed by record id
-only, and each process searches its own copy of them in memory
+run for every key would make those descents most of a batch's time). The recent postings are indexed by
+record id only, and each process searches its own copy of them in memory
 (:mod:`~neardup.storage.recent_postings`), so that an add appends instead of touching one
-random index page per posting. Stores made before that (no ``stamp`` in the meta row) keep
-their index by key and are asked by key.
+random index page per posting. A store with no ``stamp`` in its meta row has its recent
+postings indexed by key and is asked by key.
 
 Writers run one at a time (PostgreSQL: the advisory writer lock for the whole transaction;
 SQLite: ``BEGIN IMMEDIATE``). Readers see the run list and the runs of one moment: SQLite's
@@ -149,7 +148,8 @@ class PostingRuns:
         """The meta row ``runs``: ``runs`` ([{"table", "postings", "tier"}], oldest first),
         ``cut`` (the last record id whose postings are in a run), ``next_id``, ``removed``
         (records removed so far), ``stamp`` (new at every cut,
-        :mod:`~neardup.storage.recent_postings`; absent in stores made before it), and where
+        :mod:`~neardup.storage.recent_postings`; absent in stores whose recent postings are indexed
+        by key), and where
         merges run in steps ``merges`` ([{"table", "sources", "tier", "after", "postings",
         "capacity"}]: merged runs being copied, not read yet) and ``retired`` ([{"table",
         "postings"}]: runs merged away, to drop)."""
@@ -484,7 +484,7 @@ class PostingRuns:
                 part, given = self._given_postings(found_keys, found_ids)
                 parts.append(part)
                 parameters.extend(given)
-        else:  # a store made before the stamps: its recent postings are indexed by key
+        else:  # a store without stamps: its recent postings are indexed by key
             condition, parameter = self._one_of_keys(unique)
             parts.append(f"SELECT k, id FROM {tables[0]} WHERE {condition}")
             parameters.append(parameter)
@@ -568,8 +568,8 @@ class PostingRuns:
 
     def _run_filter(self, cursor: Any, table: str, rows: int) -> tuple[UInt64Array, int]:
         """A new run's filter and posting count (``rows``: the count if known, else -1); keys
-        read in parts, each a comma-separated text parsed by numpy (a row at a time through
-        Python took 7.1 s for 10^7 keys, one text 3.1)."""
+        read in parts, each a comma-separated text parsed by numpy (faster than a row at a time
+        through Python)."""
         if rows < 0:
             cursor.execute(f"SELECT COUNT(*) FROM {table}")
             rows = int(cursor.fetchone()[0])
@@ -647,10 +647,10 @@ class PostingRuns:
 
 
 class RunsStorage(SqlStorage):
-    """A SQL store whose new indexes use the runs layout; stores of the column layout made
-    before it (no meta row ``layout``) are still served by :class:`SqlStorage` unchanged."""
+    """A SQL store whose new indexes use the runs layout; stores of the column layout (no meta
+    row ``layout``) are served by :class:`SqlStorage`."""
 
-    #: The layout new stores get (tests set "columns" to make a store of the earlier layout).
+    #: The layout new stores get (tests set "columns" to make a store of the column layout).
     create_layout = LAYOUT
     #: The id column of a runs-layout records table (ids come from the meta row).
     runs_id_column = "id BIGINT PRIMARY KEY"

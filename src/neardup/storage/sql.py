@@ -12,10 +12,9 @@ Tables (``<prefix>`` defaults to ``neardup``, set with ``?table=``):
 - ``<prefix>_recent``: the same columns and indexes, for the records added since the last
   move. New records go here, and once it holds :data:`RECENT_ROWS` they move to
   ``<prefix>_records`` in one statement inside the adding transaction. Every insert touches
-  one page of each block index; into a table of 10^6 records a batch of 1,000 touches ~16,000
-  random pages, all written again at commit, which held a band index at ~1,500 docs/s. The
-  small table's pages stay few and hot, and a move writes each page of the large one once
-  per :data:`RECENT_ROWS` records.
+  one page of each block index; into a large table a batch touches thousands of random pages,
+  all written again at commit. The small table's pages stay few and hot, and a move writes
+  each page of the large one once per :data:`RECENT_ROWS` records.
 
 A query batch is one statement per table, ``WHERE b0 IN (…) OR b1 IN (…) …``, which every
 engine runs as a union of index lookups; the rows are matched back to the queries and

@@ -46,9 +46,8 @@ BUSY_TIMEOUT = 60.0
 
 
 #: Page cache per connection, KiB. SQLite's default (2 MiB) holds a sliver of a large index,
-#: so each posting insert read its B-tree pages back from the OS: at 10^5 band-index records
-#: check-and-add ran at 2,800 docs/s with it. Pages are allocated as they are read, so a
-#: small index costs no more.
+#: so each posting insert would read its B-tree pages back from the OS. Pages are allocated
+#: as they are read, so a small index costs no more.
 CACHE_KIB = 1 << 20
 
 
@@ -56,11 +55,9 @@ class SqliteStorage(RunsStorage):
     name = "sqlite"
     runs_id_column = "id INTEGER PRIMARY KEY"  # the rowid itself
     #: New SQLite stores get runs, as PostgreSQL's do (``?layout=columns`` gives seed 002's
-    #: table). At 10^6 stored, band check-and-add sustained over 140,000 documents: runs
-    #: 6,231 docs/s against columns 4,465 on the same quiet machine (moving the recent rows
-    #: into the 16 block indexes costs ~100 µs a record there, ~50 ms of each 1,000-document
-    #: batch, and does not shrink with a larger recent table); an earlier busy-machine pair
-    #: gave 4,692 against 3,502, a scratch script the reverse (3,760 against 4,387).
+    #: table): in the column layout, moving the recent rows into the 16 block indexes costs a
+    #: share of every batch that a larger recent table does not shrink, and runs sustain more
+    #: check-and-add at 10^6 stored (docs/storage.md, "Measured speed").
     create_layout = LAYOUT
 
     def __init__(
