@@ -6,8 +6,8 @@ breaks; normalizing first makes those copies produce the same features. The resu
 input of every tokenizer, so any change here changes fingerprints: bump
 :data:`NORMALIZER_VERSION` when it does (indexes record it and refuse a mismatch).
 
-Speed: ``unicodedata.normalize("NFKC", ...)`` runs at ~25 MB/s on Chinese news, as slow as
-segmentation itself. We first map every code point whose NFKC form differs through a
+Speed: ``unicodedata.normalize("NFKC", ...)`` is about as slow on Chinese news as segmentation
+itself (docs/fingerprints.md). We first map every code point whose NFKC form differs through a
 ``str.translate`` table and only fall back to full NFKC when the result is still not
 normalized (combining sequences). Both give the same string: NFKD works code point by code
 point, so replacing a code point by its NFKC form does not change the string's NFKC form.
@@ -34,7 +34,7 @@ def _nfkc_table() -> dict[int, str]:
     """Code point → its NFKC form, for every code point where the two differ.
 
     Only the Basic Multilingual Plane is scanned, and blocks of 256 code points that are
-    normalized as a whole are skipped (10 ms instead of 0.5 s for a full scan). A code point
+    normalized as a whole are skipped (a small fraction of a full scan's time). A code point
     this misses (astral compatibility characters such as 𝐀) only sends its text through the
     exact ``unicodedata.normalize`` fallback in :func:`nfkc`, so the result stays exact.
     """

@@ -7,8 +7,8 @@ Tokenizers see normalized text (see :mod:`neardup.text.normalize`). For speed th
 except by jieba itself; Latin words and n-grams are found with array operations. Token lists
 (``TokenBatch.token_lists``) are derived from it for callers who want strings.
 
-Why rjieba: it is the Rust port of jieba (same dictionary and tags) and segments ~15-20 MB/s
-here, where jieba manages ~1 MB/s. Its version is pinned in ``pyproject.toml`` and recorded
+Why rjieba: it is the Rust port of jieba (same dictionary and tags) and segments an order of
+magnitude faster (docs/fingerprints.md). Its version is pinned in ``pyproject.toml`` and recorded
 in :data:`SEGMENTER_VERSION`, because a different segmenter gives different tokens and so
 different fingerprints.
 """
