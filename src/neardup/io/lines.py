@@ -73,7 +73,7 @@ def _lines(stream: IO[bytes], max_bytes: int) -> Iterator[InputLine]:
             yield InputLine(number, start, data if len(data) <= max_bytes else None, len(data))
             continue
         # Handed over, not kept: this frame holds no reference to the line while the reader
-        # works on it (a 200 MB line held twice here stayed alive through the whole run).
+        # works on it (a huge line held here too would stay alive through the whole run).
         held = [chunk.removesuffix(b"\n").removesuffix(b"\r")]
         chunk = b""
         yield _handed_over(number, start, held, max_bytes)
