@@ -9,6 +9,8 @@ processes and Spark tasks get the same numbers."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import numpy.typing as npt
 
@@ -52,6 +54,13 @@ def oph_sketches(shingles: Shingles, bins: int, seed: int = 1) -> UInt32Array:
 _PROBES = 64
 #: Densification rounds done on whole rows before the bins left go one by one.
 _WHOLE_ROUNDS = 3
+#: Rows with at most this many filled bins (texts of a few shingles) take their values from
+#: the first-hit table: probing would need about bins / filled attempts per empty bin.
+_FEW_FILLED = 32
+#: Attempts the first-hit table covers (every (bin, target) pair is met long before, in
+#: practice; a pair that is not falls back to probing).
+_TABLE_ATTEMPTS = 1 << 15
+_NEVER = np.iinfo(np.int32).max
 
 
 def _probe_table(bins: int, seed: int, attempts: range) -> npt.NDArray[np.int64]:
@@ -64,18 +73,67 @@ def _probe_table(bins: int, seed: int, attempts: range) -> npt.NDArray[np.int64]
     return (fmix64(keys) % np.uint64(bins)).astype(np.int64)
 
 
+@functools.lru_cache(maxsize=4)
+def _first_hits(bins: int, seed: int) -> npt.NDArray[np.int32]:
+    """(bins, bins): the first attempt a >= 1 at which empty bin j probes bin b, p(j, a) = b
+    (:data:`_NEVER` where that is beyond the table). Built once per layout: an empty bin's
+    value is then the filled bin of smallest first attempt, whatever the number of attempts
+    the probe sequence would need."""
+    first = np.full((bins, bins), _NEVER, dtype=np.int32)
+    step = max(1, (1 << 22) // bins)
+    for low in range(1, _TABLE_ATTEMPTS + 1, step):
+        attempts = range(low, min(low + step, _TABLE_ATTEMPTS + 1))
+        probes = _probe_table(bins, seed, attempts)
+        rows = np.repeat(np.arange(bins, dtype=np.int64), len(attempts))
+        tries = np.tile(np.asarray(attempts, dtype=np.int32), bins)
+        np.minimum.at(first, (rows, probes.reshape(-1)), tries)
+        if (first[~np.eye(bins, dtype=bool)] < _NEVER).all():
+            break
+    first.flags.writeable = False
+    return first
+
+
 def _densify(sketch: UInt32Array, nonempty: npt.NDArray[np.bool_], seed: int) -> None:
     """Optimal densification in place: empty bin j of a document copies the first non-empty
     bin of the probe sequence p(j, 1), p(j, 2), ... — the same sequence in every document.
-    Attempt a probes the same column p(j, a) in every row, so the first rounds (where most
-    empty bins end: a share (empty share)^a is left after a rounds) are whole-matrix column
-    gathers; the few bins left go on one by one, on flat indices."""
+    Rows with few filled bins take it from the first-hit table (:func:`_first_hits`), the
+    others by probing (:func:`_densify_by_probes`); both give the same values."""
     bins = sketch.shape[1]
     filled = sketch != EMPTY32
     # Only documents with an empty bin take part (long texts rarely have one).
     holed = np.flatnonzero(nonempty & ~filled.all(axis=1))
     if not holed.size:
         return
+    counts = np.count_nonzero(filled[holed], axis=1)
+    few = holed[counts <= _FEW_FILLED]
+    rest = [holed[counts > _FEW_FILLED]]
+    if few.size:
+        first = _first_hits(bins, seed)
+        unreached = []
+        for row in few.tolist():
+            sources = np.flatnonzero(filled[row])
+            hits = first[:, sources]  # (bins, filled): the attempt each filled bin is met
+            best = np.argmin(hits, axis=1)
+            reached = hits[np.arange(bins), best] < _NEVER
+            empty = ~filled[row]
+            if not reached[empty].all():
+                unreached.append(row)
+                continue
+            sketch[row, empty] = sketch[row, sources[best[empty]]]
+        rest.append(np.asarray(unreached, dtype=np.int64))
+    _densify_by_probes(sketch, filled, np.concatenate(rest), seed)
+
+
+def _densify_by_probes(
+    sketch: UInt32Array, filled: npt.NDArray[np.bool_], holed: IntArray, seed: int
+) -> None:
+    """:func:`_densify` of rows ``holed`` by following the probe sequences. Attempt a probes
+    the same column p(j, a) in every row, so the first rounds (where most empty bins end: a
+    share (empty share)^a is left after a rounds) are whole-matrix column gathers; the few
+    bins left go on one by one, on flat indices."""
+    if not holed.size:
+        return
+    bins = sketch.shape[1]
     table = _probe_table(bins, seed, range(1, _PROBES + 1))
     part, known = sketch[holed], filled[holed]
     need = ~known
