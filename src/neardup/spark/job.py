@@ -173,13 +173,20 @@ def _simhash_pairs(
     stats: bool,
     timer: _Timer,
 ) -> DataFrame:
-    """The pairs within ``-k`` bits, by block keys (persisted), as ``neardup dedup -k K``."""
+    """The pairs within ``-k`` bits, by block keys (persisted), as ``neardup dedup -k K``.
+
+    As locally, records without features (fingerprint 0, counted as "empty") are not
+    searched: they pair with nothing, not with each other nor with any fingerprint within
+    ``-k`` bits of 0. The scheme follows all records and the split threshold the searched
+    ones, as ``search_candidates`` and ``find_all_pairs`` size them."""
     assert job.max_distance is not None
     scheme = job.scheme or BlockScheme.auto(result.records, job.config.bits, job.max_distance)
     result.scheme = scheme
-    search = PairSearch(VerifyPlan(scheme, job.max_distance), result.records, job.mu, partitions)
+    searched = records.where(~F.col("empty"))
+    count = result.records - result.empty
+    search = PairSearch(VerifyPlan(scheme, job.max_distance), count, job.mu, partitions)
     pairs = search.run(
-        spark, records, result.stats if stats else None, lambda: timer.mark("buckets")
+        spark, searched, result.stats if stats else None, lambda: timer.mark("buckets")
     ).persist()
     _pair_totals(pairs, result)
     if stats:
