@@ -214,17 +214,9 @@ def test_service_check(tmp_path: Path, search: str) -> None:
         assert _found_pairs([(r["id"], [m["id"] for m in r["matches"]]) for r in results]) == expected.pairs
 
 
-#: TODO(src/neardup/service/engine.py, Engine._query): an index without a verifier (a
-#: Simhash index) answers text queries through query_fingerprints, which drops the batch's
-#: ``empty`` rows, so a query of "..." finds every stored empty text (fingerprint 0). Strict:
-#: this fails as XPASS once fixed; then drop the mark.
-SERVICE_QUERY_SEARCHES = [
-    "lsh",
-    pytest.param("simhash", marks=pytest.mark.xfail(strict=True, reason="Engine._query drops empty")),
-]
-
-
-@pytest.mark.parametrize("search", SERVICE_QUERY_SEARCHES)
+#: A text query of an index without a verifier (a Simhash index) once went through the bare
+#: fingerprint search, so "..." found every stored empty text (fingerprint 0).
+@pytest.mark.parametrize("search", ["lsh", "simhash"])
 def test_service_query(tmp_path: Path, search: str) -> None:
     expected = EXPECTED[search]
     with _service(tmp_path, search) as (client, _):

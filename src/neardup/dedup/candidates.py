@@ -60,6 +60,8 @@ from ..errors import ConfigError, InputError
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..similarity.shingles import Shingles
 from ..similarity.sketches import (
+    TEXT_SKETCH_BINS,
+    TEXT_SKETCH_SEED,
     byte_bins,
     estimate_from_bins,
     hashed_band_keys,
@@ -97,7 +99,7 @@ class CandidateSettings:
     short_shingles: int = 64
     max_bucket: int = 200
     hub: int = 2
-    seed: int = 1
+    seed: int = TEXT_SKETCH_SEED
     segment_chars: int = 100
     segment_distance: int = 3
     check_bins: int = 0
@@ -426,8 +428,10 @@ def sketch_long(
     renumber[long] = np.arange(long.size)
     chosen = renumber[shingles.documents] >= 0
     subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
-    sketch_of = oph_sketches if settings.method == "oph" else minhash_sketches
-    sketch = sketch_of(subset, settings.bins, settings.seed)
+    if settings.method == "oph":  # the text sketch (its bins, or more for a low threshold)
+        sketch = oph_sketches(subset, max(settings.bins, TEXT_SKETCH_BINS), settings.seed)
+    else:
+        sketch = minhash_sketches(subset, settings.bins, settings.seed)
     checks = byte_bins(sketch, settings.check_bins) if settings.check_bins else None
     return hashed_band_keys(sketch, settings.rows, settings.band_count), checks
 

@@ -70,7 +70,7 @@ def fingerprinter_of(opened: SimhashIndex) -> Fingerprinter:
 
 def stored_verifier(opened: SimhashIndex) -> Verifier | None:
     """The verifier recorded in the index's meta, or None for an unverified index."""
-    return None if opened.verification is None else Verifier(**opened.verification)
+    return None if opened.verification is None else Verifier.from_settings(opened.verification)
 
 
 def signatures_of(

@@ -23,6 +23,7 @@ from ..errors import (
 )
 from ..fingerprint.config import IDF_CHOICES, FingerprintConfig
 from ..similarity.bands import Scheme, scheme_from_dict
+from ..similarity.verify import stored_settings
 from ..storage.base import Storage
 from .config import IndexConfig
 
@@ -126,6 +127,8 @@ def check_same(config: IndexConfig, meta: dict[str, Any], url: str) -> None:
     settings are compared by content where the meta records it (a path may differ)."""
     wanted = config_meta(config, config.scheme or scheme_from_dict(meta["scheme"]))
     stored = {name: meta.get(name) for name in wanted}
+    if stored["verification"] is not None:
+        stored["verification"] = stored_settings(stored["verification"])
     if "files" in meta:
         wanted["fingerprint_config"] = _without_paths(wanted["fingerprint_config"])
         stored["fingerprint_config"] = _without_paths(stored["fingerprint_config"])

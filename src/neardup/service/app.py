@@ -186,8 +186,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
                     _records, [documents[row] for row in texts], settings, id_required=False
                 )
                 prepared = await engine.prepare(records)
-                verified = engine.documents.verifier is not None
-                option = QueryOption(max_distance, explain, verified, max_matches)
+                option = QueryOption(max_distance, explain, True, max_matches)
                 results.update(zip(texts, await engine.query(prepared, option), strict=True))
             if given:
                 values = [_fingerprint(documents[row].fingerprint, row, single, bits) for row in given]

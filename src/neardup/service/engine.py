@@ -51,7 +51,9 @@ class QueryOption:
 
     max_distance: int | None
     explain: bool
-    verified: bool
+    #: Whether the documents came with texts: searched as the index searches texts (verified
+    #: where it verifies, an empty text matching nothing), else as bare fingerprints.
+    texts: bool
     max_matches: int | None = None
 
 
@@ -212,7 +214,7 @@ class Engine:
         depends on nothing else, and a batch of 1,000 copies of one text is one search."""
         whole, of_row = _distinct(Prepared.concat(batches))
         distance, cap = option.max_distance, option.max_matches
-        if option.verified:
+        if option.texts:
             found = self.documents.query(whole, max_distance=distance, max_matches=cap)
         else:
             found = self.documents.query_fingerprints(

@@ -20,8 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arrays import unique_inverse
+from ..fingerprint.token_cache import token_keys
 from ..text.normalize import Normalizer
-from ..text.tokenize import han_character_mask, word_letters
+from ..text.tokenize import CharNgramTokenizer, contains_han, han_character_mask, word_letters
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -277,3 +278,25 @@ def compact_keys(hashes: UInt64Array) -> UInt32Array:
     32-bit keys of classic MinHash. Within one pair a collision (~m²/2^33 for m shingles)
     moves its Jaccard by 1/m at most."""
     return (np.asarray(hashes, dtype=np.uint64) >> _S8).astype(np.uint32)
+
+
+def legacy_shingle_keys(
+    texts: Sequence[str], normalizer: Normalizer | None = None
+) -> tuple[UInt32Array, IntArray, int]:
+    """The 32-bit shingle keys MinHash signatures of version 1 were made of (the same n-grams
+    keyed by the token cache's 64-bit hash, top 32 bits), and the text each belongs to: what
+    an index verified by ``minhash`` before :func:`shingles_of` became the one shingler
+    compares its stored signatures with. Nothing else may use it."""
+    normalized = (normalizer or Normalizer()).normalize_many(list(texts))
+    han = [i for i, text in enumerate(normalized) if contains_han(text)]
+    latin = sorted(set(range(len(normalized))) - set(han))
+    keys: list[UInt64Array] = []
+    owners: list[IntArray] = []
+    for members, size in ((han, HAN_SHINGLE), (latin, LATIN_SHINGLE)):
+        if members:
+            batch = CharNgramTokenizer(size).tokenize_batch([normalized[i] for i in members])
+            keys.append(token_keys(batch))
+            owners.append(np.asarray(members, dtype=np.int64)[batch.documents])
+    flat = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
+    documents = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
+    return (flat >> np.uint64(32)).astype(np.uint32), documents, len(texts)

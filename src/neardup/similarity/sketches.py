@@ -29,6 +29,15 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 #: Values a one-byte bin takes: two bins of different minima agree by chance with 1/256.
 BIN_VALUES = 256
+#: The one sketch of a text, for every mode: one-permutation MinHash over this many bins with
+#: this seed. The batch search's default bands read all of them (146 bands of 5 rows find a
+#: pair of Jaccard 0.5 with probability 0.99); its candidate check, and the sketch an index
+#: stores, read the first :data:`CHECK_BINS` at one byte, so batch and online estimate a
+#: pair's Jaccard from the very same numbers.
+TEXT_SKETCH_BINS = 730
+TEXT_SKETCH_SEED = 1
+#: One-byte bins a candidate check and a stored sketch read.
+CHECK_BINS = 512
 
 
 # -- sketches and band keys --------------------------------------------------------------------

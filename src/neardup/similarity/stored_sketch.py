@@ -24,25 +24,36 @@ from ..errors import InputError
 from ..text.normalize import Normalizer
 from .bands import SKETCH_BYTES
 from .shingles import shingles_of
-from .sketches import byte_bins, estimate_from_bins, oph_sketches
+from .sketches import TEXT_SKETCH_BINS, TEXT_SKETCH_SEED, byte_bins, estimate_from_bins, oph_sketches
 
 UInt64Array = npt.NDArray[np.uint64]
 FloatArray = npt.NDArray[np.float64]
 
 #: uint64 words of one stored sketch.
 SKETCH_WORDS = SKETCH_BYTES // 8
-#: The sketch's seed: fixed, since stored sketches must be comparable forever.
-SKETCH_SEED = 17
+#: The one-permutation sketches (bins, seed) a stored sketch is the first 512 bins of, by
+#: version: stored sketches must be comparable forever, so an index records its version.
+#: 2 is the text sketch of every mode (:data:`~neardup.similarity.sketches.TEXT_SKETCH_BINS`),
+#: whose first bins are the batch search's check bins; 1 is that of band indexes made before.
+SKETCH_LAYOUTS: dict[int, tuple[int, int]] = {1: (512, 17), 2: (TEXT_SKETCH_BINS, TEXT_SKETCH_SEED)}
+SKETCH_VERSION = 2
 #: Texts sketched at a time (bounds the (n, 512) uint32 temporary).
 _CHUNK = 8192
 
 
-def text_sketches(texts: Sequence[str], normalizer: Normalizer | None = None) -> UInt64Array:
-    """(n, 64) uint64: each text's 512 one-byte bins, packed in bin order."""
+def text_sketches(
+    texts: Sequence[str], normalizer: Normalizer | None = None, version: int = SKETCH_VERSION
+) -> UInt64Array:
+    """(n, 64) uint64: each text's first 512 sketch bins at one byte, packed in bin order,
+    from the sketch of ``version`` (:data:`SKETCH_LAYOUTS`)."""
+    if version not in SKETCH_LAYOUTS:
+        known = sorted(SKETCH_LAYOUTS)
+        raise InputError(f"unknown text sketch version {version!r}; this neardup knows {known}")
+    width, seed = SKETCH_LAYOUTS[version]
     out = np.empty((len(texts), SKETCH_WORDS), dtype=np.uint64)
     for low in range(0, len(texts), _CHUNK):
         part = texts[low : low + _CHUNK]
-        sketch = oph_sketches(shingles_of(part, normalizer), SKETCH_BYTES, SKETCH_SEED)
+        sketch = oph_sketches(shingles_of(part, normalizer), width, seed)
         bins = np.ascontiguousarray(byte_bins(sketch, SKETCH_BYTES))
         out[low : low + len(part)] = bins.view(np.uint64)
     return out

@@ -48,9 +48,9 @@ from .minhash import (
     hash_elements,
     stacked_signatures,
 )
-from .shingles import Shingles
+from .shingles import Shingles, legacy_shingle_keys
 from .sketches import shingle_signatures
-from .stored_sketch import SKETCH_WORDS, sketch_similarity, text_sketches
+from .stored_sketch import SKETCH_VERSION, SKETCH_WORDS, sketch_similarity, text_sketches
 
 if TYPE_CHECKING:
     from ..index.keys import Match
@@ -73,6 +73,8 @@ DEFAULT_THRESHOLDS: Mapping[str, float] = {
     "combined": 0.2,
     "sketch": 0.5,
 }
+#: The shingle keys MinHash signatures are made of (see ``Verifier.shingle_version``).
+SHINGLE_VERSION = 2
 #: Record fields read as metadata sets when the caller names none.
 META_FIELDS: tuple[str, ...] = ("tags", "keywords", "refs")
 #: Top weighted words of the text that stand in for missing metadata.
@@ -176,11 +178,18 @@ class Verifier:
     content_weight: float = DEFAULT_CONTENT_WEIGHT
     num_perm: int = DEFAULT_NUM_PERM
     seed: int = DEFAULT_SEED
+    #: The text sketch of mode ``sketch`` (:data:`~neardup.similarity.stored_sketch.SKETCH_LAYOUTS`).
+    sketch_version: int = SKETCH_VERSION
+    #: The shingle keys of mode ``minhash``: 2 those of :func:`shingles_of`, 1 those of
+    #: indexes made before (:func:`~neardup.similarity.shingles.legacy_shingle_keys`).
+    shingle_version: int = SHINGLE_VERSION
     minhasher: MinHasher = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.mode not in VERIFY_MODES:
             raise ConfigError(f"unknown verification {self.mode!r}; choose one of {', '.join(VERIFY_MODES)}")
+        if self.shingle_version not in (1, SHINGLE_VERSION):
+            raise ConfigError(f"unknown shingle version {self.shingle_version!r}; this neardup knows 1 and 2")
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"the verification threshold must lie in [0, 1]; got {self.threshold!r}")
         if not 0.0 <= self.content_weight <= 1.0:
@@ -198,13 +207,24 @@ class Verifier:
 
     def settings(self) -> dict[str, Any]:
         """Every field, as an index's meta records its verifier (``Verifier(**settings)``)."""
-        return {
+        settings: dict[str, Any] = {
             "mode": self.mode,
             "threshold": self.cutoff,
             "content_weight": self.content_weight,
             "num_perm": self.num_perm,
             "seed": self.seed,
         }
+        if self.mode == "sketch":
+            settings["sketch_version"] = self.sketch_version
+        if self.mode == "minhash":
+            settings["shingle_version"] = self.shingle_version
+        return settings
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Verifier:
+        """The verifier an index's meta records (:meth:`settings`); a sketch index that
+        records no sketch version was made with version 1."""
+        return cls(**stored_settings(settings))
 
     @property
     def signature_words(self) -> int:
@@ -223,7 +243,9 @@ class Verifier:
         shingles for ``minhash`` (texts normalized by ``normalizer``), of the metadata sets for
         ``combined`` (normalized sets from :func:`metadata_sets`)."""
         if self.mode == "sketch":
-            return text_sketches(texts, normalizer)
+            return text_sketches(texts, normalizer, self.sketch_version)
+        if self.mode == "minhash" and self.shingle_version == 1:
+            return self.minhasher.signatures_of_keys(*legacy_shingle_keys(texts, normalizer))
         if self.mode == "minhash":
             return shingle_signatures(Shingles.of(texts, normalizer), self.minhasher)
         if self.mode == "combined":
@@ -314,6 +336,16 @@ class Verifier:
             sets = _metadata_for(involved, chosen, metadata, fingerprinter, normalizer)
         signatures = self.signatures(chosen, sets, normalizer)
         return self.verify_signatures(distances, signatures[left], signatures[right], identical)
+
+
+def stored_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Verifier settings as recorded, with what older indexes left implicit filled in."""
+    filled = dict(settings)
+    if filled.get("mode") == "sketch":
+        filled.setdefault("sketch_version", 1)
+    if filled.get("mode") == "minhash":
+        filled.setdefault("shingle_version", 1)
+    return filled
 
 
 def _normalizer_of(normalizer: Normalizer | None, fingerprinter: Fingerprinter | None) -> Normalizer | None:
