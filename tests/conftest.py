@@ -73,8 +73,9 @@ SERVER_PARAMETERS = frozenset(
 SPARK_MODULES = frozenset({"test_spark.py"})
 #: Dataset-quality modules that take minutes: test_online_quality runs every online path (dedup
 #: --index, index add/query, a real server under 8 clients) over the whole dev sets for F1 (its
-#: shared fixture alone takes 60-120 s on 2 cores).
-SLOW_MODULES = frozenset({"test_online_quality.py"})
+#: shared fixture alone takes 60-120 s on 2 cores), and test_batch_online_agreement (every dev
+#: news set through batch and three stores).
+SLOW_MODULES = frozenset({"test_online_quality.py", "test_batch_online_agreement.py"})
 #: Single tests of 6-12 s each that the fast lane leaves to the full run: a real headless
 #: browser, and the longest stateful property run (by module and test or class name); and the
 #: service's lock-out acceptance tests (20-40 s each: an attack runs while 100 probes are timed);
