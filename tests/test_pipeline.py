@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from neardup import DedupResult, DedupSettings, FingerprintConfig, Fingerprinter, dedup_documents
 from neardup.cli.main import main
-from neardup.dedup.pipeline import cluster, collect, search_candidates, verify_pairs
+from neardup.dedup.pipeline import check_candidates, cluster, collect, search_candidates
 from neardup.io.read import read_records
 from neardup.io.record import record_row
 
@@ -101,7 +101,7 @@ def test_stages_compose_to_the_same_result() -> None:
     whole = dedup_documents(read_records(source), fingerprinter=fingerprinter, settings=settings)
     collected = collect(read_records(source), fingerprinter, settings)
     candidates = search_candidates(collected, settings)
-    pairs = verify_pairs(collected, candidates, fingerprinter, settings)
+    pairs = check_candidates(collected, candidates, fingerprinter, settings)
     clusters = cluster(collected, pairs, settings)
     assert collected.ids == whole.ids
     assert candidates.search == whole.search and len(candidates.pairs) == whole.candidates

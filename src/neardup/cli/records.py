@@ -24,7 +24,7 @@ from ..fingerprint.config import FingerprintConfig
 from ..fingerprint.hashing import HASH_NAMES
 from ..io.output import write_jsonl
 from ..io.record import ErrorReport
-from ..records.dedup import AUTO, DEFAULT_MAX_DISTANCE, VERIFY_MODES, RecordsResult, verification
+from ..records.dedup import AUTO, DEFAULT_MAX_DISTANCE, RECORD_CHECKS, RecordsResult, verification
 from ..records.learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT
 from ..records.run import SimhashSearch, dedup_records, pair_rows, write_group_table
 from ..records.schema import ResolvedSchema, parse_field, schema_from_mapping
@@ -80,7 +80,7 @@ _SIMHASH_KEYS = ("max_distance", "verify", "min_similarity", "fields", "only_lis
 )
 @click.option(
     "--verify",
-    type=click.Choice((AUTO, *VERIFY_MODES)),
+    type=click.Choice((AUTO, *RECORD_CHECKS)),
     default=AUTO,
     show_default=True,
     help="Simhash path only (giving it replaces the learned weights): check each pair by fields "

@@ -1,23 +1,26 @@
 """The batch dedup job as one library call, and the stages it is built from.
 
-:func:`dedup_documents` runs normalize → fingerprints → candidates → verification → clusters
-→ keep policy over an iterable of :class:`~neardup.io.record.Record` and returns a
-:class:`DedupResult`; ``neardup dedup`` is a thin adapter over it. Each stage is a public
-function, so another mode (the Spark job, an index, a benchmark) can run them one by one:
+:func:`dedup_documents` runs the chosen search (:attr:`DedupSettings.method`) over an
+iterable of :class:`~neardup.io.record.Record` and returns a :class:`DedupResult`; ``neardup
+dedup`` is a thin adapter over it. The stages are public functions, so another mode (the
+Spark job, an index, a benchmark) can run them one by one:
 
-    collected = collect(records, fingerprinter, settings)           # fingerprints, ids, texts
-    candidates = search_candidates(collected, settings)             # candidate pairs + search
-    pairs = verify_pairs(collected, candidates, fingerprinter, settings)
+    collected = collect(records, fingerprinter, settings)    # LSH: sketches; Simhash: fingerprints
+    candidates = search_candidates(collected, settings)      # candidate pairs, the search resolved
+    pairs = check_candidates(collected, candidates, fingerprinter, settings)  # + their distances
     clusters = cluster(collected, pairs, settings)
 
-One :class:`~neardup.text.normalize.Normalizer`, the fingerprinter's, drives both the
-fingerprints and the verification of their candidates.
+Under the LSH search (the default) ``collect`` sketches the records' shingles as they stream
+in (in worker processes) and keeps their texts for the check, which also fingerprints the
+records of the kept pairs (their ``distance``); under the Simhash search it fingerprints every
+record and the candidates are the pairs within the distance. One
+:class:`~neardup.text.normalize.Normalizer`, the fingerprinter's, drives the shingles, the
+fingerprints and the check.
 
 The input is a flat iterable of records rather than of batches: that is what readers,
 database sources and Spark partitions yield, and batching is a speed knob of this module
 (``batch_size`` records or about 8 million characters, whichever comes first), not something
-that changes a result. Only ids, text lengths and fingerprints are held for every record,
-plus the texts while verification needs them and the records when ``keep_records`` asks.
+that changes a result.
 """
 
 from __future__ import annotations
@@ -220,7 +223,7 @@ def block_scheme_of(bits: int, max_distance: int, scheme: tuple[int, int] | None
     return chosen
 
 
-# -- stage 1: normalize and fingerprint --------------------------------------------------------
+# -- stage 1: sketches or fingerprints ---------------------------------------------------------
 
 
 @dataclass
@@ -321,7 +324,7 @@ def _check_unique(group: list[Record], first_seen: dict[RecordId, str]) -> None:
 # -- stage 2: candidates -----------------------------------------------------------------------
 
 
-class Candidates(NamedTuple):
+class CandidatePairs(NamedTuple):
     """The candidate pairs, the search that found them (distance and the verification it
     asks for), its block scheme and bucket statistics."""
 
@@ -333,13 +336,12 @@ class Candidates(NamedTuple):
 
 def search_candidates(
     collected: Collected, settings: DedupSettings = DEFAULT_SETTINGS, *, progress: Progress | None = None
-) -> Candidates:
-    """The candidate stage: every pair within the resolved distance, found exactly by the
-    Simhash block index (:func:`~neardup.dedup.batch.find_all_pairs`); ``max_distance`` None
-    and ``verify`` "auto" follow the input size (:func:`~neardup.dedup.auto.resolve_search`).
-
-    This is the one seam for another candidate search: it takes the collected records and the
-    settings and returns the candidates with the search that was resolved."""
+) -> CandidatePairs:
+    """The candidate stage of the chosen search: the band collisions of the shingle LSH, or
+    every pair within the resolved distance, found exactly by the Simhash block index
+    (:func:`~neardup.dedup.batch.find_all_pairs`; ``max_distance`` None and ``verify`` "auto"
+    follow the input size, :func:`~neardup.dedup.auto.resolve_search`). Returns the candidates
+    with the search that was resolved."""
     n, bits = len(collected), collected.bits
     if collected.lsh is not None:
         return _lsh_candidates(collected, collected.lsh, settings.lsh_verify, progress)
@@ -363,27 +365,27 @@ def search_candidates(
         progress=None if progress is None else lambda done: progress("pairs", done, scheme.table_count),
     )
     pairs = Pairs(rows[found.i], rows[found.j], found.distance)
-    return Candidates(pairs, search, scheme, stats)
+    return CandidatePairs(pairs, search, scheme, stats)
 
 
 def _lsh_candidates(
     collected: Collected, lsh: LshStage, verify: str, progress: Progress | None
-) -> Candidates:
+) -> CandidatePairs:
     """The pairs of the shingle LSH (distances are filled in once they are checked)."""
     if progress is not None:
         progress("pairs", 0, None)
     found = lsh.candidates()
     i, j = found[:, 0], found[:, 1]
     search = Search(collected.bits, verify, "lsh")
-    return Candidates(Pairs(i, j, np.zeros(len(i), dtype=np.uint8)), search, None, BucketStats())
+    return CandidatePairs(Pairs(i, j, np.zeros(len(i), dtype=np.uint8)), search, None, BucketStats())
 
 
-# -- stage 3: verification ---------------------------------------------------------------------
+# -- stage 3: the check -------------------------------------------------------------------------
 
 
-def verify_pairs(
+def check_candidates(
     collected: Collected,
-    candidates: Candidates,
+    candidates: CandidatePairs,
     fingerprinter: Fingerprinter,
     settings: DedupSettings = DEFAULT_SETTINGS,
 ) -> Pairs:
@@ -523,7 +525,7 @@ def dedup_documents(
     lap("fingerprints")
     candidates = search_candidates(collected, settings, progress=progress)
     lap("candidates")
-    pairs = verify_pairs(collected, candidates, fingerprinter, settings)
+    pairs = check_candidates(collected, candidates, fingerprinter, settings)
     lap("verification")
     clusters = cluster(collected, pairs, settings)
     lap("clusters")

@@ -12,8 +12,7 @@ import numpy.typing as npt
 
 from ..distance import row_distances, word_ints
 from ..errors import ConfigError, InputError, KeyExistsError
-from ..storage.base import Candidates, StoredRecord
-from ..storage.memory import Key
+from ..storage.base import Candidates, Key, StoredRecord
 from ..storage.memory import plain_key as _plain
 
 

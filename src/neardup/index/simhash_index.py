@@ -32,6 +32,7 @@ from ..similarity.minhash import signature_blobs
 from ..storage import DEFAULT_URL, open_storage
 from ..storage.base import (
     Candidates,
+    Key,
     RecordBatch,
     Storage,
     StoredRecord,
@@ -39,7 +40,7 @@ from ..storage.base import (
     key_not_found_error,
     lookable,
 )
-from ..storage.memory import Key, MemoryStorage, key_hash, key_hashes
+from ..storage.memory import MemoryStorage, key_hash, key_hashes
 from ..storage.memory import plain_key as _plain
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted

@@ -76,7 +76,7 @@ class KeyColumn:
 
 
 @dataclass(frozen=True)
-class Candidates:
+class RecordCandidates:
     """The candidate pairs (``i < j``, sorted by ``(i, j)``), the key types used with the cap
     chosen for each, and how many pairs each produced before repeats across types were removed."""
 
@@ -225,7 +225,9 @@ def choose_caps(histograms: Sequence[IntArray], rows: int) -> list[int]:
     return [int(cap) for cap in caps_for(int(allowances[low]))]
 
 
-def candidate_pairs(keys: Sequence[tuple[str, IntArray]], rows: int, cap: int | None = None) -> Candidates:
+def candidate_pairs(
+    keys: Sequence[tuple[str, IntArray]], rows: int, cap: int | None = None
+) -> RecordCandidates:
     """The pairs promised by the module docstring for the given key types (``cap`` None:
     :func:`choose_caps`; an int: that cap for every type)."""
     grouped = [_groups(np.asarray(codes, dtype=np.int64)) for _, codes in keys]
@@ -250,12 +252,12 @@ def candidate_pairs(keys: Sequence[tuple[str, IntArray]], rows: int, cap: int | 
     else:
         i = j = np.zeros(0, dtype=np.int64)
     names = tuple(name for name, _ in keys)
-    return Candidates(
+    return RecordCandidates(
         i.astype(np.int64), j.astype(np.int64), tuple(int(c) for c in caps), names, tuple(produced)
     )
 
 
-def candidates_for(columns: Sequence[KeyColumn], rows: int, cap: int | None = None) -> Candidates:
+def candidates_for(columns: Sequence[KeyColumn], rows: int, cap: int | None = None) -> RecordCandidates:
     """Candidate pairs of a table given as key columns (:func:`key_types`, :func:`candidate_pairs`)."""
     return candidate_pairs(key_types(columns), rows, cap)
 

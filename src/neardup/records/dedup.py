@@ -36,7 +36,7 @@ from .schema import SAMPLE_ROWS, ChunkFeatures, RecordSchema, ResolvedSchema, Ro
 from .values import RecordKey, record_key
 
 DEFAULT_MAX_DISTANCE = 8
-VERIFY_MODES: tuple[str, ...] = ("none", "fields", "jaccard")
+RECORD_CHECKS: tuple[str, ...] = ("none", "fields", "jaccard")
 DEFAULT_MIN_SIMILARITY: dict[str, float] = {"fields": 0.7, "jaccard": 0.5}
 
 IntArray = npt.NDArray[np.int64]
@@ -51,7 +51,7 @@ class Verification:
     min_similarity: float | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in VERIFY_MODES or self.mode == "none":
+        if self.mode not in RECORD_CHECKS or self.mode == "none":
             raise ConfigError(f"verification mode must be fields or jaccard; got {self.mode!r}")
         if self.min_similarity is not None and not 0.0 <= self.min_similarity <= 1.0:
             raise ConfigError(f"min_similarity must be between 0 and 1; got {self.min_similarity!r}")
@@ -161,7 +161,7 @@ def _by_field(fields: list[int], hashes: list[int]) -> dict[int, set[int]]:
     return grouped
 
 
-def verify_pairs(
+def check_record_pairs(
     pairs: Pairs, store: FeatureStore, schema: ResolvedSchema, check: Verification
 ) -> npt.NDArray[np.bool_]:
     """Which candidate pairs pass the verification."""
@@ -360,7 +360,7 @@ class _Collector:
         pairs = candidates
         if check is not None and self.store is not None:
             self.store.finish(n)
-            passed = verify_pairs(candidates, self.store, schema, check)
+            passed = check_record_pairs(candidates, self.store, schema, check)
             pairs = Pairs(candidates.i[passed], candidates.j[passed], candidates.distance[passed])
         clusters = cluster_records(n, pairs.i, pairs.j, keep=keep, lengths=filled)
         return RecordsResult(

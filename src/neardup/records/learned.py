@@ -47,7 +47,7 @@ from ..dedup.clusters import check_keep, cluster_records
 from ..errors import ConfigError, InputError
 from ..io.read import ON_ERROR_CHOICES
 from ..io.record import ErrorReport
-from .candidates import Candidates, KeyColumn, candidates_for, factorize, identical_rows
+from .candidates import KeyColumn, RecordCandidates, candidates_for, factorize, identical_rows
 from .compare import (
     LEVELS,
     TF_KINDS,
@@ -285,7 +285,7 @@ def prepared(columns: Sequence[KeyColumn]) -> tuple[PreparedTable, dict[str, Cou
 def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tuple[Pairs, _Scored]:
     """Candidates, weights fitted on them, and the pairs at or above ``threshold``; exact
     copies joined to their first row however many rows hold their keys."""
-    candidates: Candidates = candidates_for(columns, rows)
+    candidates: RecordCandidates = candidates_for(columns, rows)
     table, counts = prepared(columns)
     total = len(candidates)
     sample = np.arange(total)

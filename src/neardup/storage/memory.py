@@ -38,6 +38,7 @@ from ..similarity.bands import BandScheme, Scheme
 from . import check_options
 from .base import (
     Candidates,
+    Key,
     RecordBatch,
     Storage,
     StoredRecord,
@@ -47,8 +48,6 @@ from .base import (
     words_to_int,
 )
 from .memory_segments import _LOW_32, IntArray, UInt64Array, _Segment
-
-Key = int | str
 
 TAIL_LIMIT = 1024
 QUERY_CHUNK = 4096
