@@ -1,8 +1,8 @@
-"""What one request costs when the store holds a family of near-identical documents (issue 28,
-item 1): ``--stored`` documents differing in one number are added to a fresh SQLite band index,
+"""What one request costs when the store holds a family of near-identical documents:
+``--stored`` documents differing in one number are added to a fresh SQLite band index,
 then one batch of ``--batch`` *different* near-identical documents is queried and one is
 checked and added, through the library calls the service makes
-(:meth:`neardup.dedup.documents.DocumentIndex.query` and ``check_and_add``), with
+(:meth:`neardup.Index.query` and ``check_and_add``), with
 ``--max-matches`` per document. Prints seconds and the matches listed.
 
 A query runs in store calls of 16 documents in the service, so it delays other requests by
@@ -20,10 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from neardup import SimhashIndex
-from neardup.dedup.documents import DocumentIndex
-from neardup.dedup.incremental import text_index_config
-from neardup.fingerprint.config import FingerprintConfig
+from neardup import Index
 from neardup.io.record import Record
 
 BASE = (
@@ -46,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'family.db'}"
-        with SimhashIndex.open(url, text_index_config(FingerprintConfig())) as index:
-            documents = DocumentIndex(index)
+        with Index.open(url) as documents:
             stored = family("s", args.stored)
             for start in range(0, len(stored), 1000):
                 documents.add(documents.prepare(stored[start : start + 1000]))
