@@ -59,8 +59,9 @@ def oph_sketches(shingles: Shingles, bins: int, seed: int = 1) -> UInt32Array:
     return sketch
 
 
-#: Probe targets precomputed per bin (attempts beyond are hashed as they come).
-_PROBES = 64
+#: Probe targets precomputed per bin, once per layout (attempts beyond are hashed as they
+#: come, for the bins still empty).
+_PROBES = 256
 #: Densification rounds done on whole rows before the bins left go one by one.
 _WHOLE_ROUNDS = 3
 #: Rows with at most this many filled bins (texts of a few shingles) take their values from
@@ -72,14 +73,30 @@ _TABLE_ATTEMPTS = 1 << 15
 _NEVER = np.iinfo(np.int32).max
 
 
-def _probe_table(bins: int, seed: int, attempts: range) -> npt.NDArray[np.int64]:
-    """(bins, len(attempts)) bins probed by empty bin j at each attempt: p(j, a)."""
+def _probes(
+    columns: npt.NDArray[np.uint64], tries: npt.NDArray[np.uint64] | np.uint64, bins: int, seed: int
+) -> IntArray:
+    """The bin p(j, a) that empty bin j probes at attempt a, for columns j and attempts a
+    (broadcast): the one definition of the probe sequence."""
     salt = np.uint64((seed * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF)
-    columns = np.arange(bins, dtype=np.uint64)[:, None]
-    tries = np.asarray(list(attempts), dtype=np.uint64)[None, :]
     with np.errstate(over="ignore"):
         keys = columns * np.uint64(1 << 20) + tries + salt
     return (fmix64(keys) % np.uint64(bins)).astype(np.int64)
+
+
+def _probe_table(bins: int, seed: int, attempts: range) -> npt.NDArray[np.int64]:
+    """(bins, len(attempts)) bins probed by empty bin j at each attempt: p(j, a)."""
+    columns = np.arange(bins, dtype=np.uint64)[:, None]
+    return _probes(columns, np.asarray(list(attempts), dtype=np.uint64)[None, :], bins, seed)
+
+
+@functools.lru_cache(maxsize=8)
+def _first_probes(bins: int, seed: int) -> IntArray:
+    """(:data:`_PROBES`, bins): the bin each empty bin probes at attempts 1 .. _PROBES,
+    attempt by attempt; built once per layout."""
+    table = np.ascontiguousarray(_probe_table(bins, seed, range(1, _PROBES + 1)).T)
+    table.flags.writeable = False
+    return table
 
 
 @functools.lru_cache(maxsize=4)
@@ -143,12 +160,12 @@ def _densify_by_probes(
     if not holed.size:
         return
     bins = sketch.shape[1]
-    table = _probe_table(bins, seed, range(1, _PROBES + 1))
+    by_attempt = _first_probes(bins, seed)
     part, known = sketch[holed], filled[holed]
     need = ~known
     attempt = 0
     while attempt < _WHOLE_ROUNDS and need.any():
-        probe = table[:, attempt]
+        probe = by_attempt[attempt]
         hit = need & np.take(known, probe, axis=1)
         part = np.where(hit, np.take(part, probe, axis=1), part)
         need &= ~hit
@@ -157,13 +174,12 @@ def _densify_by_probes(
     rows, columns = np.nonzero(need)
     flat, known_flat = sketch.reshape(-1), filled.reshape(-1)
     base = holed[rows] * bins
-    by_attempt = np.ascontiguousarray(table.T)
     while base.size:
         attempt += 1
         if attempt <= _PROBES:
             probe = by_attempt[attempt - 1][columns]
         else:
-            probe = _probe_table(bins, seed, range(attempt, attempt + 1))[columns, 0]
+            probe = _probes(columns.astype(np.uint64), np.uint64(attempt), bins, seed)
         source = base + probe
         hit = known_flat[source]
         flat[(base + columns)[hit]] = flat[source[hit]]
