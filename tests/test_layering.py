@@ -83,6 +83,14 @@ def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
+def imported_from(package: str, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` in ``package`` reads, relative levels resolved."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
 def imports_of(module: str, source_file: Path | None = None) -> set[str]:
     """The neardup modules ``module`` imports (a name imported from a package that is itself
     a module counts as that module), read from its file or from ``source_file``."""
@@ -94,11 +102,7 @@ def imports_of(module: str, source_file: Path | None = None) -> set[str]:
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names if alias.name.split(".")[0] == "neardup")
             continue
-        if node.level:
-            base = package.split(".")[: len(package.split(".")) - node.level + 1]
-            source = ".".join([*base, *([node.module] if node.module else [])])
-        else:
-            source = node.module or ""
+        source = imported_from(package, node)
         if source.split(".")[0] != "neardup":
             continue
         for alias in node.names:

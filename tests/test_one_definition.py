@@ -23,12 +23,11 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
 
-import neardup
 from neardup.similarity import bands, minhash, shingles, sketches
 
-SOURCE = Path(neardup.__file__).resolve().parent
+from .test_layering import MODULES, imported_from
+
 CORE = "neardup.similarity"
 
 #: Where each construct may appear, as module:function (every other appearance is a copy).
@@ -98,14 +97,6 @@ CALLERS: dict[str, set[str]] = {
     "neardup.similarity.verify": {"Shingles", "shingle_signatures", "MinHasher"},
     "neardup.spark.lsh": {"shingles_of", "estimate_from_bins", "sketch_long"},
 }
-
-
-def module_name(path: Path) -> str:
-    parts = ["neardup", *path.relative_to(SOURCE).with_suffix("").parts]
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {module_name(path): path for path in sorted(SOURCE.rglob("*.py"))}
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -206,11 +197,7 @@ def imported(module: str, text: str) -> Iterator[tuple[str, str]]:
     for node in ast.walk(ast.parse(text)):
         if not isinstance(node, ast.ImportFrom):
             continue
-        if node.level:
-            base = package.split(".")[: len(package.split(".")) - node.level + 1]
-            source = ".".join([*base, *([node.module] if node.module else [])])
-        else:
-            source = node.module or ""
+        source = imported_from(package, node)
         for alias in node.names:
             yield source, alias.name
 
