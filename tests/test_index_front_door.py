@@ -18,7 +18,7 @@ from neardup import Index, IndexConfig, SimhashIndex
 from neardup.cli.main import main
 from neardup.dedup.documents import EMPTY_TEXT_SKETCH, DocumentIndex
 from neardup.dedup.incremental import PairLog, text_index_config
-from neardup.errors import IndexConfigMismatchError, IndexNotFoundError
+from neardup.errors import IndexConfigMismatchError, IndexNotFoundError, KeyExistsError
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.similarity.verify import Verifier
 from tests.conftest import write_lines
@@ -167,3 +167,11 @@ def test_the_pair_log_is_a_library_object() -> None:
         for result in index.check_and_add_texts([("a", NEWS), ("b", NEWS_EDITED)]):
             log.note(result.key, result.added, result.cluster, result.matches)
     assert log.finish() == 1 and written[0]["a"] == "a" and written[0]["b"] == "b"
+
+
+def test_an_add_of_a_stored_id_names_the_parameter_that_skips_it(tmp_path: Path) -> None:
+    with Index.open(str(tmp_path / "names.db")) as index:
+        index.add_texts([("a", NEWS)])
+        with pytest.raises(KeyExistsError, match='give existing="skip" to add only the new ones'):
+            index.add_texts([("a", NEWS), ("b", NEWS_EDITED)])
+        assert "b" not in index

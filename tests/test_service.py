@@ -194,7 +194,8 @@ def test_documents_add_get_remove(client: TestClient) -> None:
     assert_error(client.get("/v1/documents/5"), 404, "key_not_found")  # a path id is a string
     assert client.get("/v1/documents/5", params={"type": "int"}).json()["id"] == 5
     overlap = {"documents": [{"id": "new", "text": VARIANT}, {"id": "a", "text": BASE}]}
-    assert_error(client.post("/v1/documents", json=overlap), 409, "key_exists")
+    refused = assert_error(client.post("/v1/documents", json=overlap), 409, "key_exists")
+    assert 'give "existing": "skip"' in str(refused)  # the request's own field, not the library's
     assert stored_count(client) == 3  # nothing of the refused batch
     skipped = client.post("/v1/documents", json={**overlap, "existing": "skip"}).json()
     assert skipped == {"added": 1, "skipped": 1, "ids": ["new"]}

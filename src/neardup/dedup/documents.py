@@ -327,12 +327,19 @@ class Index:
             signatures[empty] = EMPTY_TEXT_SKETCH
         return empty
 
-    def add(self, batch: Prepared, *, existing: str = "fail", hint: str = 'existing="replace"') -> list[bool]:
+    def add(
+        self,
+        batch: Prepared,
+        *,
+        existing: str = "fail",
+        hint: str = 'existing="replace"',
+        skip_hint: str = 'existing="skip"',
+    ) -> list[bool]:
         """Store a batch, all or nothing; which records were added. ``existing="skip"``
         passes over keys stored already with the same text (a retried request) and refuses
         one with another text; ``"replace"`` also stores the other texts over the stored ones
-        (they keep their cluster ids); ``"fail"`` refuses any stored key. ``hint`` is how the
-        changed-text error names the fix."""
+        (they keep their cluster ids); ``"fail"`` refuses any stored key. ``hint`` and
+        ``skip_hint`` are how the errors name the fix (an adapter names its own option)."""
         if existing not in EXISTING_CHOICES:
             raise InputError(f"existing must be one of {', '.join(EXISTING_CHOICES)}; got {existing!r}")
         if not len(batch):
@@ -342,7 +349,7 @@ class Index:
         if taken and existing == "fail":
             raise KeyExistsError(
                 f"id {taken[0]!r} is already stored ({len(taken)} of {len(batch)} are); nothing was "
-                'added: remove it first, or send "existing": "skip" to add only the new ones'
+                f"added: remove it first, or give {skip_hint} to add only the new ones"
             )
         values = to_ints(np.asarray(batch.fingerprints))
         changed = []

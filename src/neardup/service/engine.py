@@ -155,7 +155,8 @@ class Engine:
 
     def _add(self, existing: str, batches: list[Prepared]) -> list[Any]:
         def add(batch: Prepared) -> list[bool]:
-            return self.documents.add(batch, existing=existing, hint='"existing": "replace"')
+            hints = {"hint": '"existing": "replace"', "skip_hint": '"existing": "skip"'}
+            return self.documents.add(batch, existing=existing, **hints)
 
         def refused(record: StoredRecord, fingerprint: int, digest: bytes | None) -> bool:
             if existing == "skip":  # a retry passes; another text is refused
