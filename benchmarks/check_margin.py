@@ -1,5 +1,5 @@
 """The error of the default search's sketch estimate against the exact shingle Jaccard, which
-sets the band around the threshold where texts decide (``dedup.lsh.CHECK_MARGIN``).
+sets the band around the threshold where texts decide (``similarity.sketches.CHECK_MARGIN``).
 
 Builds the English corpus of ``scale_quality.py`` (dev news among N haystack documents), runs
 the default LSH stage, and for every sketched candidate with an estimate in [0.2, 0.8)

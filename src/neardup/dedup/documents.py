@@ -37,6 +37,7 @@ from ..storage import DEFAULT_URL
 from ..storage.base import MAX_KEY_BYTES, Key, shown_key
 from ..storage.urls import redacted
 from .incremental import Assignment, IncrementalDeduper
+from .stored_texts import TEXTS, pack_text
 
 if TYPE_CHECKING:
     from ..index.keys import Match, Matches
@@ -139,14 +140,16 @@ def digests_of(verifier: Verifier | None, group: Sequence[Record]) -> list[bytes
 class Prepared:
     """A batch ready for the store: keys, fingerprints in the index's layout ((n,) words, or
     (n, 2) for 128 bits), MinHash signatures when the index verifies, text digests when the
-    batch came from texts (:func:`digests_of`), and which texts are empty (nothing to compare:
-    they pair with nothing; None when the batch came from fingerprints)."""
+    batch came from texts (:func:`digests_of`), which texts are empty (nothing to compare:
+    they pair with nothing; None when the batch came from fingerprints), and the texts
+    themselves where the index keeps them for its exact check (``Verifier.check_texts``)."""
 
     keys: list[Key]
     fingerprints: UInt64Array
     signatures: UInt64Array | None = None
     digests: list[bytes | None] | None = None
     empty: npt.NDArray[np.bool_] | None = None
+    texts: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -164,9 +167,12 @@ class Prepared:
         empty = None
         if any(batch.empty is not None for batch in batches):
             empty = np.concatenate([batch.empty_rows() for batch in batches])
+        texts = None
+        if all(batch.texts is not None for batch in batches):
+            texts = [text for batch in batches for text in batch.texts or ()]
         if any(signature is None for signature in signed):
-            return Prepared(keys, fingerprints, None, given, empty)
-        return Prepared(keys, fingerprints, np.concatenate(signed), given, empty)  # type: ignore[arg-type]
+            return Prepared(keys, fingerprints, None, given, empty, texts)
+        return Prepared(keys, fingerprints, np.concatenate(signed), given, empty, texts)  # type: ignore[arg-type]
 
     def empty_rows(self) -> npt.NDArray[np.bool_]:
         """One bool per record: whether its text is empty (all False without texts)."""
@@ -181,6 +187,7 @@ class Prepared:
             None if self.signatures is None else self.signatures[rows],
             None if self.digests is None else [self.digests[row] for row in picked],
             None if self.empty is None else self.empty[rows],
+            None if self.texts is None else [self.texts[row] for row in picked],
         )
 
 
@@ -201,8 +208,11 @@ class Index:
     def __init__(self, index: SimhashIndex) -> None:
         self.index = index
         self.verifier = stored_verifier(index)
-        self.deduper = IncrementalDeduper(index, self.verifier)
         self._fingerprinter: Fingerprinter | None = None
+        #: Whether the index keeps its texts for the exact check near the threshold.
+        self.keeps_texts = self.verifier is not None and self.verifier.check_texts
+        normalizer = self.fingerprinter.normalizer if self.keeps_texts else None
+        self.deduper = IncrementalDeduper(index, self.verifier, normalizer)
 
     @classmethod
     def open(
@@ -295,7 +305,12 @@ class Index:
     def remove_many(self, keys: Iterable[Key]) -> int:
         """Remove stored records by key, all or none (:class:`KeyNotFoundError` for a missing
         one); how many were removed."""
-        return self.index.remove_many(keys)
+        listed = list(keys)
+        with self.index.exclusive():
+            removed = self.index.remove_many(listed)
+            if self.keeps_texts:
+                self.index.storage.remove_values(TEXTS, listed)
+        return removed
 
     # -- prepared batches: the two-step calls --------------------------------------------------
     def prepare(self, records: Sequence[Record]) -> Prepared:
@@ -306,7 +321,9 @@ class Index:
         empty = self._empty(texts, encoded.feature_counts, signatures)
         digests = digests_of(self.verifier, records)
         keys = [record.id for record in records]
-        return Prepared(keys, encoded.fingerprints, signatures, digests, empty)
+        return Prepared(
+            keys, encoded.fingerprints, signatures, digests, empty, texts if self.keeps_texts else None
+        )
 
     def _empty(
         self, texts: Sequence[str], feature_counts: npt.NDArray[np.int64], signatures: UInt64Array | None
@@ -366,14 +383,19 @@ class Index:
         if not fresh:
             return [False] * len(batch)
         signatures = None if batch.signatures is None else batch.signatures[fresh]
-        # "skip" also skips a key another writer stores between the check and the write.
-        added = self.index.add_many(
-            [batch.keys[row] for row in fresh],
-            batch.fingerprints[fresh],
-            signatures=signatures,
-            existing=existing,
-            digests=None if batch.digests is None else [batch.digests[row] for row in fresh],
-        )
+        fresh_keys = [batch.keys[row] for row in fresh]
+        with self.index.exclusive():
+            if batch.texts is not None:  # before the records: a record is never without its text
+                texts = [pack_text(batch.texts[row]) for row in fresh]
+                self.index.storage.put_values(TEXTS, fresh_keys, texts)
+            # "skip" also skips a key another writer stores between the check and the write.
+            added = self.index.add_many(
+                fresh_keys,
+                batch.fingerprints[fresh],
+                signatures=signatures,
+                existing=existing,
+                digests=None if batch.digests is None else [batch.digests[row] for row in fresh],
+            )
         flags = [False] * len(batch)
         for row, was_added in zip(fresh, added, strict=True):
             flags[row] = was_added
@@ -402,6 +424,7 @@ class Index:
             existing=existing,
             empty=batch.empty,
             hint=hint,
+            texts=batch.texts,
         )
 
     def query(
@@ -415,6 +438,7 @@ class Index:
             signatures=batch.signatures,
             max_matches=max_matches,
             empty=batch.empty,
+            texts=batch.texts,
         )
 
     def query_fingerprints(

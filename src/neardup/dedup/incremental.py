@@ -19,7 +19,10 @@ through the index's public methods only (the index stores and finds; this is the
 - The batch is written in one transaction after every decision is made, so an acknowledged
   batch is stored whole and a failed one not at all.
 - With a verifier (minhash or combined), a Simhash match counts only when the stored MinHash
-  signatures confirm it, in queries and in check-and-add alike.
+  signatures confirm it, in queries and in check-and-add alike. A band index's sketch
+  decides its candidates; with ``check_texts`` those near the threshold are decided by the
+  exact Jaccard of the texts (the batch's given as ``texts``, the stored ones kept by
+  check-and-add: :mod:`neardup.dedup.stored_texts`).
 - A record whose text is empty (no shingles for a band index, no features for a Simhash
   one: no letters or digits) pairs with nothing, as in batch dedup: its query finds nothing
   and check-and-add starts its own cluster. Callers say which rows are empty (``empty``);
@@ -53,7 +56,9 @@ from ..index.simhash_index import SimhashIndex
 from ..similarity.minhash import signature_blobs, stacked_signatures
 from ..similarity.verify import Verifier, check_verifiable, verify_with_records
 from ..storage.base import Key, StoredRecord, check_key, match_blocks, shown_key
+from ..text.normalize import Normalizer
 from .batch import find_all_pairs
+from .stored_texts import TextCheck
 
 
 def text_index_config(fingerprint: FingerprintConfig) -> IndexConfig:
@@ -86,7 +91,9 @@ class IncrementalDeduper:
     batch and stored beside the fingerprints.
     """
 
-    def __init__(self, index: SimhashIndex, verifier: Verifier | None = None) -> None:
+    def __init__(
+        self, index: SimhashIndex, verifier: Verifier | None = None, normalizer: Normalizer | None = None
+    ) -> None:
         if index.bands is not None and (verifier is None or verifier.mode != "sketch"):
             raise ConfigError(
                 "a band index finds and decides candidates by their text sketches: "
@@ -94,12 +101,22 @@ class IncrementalDeduper:
             )
         self.index = index
         self.verifier = verifier
+        #: How the texts of the exact check are compared (the index's fingerprinter's).
+        self.normalizer = normalizer
         #: How a changed-text error names the fix (the command line sets its flag).
         self.replace_hint = 'existing="replace"'
 
     @property
     def verifying(self) -> bool:
         return self.verifier is not None and self.verifier.mode != "none"
+
+    def _text_check(self, texts: Sequence[str] | None, count: int) -> TextCheck | None:
+        """The exact check of a batch, where the verifier asks for it and the texts are given."""
+        if texts is None or self.verifier is None or not self.verifier.check_texts:
+            return None
+        if len(texts) != count:
+            raise InputError(f"got {len(texts)} texts for {count} records; give one each")
+        return TextCheck(self.verifier, texts, self.index.storage, self.normalizer)
 
     # -- queries -------------------------------------------------------------------------
     def query(
@@ -131,11 +148,16 @@ class IncrementalDeduper:
         signatures: npt.ArrayLike | None = None,
         max_matches: int | None = None,
         empty: Sequence[bool] | npt.NDArray[np.bool_] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> list[Matches]:
         """:meth:`query` for a batch; ``signatures`` has one row per fingerprint. Rows that
-        ``empty`` flags (texts with nothing to compare) match nothing and are not searched."""
+        ``empty`` flags (texts with nothing to compare) match nothing and are not searched.
+        ``texts`` (one per fingerprint) let a verifier with ``check_texts`` decide the
+        candidates near its threshold exactly."""
         cap = check_max_matches(max_matches)
-        return self._query_records(fingerprints, max_distance, signatures, cap, empty)[0]
+        words = self.index.words(fingerprints)
+        check = self._text_check(texts, words.shape[0])
+        return self._query_records(fingerprints, max_distance, signatures, cap, empty, check)[0]
 
     def _query_records(
         self,
@@ -144,6 +166,7 @@ class IncrementalDeduper:
         signatures: npt.ArrayLike | None,
         max_matches: int | None = None,
         empty: Sequence[bool] | npt.NDArray[np.bool_] | None = None,
+        check: TextCheck | None = None,
     ) -> tuple[list[Matches], dict[Key, StoredRecord]]:
         """The verified matches, and the stored records read to verify them (check-and-add
         takes their cluster ids from these instead of reading them again). With a cap, the
@@ -160,6 +183,8 @@ class IncrementalDeduper:
                 max_distance,
                 None if sketches is None else sketches.reshape(words.shape[0], -1)[searched],
                 max_matches,
+                None,
+                None if check is None else check.subset(searched),
             )
             answers = [Matches() for _ in range(words.shape[0])]
             for row, matches in zip(searched.tolist(), found, strict=True):
@@ -174,8 +199,21 @@ class IncrementalDeduper:
                     max_distance,
                     None if sketches is None else sketches[first],
                     max_matches,
+                    None,
+                    None if check is None else check.subset(first),
                 )
                 return [found[row] for row in of_row.reshape(-1).tolist()], read
+        return self._verified_query(words, max_distance, signatures, max_matches, check)
+
+    def _verified_query(
+        self,
+        words: npt.NDArray[np.uint64],
+        max_distance: int | None,
+        signatures: npt.ArrayLike | None,
+        max_matches: int | None,
+        check: TextCheck | None,
+    ) -> tuple[list[Matches], dict[Key, StoredRecord]]:
+        """:meth:`_query_records` of distinct, non-empty rows: the search and its verdicts."""
         if not self.verifying or self.verifier is None:
             found = self.index.query_many(
                 _flat(words), max_distance=max_distance, signatures=signatures, max_matches=max_matches
@@ -186,14 +224,20 @@ class IncrementalDeduper:
             every, stored = self.index.query_many_with_records(
                 _flat(words), max_distance=max_distance, signatures=signatures
             )
-            verified = verify_with_records(cast(list[list[Match]], every), self.verifier, signatures, stored)
+            verified = verify_with_records(
+                cast(list[list[Match]], every),
+                self.verifier,
+                signatures,
+                stored,
+                None if check is None else check.refine,
+            )
             return [Matches(matches) for matches in verified], stored
         return self.index.query_many_with_records(
             _flat(words),
             max_distance=max_distance,
             signatures=signatures,
             max_matches=max_matches,
-            keep=_signature_keep(self.verifier, signatures, len(words)),
+            keep=_signature_keep(self.verifier, signatures, len(words), check),
         )
 
     # -- check-and-add -------------------------------------------------------------------
@@ -223,17 +267,15 @@ class IncrementalDeduper:
         existing: str = "skip",
         empty: Sequence[bool] | npt.NDArray[np.bool_] | None = None,
         hint: str | None = None,
+        texts: Sequence[str] | None = None,
     ) -> list[Assignment]:
         """Assign clusters to a batch and store its new records, as one locked transaction;
-        one result per input, in order. With a verifier, ``signatures`` (one row per record)
-        are required, a match counts only when they confirm it, and they are stored.
-        ``locations`` (file:line of each record) name records in errors instead of positions.
-        ``max_matches`` lists only the nearest matches of each (the cluster is the same).
-        ``digests`` (one :func:`~neardup.index.digests.text_digest` per record) are stored and
-        tell a retry from another text; ``existing="replace"`` updates a stored record whose
-        text changed (``existing="skip"``, the default, refuses it). Rows that ``empty``
-        flags (texts with nothing to compare) match nothing: each starts its own cluster.
-        ``hint`` names the fix in a changed-text error (default :attr:`replace_hint`)."""
+        one result per input, in order (the module's rules). With a verifier, ``signatures``
+        (one row per record) are required and stored; ``texts`` are kept and checked when it
+        has ``check_texts``. ``locations`` (file:line) name records in errors. ``digests``
+        (:func:`~neardup.index.digests.text_digest`) are stored and tell a retry from another
+        text, which ``existing="replace"`` stores over the record (``"skip"`` refuses it,
+        naming ``hint``, default :attr:`replace_hint`). ``empty`` rows match nothing."""
         if existing not in ("skip", "replace"):
             raise InputError(f"existing must be 'skip' or 'replace' for check-and-add; got {existing!r}")
         index = self.index
@@ -245,7 +287,7 @@ class IncrementalDeduper:
             return []
         values = [int(value) for value in _ints(words)]
         sig_rows = self._checked_signatures(signatures, digests, len(listed))
-        blank = _empty_mask(empty, len(listed))
+        blank, check = _empty_mask(empty, len(listed)), self._text_check(texts, len(listed))
         with index.exclusive():
             first_row = _first_rows(listed, values, where, digests)
             unique_rows = sorted(first_row.values())
@@ -254,23 +296,39 @@ class IncrementalDeduper:
             if changed and existing != "replace":
                 location = where.location(first_row[changed[0]])
                 raise changed_text_error(changed[0], location, hint or self.replace_hint)
-            found, read = self._query_records(
-                _flat(words[unique_rows]),
-                None,
-                None if sig_rows is None or not self.verifying else sig_rows[unique_rows],
-                None if cap is None else cap + 1,  # one more: a stored key finds itself
-                blank[unique_rows],
-            )
+            found, read = self._query_rows(words, sig_rows, unique_rows, cap, blank, check)
             clusters_of = self._known_clusters(found, read, first_row, stored)
             new_rows = [row for row in unique_rows if stored[listed[row]] is None]
-            earlier = self._earlier_neighbours(words, sig_rows, new_rows, blank)
+            earlier = self._earlier_neighbours(words, sig_rows, new_rows, blank, check)
             results = _assign(found, unique_rows, listed, values, stored, earlier, clusters_of, cap)
-            self._store(words, sig_rows, digests, listed, results, new_rows, [first_row[k] for k in changed])
+            self._store(
+                words, sig_rows, digests, listed, results, new_rows, [first_row[k] for k in changed], check
+            )
             for key in changed:  # stored anew, in the cluster it had (ids handed out stay valid)
                 results[key] = dataclasses.replace(results[key], added=True, replaced=True)
         return [
             results[key] if row == first_row[key] else _repeat(results[key]) for row, key in enumerate(listed)
         ]
+
+    def _query_rows(
+        self,
+        words: npt.NDArray[np.uint64],
+        sig_rows: npt.NDArray[np.uint64] | None,
+        rows: list[int],
+        cap: int | None,
+        blank: npt.NDArray[np.bool_],
+        check: TextCheck | None,
+    ) -> tuple[list[Matches], dict[Key, StoredRecord]]:
+        """:meth:`_query_records` of a check-and-add batch's ``rows``, with one match more
+        than ``cap``: a stored key finds itself."""
+        return self._query_records(
+            _flat(words[rows]),
+            None,
+            None if sig_rows is None or not self.verifying else sig_rows[rows],
+            None if cap is None else cap + 1,
+            blank[rows],
+            None if check is None else check.subset(rows),
+        )
 
     def _checked_signatures(
         self, signatures: npt.ArrayLike | None, digests: Sequence[bytes | None] | None, count: int
@@ -292,9 +350,14 @@ class IncrementalDeduper:
         results: dict[Key, Assignment],
         new_rows: list[int],
         replaced_rows: list[int],
+        check: TextCheck | None = None,
     ) -> None:
         """Write the batch's new records and the ones whose text it replaces, each with the
-        cluster check-and-add gave it (inside the caller's transaction)."""
+        cluster check-and-add gave it (inside the caller's transaction), and their texts
+        first where ``check`` keeps them: a record is never stored without its text."""
+        if check is not None:
+            written = new_rows + replaced_rows
+            check.store([listed[row] for row in written], written)
         for rows, mode in ((new_rows, "fail"), (replaced_rows, "replace")):
             if rows:
                 self.index.add_many(
@@ -333,6 +396,7 @@ class IncrementalDeduper:
         sig_rows: npt.NDArray[np.uint64] | None,
         new_rows: list[int],
         blank: npt.NDArray[np.bool_],
+        check: TextCheck | None = None,
     ) -> dict[int, list[tuple[int, int]]]:
         """For each new row, the earlier new rows of the batch it matches, with their
         distance; an empty row (``blank``) matches none and is matched by none."""
@@ -344,7 +408,7 @@ class IncrementalDeduper:
         else:
             earlier = _batch_neighbours(words[new_rows], index.bits, index.max_distance, new_rows)
         if self.verifying and self.verifier is not None and sig_rows is not None:
-            earlier = _verified_neighbours(earlier, self.verifier, sig_rows)
+            earlier = _verified_neighbours(earlier, self.verifier, sig_rows, check)
         return earlier | alone
 
 
@@ -527,9 +591,13 @@ def _band_neighbours(
 
 
 def _verified_neighbours(
-    neighbours: dict[int, list[tuple[int, int]]], verifier: Verifier, signatures: npt.NDArray[np.uint64]
+    neighbours: dict[int, list[tuple[int, int]]],
+    verifier: Verifier,
+    signatures: npt.NDArray[np.uint64],
+    check: TextCheck | None = None,
 ) -> dict[int, list[tuple[int, int]]]:
-    """The in-batch neighbours whose signatures confirm them."""
+    """The in-batch neighbours whose signatures confirm them (and their texts, near the
+    threshold, with ``check``)."""
     out: dict[int, list[tuple[int, int]]] = {}
     for row, found in neighbours.items():
         if not found:
@@ -537,7 +605,13 @@ def _verified_neighbours(
             continue
         others = np.array([other for other, _ in found], dtype=np.int64)
         distances = np.array([distance for _, distance in found], dtype=np.int64)
-        kept = verifier.verify_signatures(distances, signatures[row : row + 1], signatures[others]).kept
+        verdict = verifier.verify_signatures(distances, signatures[row : row + 1], signatures[others])
+        if check is not None:
+            similarity = check.refine_within(
+                np.full(len(others), row, dtype=np.int64), others, verdict.similarity
+            )
+            verdict = verifier.decide(distances, similarity)
+        kept = verdict.kept
         out[row] = [pair for pair, keep in zip(found, kept.tolist(), strict=True) if keep]
     return out
 
@@ -569,7 +643,9 @@ def _repeat(assignment: Assignment) -> Assignment:
     )
 
 
-def _signature_keep(verifier: Verifier, signatures: npt.ArrayLike | None, count: int) -> Keep:
+def _signature_keep(
+    verifier: Verifier, signatures: npt.ArrayLike | None, count: int, check: TextCheck | None = None
+) -> Keep:
     """The verifier's verdict on candidates, as :func:`verify_with_records` gives it for
     whole lists (a stored record without a signature is kept as the search found it), for
     a capped query that verifies the nearest candidates first."""
@@ -595,6 +671,9 @@ def _signature_keep(verifier: Verifier, signatures: npt.ArrayLike | None, count:
             return kept
         stacked = stacked_signatures(blobs, width)
         verdict = verifier.verify_signatures(distances[signed], queries[rows[signed]], stacked)
+        if check is not None:
+            similarity = check.refine(rows[signed], [keys[t] for t in signed], verdict.similarity)
+            verdict = verifier.decide(distances[signed], similarity)
         kept[signed] = verdict.kept
         return kept
 

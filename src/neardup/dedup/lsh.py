@@ -27,6 +27,7 @@ from ..distance import hamming_many
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..io.record import Record
 from ..similarity.shingles import shingles_of
+from ..similarity.sketches import CHECK_MARGIN
 from ..similarity.verify import Explanation, shared_features
 from ..text.normalize import Normalizer
 from . import shingle_sets
@@ -40,11 +41,6 @@ IntArray = npt.NDArray[np.int64]
 #: Candidates checked on the sketch at a time, and confirmed on their texts at a time.
 SKETCH_CHUNK = 1 << 20
 TEXT_CHUNK = 1 << 16
-#: The band around the threshold where the texts decide: 3.5 standard errors of the estimate
-#: from 512 b-bit bins near Jaccard 0.5 (measured 0.0225 on 180,000 news candidates, the
-#: largest error 0.10). A sketch estimate below it rejects (the background: unrelated
-#: documents sharing a band by chance), above it accepts (copies), without reading a text.
-CHECK_MARGIN = 0.08
 
 
 def default_workers() -> int:

@@ -68,7 +68,8 @@ class IndexConfig:
     def band_index(cls, fingerprint: FingerprintConfig | None = None) -> IndexConfig:
         """The index :meth:`neardup.Index.open`, ``neardup index add``, ``dedup --index`` and
         ``neardup serve`` create by default: band postings of each text's sketch, the sketch
-        deciding (``Verifier("sketch")``), with ``fingerprint`` (default
+        deciding, and the exact Jaccard of the kept texts near the threshold
+        (``Verifier("sketch", check_texts=True)``), with ``fingerprint`` (default
         :class:`FingerprintConfig()`) recorded for the texts. ``IndexConfig()`` itself is a
         Simhash block index (k = 3), the explicit choice for fingerprints."""
         fingerprint = FingerprintConfig() if fingerprint is None else fingerprint
@@ -76,7 +77,7 @@ class IndexConfig:
             bits=fingerprint.bits,
             scheme=BandScheme(fingerprint.bits),
             fingerprint=fingerprint,
-            verification=Verifier("sketch").settings(),
+            verification=Verifier("sketch", check_texts=True).settings(),
         )
 
     def replace(self, **changes: Any) -> IndexConfig:

@@ -38,6 +38,11 @@ TEXT_SKETCH_BINS = 730
 TEXT_SKETCH_SEED = 1
 #: One-byte bins a candidate check and a stored sketch read.
 CHECK_BINS = 512
+#: The band around the threshold where the texts decide, in batch and in an index that keeps
+#: them: 3.5 standard errors of the estimate from :data:`CHECK_BINS` one-byte bins near
+#: Jaccard 0.5 (docs/candidates.md). Outside it the estimate rejects (unrelated documents
+#: sharing a band by chance) or accepts (copies) without reading a text.
+CHECK_MARGIN = 0.08
 
 
 # -- sketches and band keys --------------------------------------------------------------------

@@ -27,7 +27,7 @@ means the same thing to the fingerprints and to their verification.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -49,7 +49,7 @@ from .minhash import (
     stacked_signatures,
 )
 from .shingles import Shingles, legacy_shingle_keys
-from .sketches import shingle_signatures
+from .sketches import CHECK_MARGIN, shingle_signatures
 from .stored_sketch import SKETCH_VERSION, SKETCH_WORDS, sketch_similarity, text_sketches
 
 if TYPE_CHECKING:
@@ -183,6 +183,10 @@ class Verifier:
     #: The shingle keys of mode ``minhash``: 2 those of :func:`shingles_of`, 1 those of
     #: indexes made before (:func:`~neardup.similarity.shingles.legacy_shingle_keys`).
     shingle_version: int = SHINGLE_VERSION
+    #: Mode ``sketch``: a candidate whose estimate lies within :data:`CHECK_MARGIN` of the
+    #: threshold is decided by the exact Jaccard of the texts, as batch dedup decides (an
+    #: index with it keeps its texts; :meth:`near_threshold` says which candidates).
+    check_texts: bool = False
     minhasher: MinHasher = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -190,6 +194,8 @@ class Verifier:
             raise ConfigError(f"unknown verification {self.mode!r}; choose one of {', '.join(VERIFY_MODES)}")
         if self.shingle_version not in (1, SHINGLE_VERSION):
             raise ConfigError(f"unknown shingle version {self.shingle_version!r}; this neardup knows 1 and 2")
+        if self.check_texts and self.mode != "sketch":
+            raise ConfigError(f"check_texts refines the sketch estimate; verification {self.mode!r} has none")
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"the verification threshold must lie in [0, 1]; got {self.threshold!r}")
         if not 0.0 <= self.content_weight <= 1.0:
@@ -216,6 +222,7 @@ class Verifier:
         }
         if self.mode == "sketch":
             settings["sketch_version"] = self.sketch_version
+            settings["check_texts"] = self.check_texts
         if self.mode == "minhash":
             settings["shingle_version"] = self.shingle_version
         return settings
@@ -277,6 +284,14 @@ class Verifier:
         if identical is not None:
             kept |= np.asarray(identical, dtype=bool)
         return Verdicts(similarity=similarity, kept=np.asarray(kept, dtype=bool))
+
+    def near_threshold(self, similarity: npt.ArrayLike) -> BoolArray:
+        """Which sketch estimates lie so near the threshold that the texts decide them
+        (none unless :attr:`check_texts`)."""
+        values = np.asarray(similarity, dtype=np.float64)
+        if not self.check_texts:
+            return np.zeros(values.shape, dtype=bool)
+        return np.asarray(np.abs(values - self.cutoff) <= CHECK_MARGIN, dtype=bool)
 
     def verify_signatures(
         self,
@@ -343,6 +358,7 @@ def stored_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     filled = dict(settings)
     if filled.get("mode") == "sketch":
         filled.setdefault("sketch_version", 1)
+        filled.setdefault("check_texts", False)
     if filled.get("mode") == "minhash":
         filled.setdefault("shingle_version", 1)
     return filled
@@ -472,10 +488,13 @@ def verify_with_records(
     verifier: Verifier,
     signatures: npt.ArrayLike | None,
     stored: Mapping[Key, StoredRecord],
+    refine: Callable[[IntArray, list[Key], FloatArray], FloatArray] | None = None,
 ) -> list[list[Match]]:
     """Keep the matches that their stored signatures confirm (``stored``: the records the
     caller read, which check-and-add reuses for their cluster ids). A stored record without
-    a signature cannot be verified and is kept as Simhash found it."""
+    a signature cannot be verified and is kept as Simhash found it. ``refine`` (query rows,
+    keys, estimates → similarities) replaces estimates the caller can decide better, e.g.
+    by the exact Jaccard of texts near the threshold."""
     check_verifiable(verifier, signatures)
     queries = np.asarray(signatures, dtype=np.uint64)
     width = verifier.signature_words
@@ -498,5 +517,10 @@ def verify_with_records(
     stacked = stacked_signatures(blobs, width)
     distances = np.array([match.distance for match in signed], dtype=np.int64)
     verdict = verifier.verify_signatures(distances, queries[rows], stacked)
+    if refine is not None:
+        similarity = refine(
+            np.asarray(rows, dtype=np.int64), [match.key for match in signed], verdict.similarity
+        )
+        verdict = verifier.decide(distances, similarity)
     dropped = {id(match) for match, keep in zip(signed, verdict.kept.tolist(), strict=True) if not keep}
     return [[match for match in matches if id(match) not in dropped] for matches in found]

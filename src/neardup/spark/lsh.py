@@ -30,12 +30,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..dedup.candidates import CandidateSettings, as_pairs, prefix_pairs, sketch_long
-from ..dedup.lsh import CHECK_MARGIN
 from ..dedup.pipeline import DedupSettings
 from ..dedup.shingle_sets import ShingleSets
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..similarity.shingles import shingles_of
-from ..similarity.sketches import estimate_from_bins
+from ..similarity.sketches import CHECK_MARGIN, estimate_from_bins
 from ..text.normalize import Normalizer
 from .pairs import PAIR_SCHEMA
 

@@ -52,6 +52,9 @@ ADD_ATTEMPTS = 10
 #: statement (an IN list per table) stays well inside every server's limits.
 QUERY_BATCH = 256
 _SIGN = np.uint64(1 << 63)
+#: The value maps a store keeps beside its records (:meth:`Storage.put_values`): ``texts``
+#: holds each record's text compressed by :func:`neardup.index.texts.pack_text`.
+VALUE_MAPS = ("texts",)
 #: Bytes of a record's text digest (:func:`neardup.index.digests.text_digest`).
 DIGEST_BYTES = 16
 
@@ -237,6 +240,22 @@ class Storage(ABC):
     @abstractmethod
     def scan(self, batch_size: int = 10_000) -> Iterator[list[StoredRecord]]:
         """Every stored record, a batch at a time (in no particular order)."""
+
+    # -- values: named maps of key → bytes beside the records ---------------------------
+    @abstractmethod
+    def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
+        """Store ``values[i]`` under ``keys[i]`` in the map ``name`` (a :data:`VALUE_MAPS`
+        name), replacing any value there, in one transaction where the backend has them.
+        The maps hold what the policy above keeps per record (a band index: its texts, for
+        the exact check near the threshold); the store knows nothing of what they mean."""
+
+    @abstractmethod
+    def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
+        """The value of each key in the map ``name`` (None where absent), in order."""
+
+    @abstractmethod
+    def remove_values(self, name: str, keys: Sequence[Key]) -> None:
+        """Forget the values of ``keys`` in the map ``name``; absent keys are ignored."""
 
     def stats(self) -> BucketStats:
         """Bucket statistics where the backend can afford them (the scheme otherwise)."""
@@ -487,6 +506,19 @@ def check_key(key: Key, location: str | None = None) -> None:
     problem = key_problem(key)
     if problem is not None:
         raise InputError(f"id {shown_key(key)} {problem}", location)
+
+
+def check_value_map(name: str, keys: Sequence[Key], values: Sequence[bytes] | None = None) -> None:
+    """Refuse an unknown map name, or values that do not pair with the keys, before a
+    backend touches anything."""
+    if name not in VALUE_MAPS:
+        raise InputError(f"unknown value map {name!r}; stores keep {', '.join(VALUE_MAPS)}")
+    if values is not None:
+        if len(values) != len(keys):
+            raise InputError(f"got {len(values)} values for {len(keys)} keys; give one each")
+        for value in values:
+            if not isinstance(value, bytes):
+                raise InputError(f"stored values are bytes; got {type(value).__name__}")
 
 
 def check_keys(keys: Sequence[Key]) -> None:

@@ -42,6 +42,8 @@ from .base import (
     RecordBatch,
     Storage,
     StoredRecord,
+    check_keys,
+    check_value_map,
     key_exists_error,
     key_not_found_error,
     match_blocks,
@@ -93,6 +95,8 @@ class MemoryStorage(Storage):
         self.clusters: dict[Key, Key] = {}
         self.signatures: dict[Key, bytes] = {}
         self.digests: dict[Key, bytes] = {}
+        #: The value maps (:meth:`put_values`), by name.
+        self.values: dict[str, dict[Key, bytes]] = {}
         self.mu = mu
         self._empty(1)
         if scheme is not None:
@@ -361,6 +365,24 @@ class MemoryStorage(Storage):
             self.digests.pop(plain_key(key), None)
         self.kill(np.unique(slots))
 
+    def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
+        check_value_map(name, keys, values)
+        check_keys(keys)
+        held = self.values.setdefault(name, {})
+        for key, value in zip(keys, values, strict=True):
+            held[plain_key(key)] = bytes(value)
+
+    def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
+        check_value_map(name, keys)
+        held = self.values.get(name, {})
+        return [held.get(plain_key(key)) for key in keys]
+
+    def remove_values(self, name: str, keys: Sequence[Key]) -> None:
+        check_value_map(name, keys)
+        held = self.values.get(name, {})
+        for key in keys:
+            held.pop(plain_key(key), None)
+
     def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
         slots = self.find_many(keys, key_hashes(keys)).tolist()
         return [None if slot < 0 else self._record(slot) for slot in slots]
@@ -401,6 +423,7 @@ class MemoryStorage(Storage):
     def drop(self) -> None:
         self._empty(self.width)
         self.clusters, self.signatures, self.digests, self.meta = {}, {}, {}, None
+        self.values = {}
 
     def _record(self, slot: int) -> StoredRecord:
         key = self.key_at(slot)
