@@ -24,7 +24,9 @@ every update), a record is never split across documents, and a query is one inde
 (docs/storage.md compares the two).
 
 ``P_meta`` holds the configuration (``{"_id": "config", "value": <JSON>, "layout": L}``;
-a store opened without ``layout=`` uses its stored layout) and ``P_lock`` the writer lock.
+a store opened without ``layout=`` uses its stored layout), ``P_lock`` the writer lock and, in
+both layouts, ``P_values`` the value maps (:meth:`~.base.Storage.put_values`):
+``{"_id": {"n": <map name>, "k": "i:42"}, "v": <bytes>}``.
 
 Atomicity: where the server runs transactions (a replica set, mongos, jongodb), an add or a
 removal is one transaction: all or nothing, also across a crash. A standalone mongod has no
@@ -66,13 +68,17 @@ from .base import (
     StoredRecord,
     UInt64Array,
     bytes_to_words,
+    check_keys,
+    check_value_map,
     decode_key,
     dump_meta,
     encode_key,
     key_exists_error,
     key_not_found_error,
     load_meta,
+    lookable,
     match_blocks,
+    plain,
     raced_key_error,
     to_signed,
     words_to_bytes,
@@ -132,6 +138,7 @@ class MongoStorage(Storage):
         self.buckets: Collection[dict[str, Any]] = db[f"{collection}_buckets"]
         self.meta: Collection[dict[str, Any]] = db[f"{collection}_meta"]
         self.locks: Collection[dict[str, Any]] = db[f"{collection}_lock"]
+        self.values: Collection[dict[str, Any]] = db[f"{collection}_values"]
         self._transactions: bool | None = None  # unknown until the first write tries one
         self.lease = Lease(
             f"{where} (collection {self.locks.name})",
@@ -348,6 +355,63 @@ class MongoStorage(Storage):
         found = {record.key: record for record in self._records(documents)}
         return [found.get(key) for key in keys]
 
+    # -- values --------------------------------------------------------------------------
+    def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
+        """In a transaction the old documents are deleted and the new ones inserted (as
+        :func:`~.mongo_buckets.rewrite_buckets` does, since jongodb rewrites a collection on
+        every update); without one, each is replaced in place. Without transactions a put
+        that fails part-way may leave some of its values written, each whole."""
+        check_value_map(name, keys, values)
+        check_keys(keys)
+        latest = {encode_key(plain(key)): value for key, value in zip(keys, values, strict=True)}
+        if not latest:
+            return
+        documents = [{"_id": _value_id(name, text), "v": value} for text, value in latest.items()]
+        pymongo = self._pymongo
+
+        def write(session: ClientSession | None) -> None:
+            for start in range(0, len(documents), KEY_CHUNK):
+                chunk = documents[start : start + KEY_CHUNK]
+                if session is None:
+                    requests = [
+                        pymongo.ReplaceOne({"_id": document["_id"]}, document, upsert=True)
+                        for document in chunk
+                    ]
+                    self.values.bulk_write(requests, ordered=False)
+                else:
+                    ids = [document["_id"] for document in chunk]
+                    self.values.delete_many({"_id": {"$in": ids}}, session=session)
+                    self.values.insert_many(chunk, ordered=False, session=session)
+
+        with self._local_lock, self._errors("storing values"):
+            self._atomically(write, lambda: None)
+
+    def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
+        check_value_map(name, keys)
+        texts = [encode_key(key) if lookable(key) else None for key in map(plain, keys)]
+        wanted = list(dict.fromkeys(text for text in texts if text is not None))
+        found: dict[str, bytes] = {}
+        with self._errors("reading values"):
+            for start in range(0, len(wanted), KEY_CHUNK):
+                ids = [_value_id(name, text) for text in wanted[start : start + KEY_CHUNK]]
+                for document in self.values.find({"_id": {"$in": ids}}):
+                    found[document["_id"]["k"]] = bytes(document["v"])
+        return [None if text is None else found.get(text) for text in texts]
+
+    def remove_values(self, name: str, keys: Sequence[Key]) -> None:
+        check_value_map(name, keys)
+        texts = list(dict.fromkeys(encode_key(key) for key in map(plain, keys) if lookable(key)))
+        if not texts:
+            return
+
+        def write(session: ClientSession | None) -> None:
+            for start in range(0, len(texts), KEY_CHUNK):
+                ids = [_value_id(name, text) for text in texts[start : start + KEY_CHUNK]]
+                self.values.delete_many({"_id": {"$in": ids}}, session=session)
+
+        with self._local_lock, self._errors("removing values"):
+            self._atomically(write, lambda: None)
+
     def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
         """One find per batch: by block fields (records) or bucket ``_id`` (buckets); the
         members' block keys, recomputed from their fingerprints, pair them with the queries."""
@@ -422,7 +486,7 @@ class MongoStorage(Storage):
 
     def drop(self) -> None:
         with self._errors("dropping the store"):
-            for collection in (self.records, self.buckets, self.meta, self.locks):
+            for collection in (self.records, self.buckets, self.values, self.meta, self.locks):
                 try:
                     collection.drop()
                 except self._pymongo.errors.OperationFailure:
@@ -474,6 +538,11 @@ class MongoStorage(Storage):
 
 
 _RECORD_FIELDS = {"fingerprint": 1, "cluster": 1, "signature": 1, "digest": 1}
+
+
+def _value_id(name: str, text: str) -> dict[str, str]:
+    """The ``_id`` of a value in ``P_values``: its map and typed key (field order matters)."""
+    return {"n": name, "k": text}
 
 
 def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MongoStorage:

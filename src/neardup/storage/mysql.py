@@ -27,6 +27,7 @@ class MysqlStorage(SqlStorage):
     blob_type = "VARBINARY(528)"  # a 128-bit fingerprint and the band keys of a 512-byte sketch
     key_type = f"VARCHAR({KEY_LENGTH})"
     id_column = "id BIGINT AUTO_INCREMENT PRIMARY KEY"
+    ddl_commits = True
 
     def _begin(self, cursor: Any, write: bool) -> None:
         cursor.execute("START TRANSACTION")
@@ -65,6 +66,9 @@ class MysqlStorage(SqlStorage):
 
     def signature_type(self) -> str:
         return "BLOB"
+
+    def value_type(self) -> str:
+        return "LONGBLOB"  # a BLOB holds at most 64 KiB
 
     def _check_keys(self, keys: Sequence[Key]) -> None:
         check_keys(keys)  # the id rule of every store; it keeps ids within the column

@@ -18,6 +18,8 @@ that carry them. Keys (``P`` is the prefix, ``neardup`` by default), layout 2:
   a query reads a batch's buckets with one native MGET, and a removal rewrites the buckets it
   touches (its cost grows with their size) or deletes those it empties.
 - ``P:lock``: the writer lock of check-and-add (a random token with an expiry).
+- ``P:values:{name}``: a hash per value map (:meth:`~.base.Storage.put_values`), typed key
+  (as in ``P:records``) → the value's bytes; written and read in MULTI/EXEC pipelines.
 
 Layout 1 (neardup before ``P:layout``) kept a hash per bucket, ``P:t{table}:{hex}``, read by
 one Lua call per bucket: at 10^6 records a check-and-add batch spent about half its time in
@@ -72,11 +74,14 @@ from .base import (
     StoredRecord,
     UInt64Array,
     bytes_to_words,
+    check_keys,
+    check_value_map,
     decode_key,
     dump_meta,
     encode_key,
     key_not_found_error,
     load_meta,
+    plain,
     verified,
     words_to_bytes,
 )
@@ -98,6 +103,11 @@ REMOVE_RETRIES = 5
 LAYOUT = "2"
 #: Queries per MGET of their buckets (16 buckets per query in the default band index).
 LOOKUP_QUERIES = 4096
+#: Fields per HSET, HMGET or HDEL of a value map.
+VALUE_FIELDS = 1000
+#: Value bytes per HSET at most (at least one field): a command stays far below Redis's
+#: 1 GiB query buffer.
+VALUE_BYTES = 1 << 24
 _HAS_CLUSTER, _HAS_SIGNATURE, _HAS_DIGEST = 1, 2, 4
 
 
@@ -384,6 +394,52 @@ class RedisStorage(Storage):
         value = int.from_bytes(stored[: 8 * self.scheme.fingerprint_words], "little")
         return StoredRecord(key, value, cluster, signature, digest)
 
+    # -- values --------------------------------------------------------------------------
+    def _values_key(self, name: str) -> str:
+        return f"{self.prefix}:values:{name}"
+
+    def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
+        check_value_map(name, keys, values)
+        check_keys(keys)
+        if not len(keys):
+            return
+        latest = {_field(plain(key)): value for key, value in zip(keys, values, strict=True)}
+        with self._local_lock, self._errors("storing values"):
+            pipe = self.client.pipeline(transaction=True)
+            mapping: dict[Any, bytes] = {}  # redis-py types its keys as a union
+            size = 0
+            for field, value in latest.items():
+                if mapping and (len(mapping) == VALUE_FIELDS or size + len(value) > VALUE_BYTES):
+                    pipe.hset(self._values_key(name), mapping=mapping)
+                    mapping, size = {}, 0
+                mapping[field] = value
+                size += len(value)
+            pipe.hset(self._values_key(name), mapping=mapping)
+            pipe.execute()
+
+    def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
+        check_value_map(name, keys)
+        if not len(keys):
+            return []
+        fields = [_field(plain(key)) for key in keys]
+        with self._errors("reading values"):
+            pipe = self.client.pipeline(transaction=True)
+            for start in range(0, len(fields), VALUE_FIELDS):
+                pipe.hmget(self._values_key(name), fields[start : start + VALUE_FIELDS])
+            parts = cast("list[list[bytes | None]]", pipe.execute())
+        return [value for part in parts for value in part]
+
+    def remove_values(self, name: str, keys: Sequence[Key]) -> None:
+        check_value_map(name, keys)
+        fields = list(dict.fromkeys(_field(plain(key)) for key in keys))
+        if not fields:
+            return
+        with self._local_lock, self._errors("removing values"):
+            pipe = self.client.pipeline(transaction=True)
+            for start in range(0, len(fields), VALUE_FIELDS):
+                pipe.hdel(self._values_key(name), *fields[start : start + VALUE_FIELDS])
+            pipe.execute()
+
     # -- search --------------------------------------------------------------------------
     def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:
         """As :meth:`Storage.search_many`, one MGET per :data:`LOOKUP_QUERIES` queries (not per
@@ -481,6 +537,7 @@ class RedisStorage(Storage):
         return stats
 
     def drop(self) -> None:
+        """Every key under ``P:``: meta, records, buckets, value maps and the lock."""
         with self._errors("dropping the store"):
             for names in self._keys_matching(f"{self.prefix}:*"):
                 self.client.unlink(*names)

@@ -786,6 +786,7 @@ class RunsStorage(SqlStorage):
             return super().drop()
         with self._transaction(write=True) as cursor:
             self.runs.drop(cursor)
+            self._drop_values(cursor)
             cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
 
 

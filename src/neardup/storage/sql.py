@@ -15,6 +15,9 @@ Tables (``<prefix>`` defaults to ``neardup``, set with ``?table=``):
   one page of each block index; into a large table a batch touches thousands of random pages,
   all written again at commit. The small table's pages stay few and hot, and a move writes
   each page of the large one once per :data:`RECENT_ROWS` records.
+- ``<prefix>_values(name, key_text, key_int, value)``: the value maps
+  (:meth:`~neardup.storage.base.Storage.put_values`), keyed as the records are. Stores made
+  before it lack the table: reads find nothing there, and the first write creates it.
 
 A query batch is one statement per table, ``WHERE b0 IN (…) OR b1 IN (…) …``, which every
 engine runs as a union of index lookups; the rows are matched back to the queries and
@@ -45,13 +48,17 @@ from .base import (
     StoredRecord,
     UInt64Array,
     bytes_to_words,
+    check_keys,
+    check_value_map,
     dump_meta,
     key_columns,
     key_exists_error,
     key_from_columns,
     key_not_found_error,
     load_meta,
+    lookable,
     match_blocks,
+    plain,
     raced_key_error,
     to_signed,
     words_to_bytes,
@@ -66,6 +73,12 @@ _PREFIX_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 MAX_SQL_TABLES = 48
 #: Keys per existence check or delete statement.
 KEY_CHUNK = 500
+#: Rows per multi-row INSERT of values: 4 parameters each stay under the 999 variables of
+#: older SQLite builds.
+VALUE_ROWS = 200
+#: Value bytes per multi-row INSERT (at least one row): escaped, a statement stays well under
+#: MariaDB's default max_allowed_packet (16 MiB).
+VALUE_BYTES = 1 << 22
 #: Records the recent table holds before they move to the records table (see above).
 RECENT_ROWS = 32_768
 #: Pauses before the attempts to replace a connection the server closed (a restart): bounded,
@@ -97,6 +110,8 @@ class SqlStorage(Storage):
     blob_type = "BLOB"
     key_type = "TEXT"
     id_column = "id INTEGER PRIMARY KEY"
+    #: Whether a DDL statement commits the open transaction (MariaDB/MySQL).
+    ddl_commits = False
 
     def __init__(
         self,
@@ -118,7 +133,10 @@ class SqlStorage(Storage):
         self.meta_table = f"{self.prefix}_meta"
         self.records_table = f"{self.prefix}_records"
         self.recent_table = f"{self.prefix}_recent"
+        self.values_table = f"{self.prefix}_values"
         self._recent = True
+        #: Whether the values table is known to exist (stores made before it lack it).
+        self._values_made = False
         #: Whether the records tables have the ``digest`` column (stores made before it do not).
         self._digests = False
         self._depth = 0
@@ -265,6 +283,11 @@ class SqlStorage(Storage):
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
+        if self.ddl_commits and not self._depth:
+            # Values written under the lock need their table, and where DDL commits the open
+            # transaction (and a transaction cannot use a table made after its first read) it
+            # cannot be made inside: a store made before the table gets it here.
+            self._make_values_table()
         with self._transaction(exclusive=True):
             yield
 
@@ -306,10 +329,12 @@ class SqlStorage(Storage):
                 f"(name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL){self._table_options()}"
             )
             self._create_tables(cursor, tables)
+            cursor.execute(self._values_table_statement())
             cursor.execute(
                 f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p}), ({p}, {p})",
                 ("config", dump_meta(meta), DIGESTS_ROW, DIGEST_KIND),
             )
+            self._note_values_table(True)
 
     def _create_tables(self, cursor: Any, tables: int) -> None:
         """The record tables with one indexed column per block table (PostgreSQL lays out
@@ -494,6 +519,126 @@ class SqlStorage(Storage):
                 last = int(rows[-1][-1])
                 yield self._records([row[:-1] for row in rows], width)
 
+    # -- values --------------------------------------------------------------------------
+    def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
+        check_value_map(name, keys, values)
+        check_keys(keys)
+        latest = {key_columns(plain(key)): value for key, value in zip(keys, values, strict=True)}
+        if not latest:
+            return
+        self._make_values_table()
+        p = self.placeholder
+        # Under the writer lock, as check-and-add writes: two writers of the same new keys would
+        # otherwise collide on the primary key (PostgreSQL) or deadlock on gap locks (MariaDB).
+        with self._transaction(write=True, exclusive=True) as cursor:
+            for chunk in _chunks(sorted(latest), KEY_CHUNK):
+                self._delete_values(cursor, name, chunk)
+                for rows in _value_statements(chunk, latest):
+                    marks = ", ".join([f"({p}, {p}, {p}, {p})"] * len(rows))
+                    parameters = [
+                        part for text, is_int in rows for part in (name, text, is_int, latest[text, is_int])
+                    ]
+                    cursor.execute(
+                        f"INSERT INTO {self.values_table} (name, key_text, key_int, value) VALUES {marks}",
+                        parameters,
+                    )
+
+    def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
+        check_value_map(name, keys)
+        wanted = [key_columns(key) if lookable(key) else None for key in map(plain, keys)]
+        found: dict[tuple[str, int], bytes] = {}
+        texts = sorted({columns[0] for columns in wanted if columns is not None})
+        if texts and self._values_table_ready():
+            p = self.placeholder
+            with self._transaction() as cursor:
+                for chunk in _chunks(texts, KEY_CHUNK):
+                    condition, parameters = self._one_of("key_text", chunk)
+                    cursor.execute(
+                        f"SELECT key_text, key_int, value FROM {self.values_table} "
+                        f"WHERE name = {p} AND {condition}",
+                        [name, *parameters],
+                    )
+                    for text, is_int, value in cursor.fetchall():
+                        found[text, int(is_int)] = bytes(value)
+        return [None if columns is None else found.get(columns) for columns in wanted]
+
+    def remove_values(self, name: str, keys: Sequence[Key]) -> None:
+        check_value_map(name, keys)
+        gone = sorted({key_columns(key) for key in map(plain, keys) if lookable(key)})
+        if not gone or not self._values_table_ready():
+            return
+        with self._transaction(write=True, exclusive=True) as cursor:
+            for chunk in _chunks(gone, KEY_CHUNK):
+                self._delete_values(cursor, name, chunk)
+
+    def _delete_values(self, cursor: Any, name: str, keys: list[tuple[str, int]]) -> None:
+        """Delete the values of ``keys`` ((text, is_int) pairs): one statement per key type,
+        so that int 5 and text "5" stay apart while the primary key answers by range."""
+        for is_int in (0, 1):
+            texts = [text for text, kind in keys if kind == is_int]
+            if texts:
+                condition, parameters = self._one_of("key_text", texts)
+                p = self.placeholder
+                cursor.execute(
+                    f"DELETE FROM {self.values_table} WHERE name = {p} AND key_int = {p} AND {condition}",
+                    [name, is_int, *parameters],
+                )
+
+    def _values_table_statement(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.values_table} (name VARCHAR(32) NOT NULL, "
+            f"key_text {self.key_type} NOT NULL, key_int SMALLINT NOT NULL, value {self.value_type()} "
+            f"NOT NULL, PRIMARY KEY (name, key_text, key_int)){self._table_options()}"
+        )
+
+    def _values_table_ready(self) -> bool:
+        """Whether the values table exists (asked until it is found)."""
+        if not self._values_made and self._table_exists(self.values_table):
+            self._note_values_table(True)
+            return True
+        return self._values_made
+
+    def _note_values_table(self, made: bool) -> None:
+        """Remember whether the values table exists once the open transaction (if any)
+        commits: a creation or drop rolled back leaves the store as it was."""
+
+        def note() -> None:
+            self._values_made = made
+
+        if self._depth:
+            self._on_commit(note)
+        else:
+            note()
+
+    def _make_values_table(self) -> None:
+        """Create the values table in a store made before it. Where DDL commits the open
+        transaction (MariaDB), a transaction in progress must not be cut in two: the table is
+        made on a connection of its own (:meth:`exclusive` makes it before check-and-add's
+        transaction begins, since MariaDB refuses a table made after a transaction's first read)."""
+        if self._values_table_ready():
+            return
+        if self._depth and self.ddl_commits and self._reconnector is not None:
+            with self._local_lock, self._driver_errors():
+                connection = self._reconnector(RECONNECT_TIMEOUT_S, False)
+                try:
+                    cursor = connection.cursor()
+                    cursor.execute(self._values_table_statement())
+                    cursor.close()
+                finally:
+                    connection.close()
+            self._values_made = True
+            return
+        try:
+            with self._transaction(write=True) as cursor:
+                cursor.execute(self._values_table_statement())
+                self._note_values_table(True)
+        except Exception:
+            # Another process may have made it meanwhile (PostgreSQL refuses one of two
+            # concurrent CREATE TABLE IF NOT EXISTS); only a table still missing is an error.
+            if self._depth or not self._table_exists(self.values_table):
+                raise
+            self._values_made = True
+
     def stats(self) -> BucketStats:
         stats = BucketStats(scheme=self.scheme.describe())
         with self._transaction() as cursor:
@@ -519,7 +664,12 @@ class SqlStorage(Storage):
         with self._transaction(write=True) as cursor:
             for name in self.tables:
                 cursor.execute(f"DROP TABLE IF EXISTS {name}")
+            self._drop_values(cursor)
             cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
+
+    def _drop_values(self, cursor: Any) -> None:
+        cursor.execute(f"DROP TABLE IF EXISTS {self.values_table}")
+        self._note_values_table(False)
 
     # -- helpers -------------------------------------------------------------------------
     def _marks(self, count: int) -> str:
@@ -582,6 +732,10 @@ class SqlStorage(Storage):
     def signature_type(self) -> str:
         return self.blob_type
 
+    def value_type(self) -> str:
+        """The column type of stored values, which may be far larger than a record's blobs."""
+        return self.blob_type
+
 
 #: The columns of a record beyond its key and fingerprint in every store, as
 #: :func:`stored_record` takes them (stores made since digests add ``digest``).
@@ -608,6 +762,24 @@ def stored_record(key: Key, fingerprint: int, columns: Sequence[Any]) -> StoredR
 def _first_line(exc: BaseException | None) -> str:
     """A driver error's first line, with any URL's password masked."""
     return redacted((str(exc).strip().splitlines() or [type(exc).__name__])[0][:300])
+
+
+def _value_statements(
+    keys: list[tuple[str, int]], values: dict[tuple[str, int], bytes]
+) -> Iterator[list[tuple[str, int]]]:
+    """``keys`` in runs of at most :data:`VALUE_ROWS` whose values total at most
+    :data:`VALUE_BYTES` (a longer value goes alone), one multi-row INSERT each."""
+    run: list[tuple[str, int]] = []
+    size = 0
+    for key in keys:
+        length = len(values[key])
+        if run and (len(run) == VALUE_ROWS or size + length > VALUE_BYTES):
+            yield run
+            run, size = [], 0
+        run.append(key)
+        size += length
+    if run:
+        yield run
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

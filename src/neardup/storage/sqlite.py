@@ -281,7 +281,10 @@ def _foreign_tables(connection: sqlite3.Connection) -> list[str]:
     for name in names:
         prefix = name.removesuffix("_meta")
         if prefix != name and f"{prefix}_records" in names:
-            ours.update(f"{prefix}_{table}" for table in ("meta", "records", "recent", "postings", "filters"))
+            ours.update(
+                f"{prefix}_{table}"
+                for table in ("meta", "records", "recent", "postings", "filters", "values")
+            )
             ours.update(other for other in names if other.startswith(f"{prefix}_run_"))  # ?layout=runs
     return sorted(name for name in names if name not in ours)
 
