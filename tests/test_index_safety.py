@@ -281,6 +281,7 @@ def test_another_applications_database_is_left_alone_unless_asked(tmp_path: Path
         "neardup_meta",
         "neardup_postings",
         "neardup_records",
+        "neardup_values",
         "people",
     ]
     with SimhashIndex.open(f"sqlite:///{tmp_path}/other.db?create_in_existing=1") as index:

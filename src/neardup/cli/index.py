@@ -116,6 +116,8 @@ def verification_settings(mode: str) -> dict[str, Any]:
             "an index keeps no texts, so it verifies with stored signatures: use --verify sketch "
             "(the default), minhash or combined"
         )
+    if mode == "sketch":
+        return dict(IndexConfig.band_index().verification or {})
     return Verifier(mode).settings()
 
 

@@ -37,7 +37,7 @@ from ..storage import DEFAULT_URL
 from ..storage.base import MAX_KEY_BYTES, Key, shown_key
 from ..storage.urls import redacted
 from .incremental import Assignment, IncrementalDeduper
-from .stored_texts import TEXTS, pack_text
+from .stored_texts import TEXTS, keep_texts
 
 if TYPE_CHECKING:
     from ..index.keys import Match, Matches
@@ -385,9 +385,8 @@ class Index:
         signatures = None if batch.signatures is None else batch.signatures[fresh]
         fresh_keys = [batch.keys[row] for row in fresh]
         with self.index.exclusive():
-            if batch.texts is not None:  # before the records: a record is never without its text
-                texts = [pack_text(batch.texts[row]) for row in fresh]
-                self.index.storage.put_values(TEXTS, fresh_keys, texts)
+            if batch.texts is not None:
+                keep_texts(self.index.storage, fresh_keys, [batch.texts[row] for row in fresh])
             # "skip" also skips a key another writer stores between the check and the write.
             added = self.index.add_many(
                 fresh_keys,

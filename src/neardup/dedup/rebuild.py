@@ -29,12 +29,12 @@ from ..index.simhash_index import SimhashIndex
 from ..io.read import batches
 from ..io.record import Record
 from ..similarity.bands import scheme_from_dict
-from ..similarity.verify import Verifier
 from ..storage import open_storage
 from ..storage.base import Key, Storage, check_key, lookable
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .documents import Index
+from .stored_texts import keep_texts
 
 #: Records per batch: one transaction each in the new store, as ``neardup index add`` does.
 DEFAULT_BATCH = 1000
@@ -60,9 +60,9 @@ class RebuildReport:
 
 
 def sketch_verification() -> dict[str, Any]:
-    """The meta's verification of a band index, every field of ``Verifier("sketch")``: the
-    same dict ``neardup index add`` records (``cli.index.verification_settings("sketch")``)."""
-    return Verifier("sketch").settings()
+    """The meta's verification of a band index: the same dict ``neardup index add`` records
+    (``cli.index.verification_settings("sketch")``)."""
+    return dict(IndexConfig.band_index().verification or {})
 
 
 def rebuild_config(meta: Mapping[str, Any]) -> IndexConfig:
@@ -204,6 +204,8 @@ def _carry(
                 check_key(record.id, record.location)  # an over-long id from before the id rule
             batch = documents.prepare(kept)  # with digests: the rebuilt store knows its texts
             clusters: list[Key | None] = [cluster for _, cluster in chosen.values()]
+            if batch.texts is not None:  # before the records, as the front door keeps them
+                keep_texts(new.storage, batch.keys, batch.texts)
             added = sum(
                 new.add_many(
                     batch.keys,

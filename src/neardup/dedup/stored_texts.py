@@ -57,6 +57,13 @@ def unpack_text(value: bytes, key: Key) -> str:
     raise StorageDamagedError(f"the stored text of id {key!r} has an unknown format; re-add it")
 
 
+def keep_texts(storage: Storage, keys: Sequence[Key], texts: Sequence[str]) -> None:
+    """Store ``texts[i]`` under ``keys[i]`` (before their records: a record is never
+    stored without its text)."""
+    if keys:
+        storage.put_values(TEXTS, list(keys), [pack_text(text) for text in texts])
+
+
 class TextCheck:
     """The exact check of one batch's candidates: ``texts`` are the batch's (by row), the
     stored texts are read from ``storage`` when a candidate needs them."""
@@ -78,8 +85,7 @@ class TextCheck:
     def store(self, keys: Sequence[Key], rows: Sequence[int]) -> None:
         """Keep the texts of ``rows`` under ``keys`` (inside the caller's transaction, before
         the records: a record is never stored without its text)."""
-        if rows:
-            self.storage.put_values(TEXTS, list(keys), [pack_text(self.texts[row]) for row in rows])
+        keep_texts(self.storage, keys, [self.texts[row] for row in rows])
 
     def refine(self, rows: IntArray, keys: Sequence[Key], similarity: FloatArray) -> FloatArray:
         """``similarity`` (the estimates of candidates: batch row ``rows[t]`` against stored

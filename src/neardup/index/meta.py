@@ -122,6 +122,10 @@ def check_meta_keys(meta: dict[str, Any], url: str) -> None:
         )
 
 
+#: Verification fields of a sketch index that record how the store was made.
+MADE_WITH = ("sketch_version", "check_texts")
+
+
 def check_same(config: IndexConfig, meta: dict[str, Any], url: str) -> None:
     """Refuse to open a stored index with settings that disagree with the stored ones. File
     settings are compared by content where the meta records it (a path may differ)."""
@@ -129,6 +133,7 @@ def check_same(config: IndexConfig, meta: dict[str, Any], url: str) -> None:
     stored = {name: meta.get(name) for name in wanted}
     if stored["verification"] is not None:
         stored["verification"] = stored_settings(stored["verification"])
+        wanted["verification"] = _as_made(wanted["verification"], stored["verification"])
     if "files" in meta:
         wanted["fingerprint_config"] = _without_paths(wanted["fingerprint_config"])
         stored["fingerprint_config"] = _without_paths(stored["fingerprint_config"])
@@ -143,6 +148,14 @@ def check_same(config: IndexConfig, meta: dict[str, Any], url: str) -> None:
             "Open it without settings to use the stored ones, or use another store for the new settings."
         )
     check_files(config.fingerprint, meta, url)
+
+
+def _as_made(wanted: dict[str, Any] | None, stored: dict[str, Any]) -> dict[str, Any] | None:
+    """The requested verification with what the stored sketch index was made with (its
+    sketch version, whether it keeps texts): facts of the store, not settings to compare."""
+    if wanted is None or wanted.get("mode") != "sketch" or stored.get("mode") != "sketch":
+        return wanted
+    return {**wanted, **{name: stored[name] for name in MADE_WITH if name in stored}}
 
 
 def _without_paths(fingerprint: dict[str, Any] | None) -> dict[str, Any] | None:
