@@ -53,9 +53,9 @@ def test_add_query_remove_stats_round_trip(store: str, tmp_path: Path) -> None:
 
     code, out, err = run("index", "stats", store, "--json")
     stats = json.loads(out)
-    assert stats["records"] == 3 and stats["scheme"] == {"kind": "bands", "bits": 64, "bands": 36, "rows": 3}
+    assert stats["records"] == 3 and stats["scheme"] == {"kind": "bands", "bits": 64, "bands": 16, "rows": 3}
     assert stats["verification"]["mode"] == "sketch" and stats["verification"]["threshold"] == 0.5
-    assert stats["fingerprint_config"]["lang"] == "en" and len(stats["tables"]) == 36
+    assert stats["fingerprint_config"]["lang"] == "en" and len(stats["tables"]) == 16
 
     code, _, err = run("index", "remove", store, "a")
     assert code == 0, err

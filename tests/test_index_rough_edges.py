@@ -120,8 +120,8 @@ def test_stats_of_a_stored_index_say_it_has_no_second_hash(tmp_path: Path, url: 
     lines = out.splitlines()
     assert lines[:3] == [f"url: {url}", "records: 4", "bits: 64"]
     assert lines[3] == (
-        "search: 36 bands of 3 text-sketch bins; a candidate counts when its sketch Jaccard reaches 0.5"
+        "search: 16 bands of 3 text-sketch bins; a candidate counts when its sketch Jaccard reaches 0.5"
     )
     assert "second hash: none (a stored index reads each bucket whole)" in lines
     assert not any("threshold" in line or "entries" in line for line in lines), out
-    assert lines[-37].split() == ["table", "key_bits", "buckets", "largest", "mean", "split"]
+    assert lines[-17].split() == ["table", "key_bits", "buckets", "largest", "mean", "split"]

@@ -7,10 +7,13 @@ search finds: each record keeps its one-permutation MinHash sketch of 512 bins w
 per bin (:mod:`neardup.similarity.stored_sketch`, stored as its signature), and table t is keyed
 on the 8·rows bits of bins rows·t … rows·t + rows − 1. Two records share a table's key with
 probability about J^rows (J their shingle Jaccard; a bin also agrees by chance, 1/256), so
-with the default 36 tables of 3 bins a pair at J = 0.5 is found with probability
-1 − (1 − 0.502³)³⁶ = 0.99 (the batch search's promise) and at J = 0.6 with 0.9998; the sketch,
-and near the threshold the texts, then decide. Unrelated records share a 24-bit key by
-chance with probability 2⁻²⁴ per band, plus what their shingles share.
+with the default 16 tables of 3 bins a pair at J = 0.5 is found with probability
+1 − (1 − 0.5³)¹⁶ = 0.88 and at J = 0.6 with 0.98; the sketch, and near the threshold the
+texts, then decide. Unrelated records
+share a 24-bit key with probability 2⁻²⁴: about one chance candidate per query among 10⁶
+stored records (16 · 10⁶ / 2²⁴), which its sketch rejects. 16 × 3 gives the dev sets the F1
+of 32 × 4 (0.995 / 0.993 / 0.992 on zh_news / en_news / zh_short through a real index) with
+half the postings.
 
 Stores need nothing new: a record's *words* are its fingerprint words followed by its band
 keys, and each table is a :class:`~neardup.blocks.BitSelection` over one band key, so the
@@ -33,11 +36,11 @@ from ..errors import ConfigError, InputError
 
 UInt64Array = npt.NDArray[np.uint64]
 
-#: Tables of a band index: the fewest bands of 3 one-byte bins that find a pair of Jaccard
-#: 0.5 with probability 0.99, the batch search's promise (1 − (1 − 0.502³)³⁶ = 0.9925). A store
-#: pays for every posting on each write, so shorter and fewer bands than the batch search's
-#: 146 × 5, which are never stored (docs/candidates.md).
-DEFAULT_BANDS = 36
+#: Tables of a band index. A store pays for every posting on each write, so fewer and shorter
+#: bands than the batch search's 146 x 5. 36 x 3 would keep the batch search's promise (a pair
+#: of Jaccard 0.5 found with probability 0.99, against 0.88) at 40 % of every store's write
+#: speed; docs/candidates.md has the figures of both.
+DEFAULT_BANDS = 16
 #: Sketch bins (one byte each) per band: a band key is 8·rows bits of the stored sketch.
 DEFAULT_ROWS = 3
 #: Bytes of the stored sketch (512 one-byte bins), which bound bands · rows.
