@@ -65,19 +65,23 @@ class IndexConfig:
             )
 
     @classmethod
-    def band_index(cls, fingerprint: FingerprintConfig | None = None) -> IndexConfig:
+    def band_index(
+        cls, fingerprint: FingerprintConfig | None = None, *, keep_texts: bool = True
+    ) -> IndexConfig:
         """The index :meth:`neardup.Index.open`, ``neardup index add``, ``dedup --index`` and
         ``neardup serve`` create by default: band postings of each text's sketch, the sketch
         deciding, and the exact Jaccard of the kept texts near the threshold
         (``Verifier("sketch", check_texts=True)``), with ``fingerprint`` (default
-        :class:`FingerprintConfig()`) recorded for the texts. ``IndexConfig()`` itself is a
-        Simhash block index (k = 3), the explicit choice for fingerprints."""
+        :class:`FingerprintConfig()`) recorded for the texts. ``keep_texts=False`` stores no
+        texts and decides on the sketch alone (smaller, a little less exact near the
+        threshold). ``IndexConfig()`` itself is a Simhash block index (k = 3), the explicit
+        choice for fingerprints."""
         fingerprint = FingerprintConfig() if fingerprint is None else fingerprint
         return cls(
             bits=fingerprint.bits,
             scheme=BandScheme(fingerprint.bits),
             fingerprint=fingerprint,
-            verification=Verifier("sketch", check_texts=True).settings(),
+            verification=Verifier("sketch", check_texts=keep_texts).settings(),
         )
 
     def replace(self, **changes: Any) -> IndexConfig:
