@@ -22,7 +22,24 @@ from neardup.similarity.sketches import CHECK_MARGIN
 from neardup.similarity.stored_sketch import sketch_similarity
 from neardup.similarity.verify import Verifier
 
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "omicron",
+    "pi",
+]
 
 
 def straddling_pair() -> tuple[str, str, float, float]:
@@ -118,7 +135,7 @@ def test_texts_round_trip(text: str) -> None:
 
 
 def test_a_damaged_text_is_named_with_its_id() -> None:
-    with pytest.raises(StorageDamagedError, match="'k7'.*re-add it"):
+    with pytest.raises(StorageDamagedError, match=r"'k7'.*re-add it"):
         unpack_text(b"\x01not zlib", "k7")
     with pytest.raises(StorageDamagedError, match="unknown format"):
         unpack_text(b"\x09abc", "k7")
