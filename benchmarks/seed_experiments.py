@@ -36,8 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from neardup import Fingerprinter, find_all_pairs, single_pass  # noqa: E402
+from neardup import Fingerprinter, find_all_pairs  # noqa: E402
 from neardup.dedup.auto import auto_search  # noqa: E402
+from neardup.dedup.batch import single_pass  # noqa: E402
 from neardup.dedup.clusters import components  # noqa: E402
 from neardup.eval.baselines import run_baseline  # noqa: E402
 from neardup.eval.files import load_gold  # noqa: E402

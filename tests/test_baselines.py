@@ -85,7 +85,8 @@ def test_word_shingles_short_documents_and_stability() -> None:
 
 def test_classic_uses_four_16_bit_tables_exactly() -> None:
     """Whatever the block layout, the search is exact: equal to brute force on the fingerprints."""
-    from neardup import Fingerprinter, brute_force_pairs
+    from neardup import Fingerprinter
+    from neardup.dedup.batch import brute_force_pairs
 
     fingerprints = Fingerprinter(weighting="tf", hash="java", idf="none").fingerprint_many(TEXTS)
     expected = brute_force_pairs(fingerprints, 3)

@@ -11,10 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import MinHasher, combined_score, estimate_jaccard
+from neardup import MinHasher
 from neardup.errors import ConfigError, InputError
 from neardup.similarity.minhash import (
     EMPTY,
+    combined_score,
+    estimate_jaccard,
     exact_jaccard,
     hash_elements,
     mod_prime,

@@ -206,3 +206,21 @@ def test_get_is_one_element_of_get_many_and_remove_many_counts() -> None:
     assert index.remove("a") is None
     assert index.remove_many(["b", 3]) == 2 and len(index) == 0
     assert index.remove_many([]) == 0
+
+
+def test_internal_helpers_left_the_top_level_with_a_warning() -> None:
+    """Helpers that were public and are internal now still resolve, for one version, with a
+    DeprecationWarning that names where they live."""
+    import warnings
+
+    from neardup.dedup.batch import single_pass
+
+    for name in ("single_pass", "brute_force_pairs", "combined_score", "estimate_jaccard"):
+        assert name not in neardup.__all__
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert getattr(neardup, name) is not None
+        assert any("import it from neardup." in str(w.message) for w in caught), name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert neardup.single_pass is single_pass

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-from neardup import BlockScheme, ConfigError, FingerprintConfig, Fingerprinter, brute_force_pairs
+from neardup import BlockScheme, ConfigError, FingerprintConfig, Fingerprinter
 from neardup.cli.main import main
+from neardup.dedup.batch import brute_force_pairs
 from neardup.dedup.clusters import components
 from neardup.io.record import Record
 

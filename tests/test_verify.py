@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import Fingerprinter, Match, Verifier, combined_score, find_all_pairs
+from neardup import Fingerprinter, Match, Verifier, find_all_pairs
 from neardup.errors import ConfigError, InputError
-from neardup.similarity.minhash import exact_jaccard
+from neardup.similarity.minhash import combined_score, exact_jaccard
 from neardup.similarity.verify import (
     VERIFY_MODES,
     Shingles,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .blocks import BitSelection, BlockScheme, BucketStats, TableStats
     from .dedup.auto import Search
-    from .dedup.batch import Pairs, brute_force_pairs, find_all_pairs, single_pass
+    from .dedup.batch import Pairs, find_all_pairs
     from .dedup.candidates import CandidateSettings
     from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
     from .dedup.documents import DocumentIndex, Index, Prepared
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from .records.dedup import RecordsResult, Verification, find_duplicate_records
     from .records.schema import FieldSpec, RecordSchema, ResolvedField, ResolvedSchema, RowChunk
     from .similarity.bands import BandScheme
-    from .similarity.minhash import MinHasher, combined_score, estimate_jaccard
+    from .similarity.minhash import MinHasher
     from .similarity.verify import VERIFY_MODES, Explanation, Verdicts, Verifier
     from .storage.base import Candidates, RecordBatch, Storage, StoredRecord
     from .text.normalize import Normalizer
@@ -73,9 +73,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ".dedup.auto": ("Search",),
     ".dedup.batch": (
         "Pairs",
-        "brute_force_pairs",
         "find_all_pairs",
-        "single_pass",
     ),
     ".dedup.candidates": ("CandidateSettings",),
     ".dedup.clusters": (
@@ -147,11 +145,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ),
     ".records.schema": ("FieldSpec", "RecordSchema", "ResolvedField", "ResolvedSchema", "RowChunk"),
     ".similarity.bands": ("BandScheme",),
-    ".similarity.minhash": (
-        "MinHasher",
-        "combined_score",
-        "estimate_jaccard",
-    ),
+    ".similarity.minhash": ("MinHasher",),
     ".similarity.verify": (
         "VERIFY_MODES",
         "Explanation",
@@ -162,11 +156,30 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ".text.normalize": ("Normalizer",),
 }
 _LAZY_MODULE = {name: module for module, names in _LAZY.items() for name in names}
+#: Names that were public and are internal now: still found here, with a DeprecationWarning
+#: naming their module, until the next version.
+_DEPRECATED: dict[str, str] = {
+    "single_pass": ".dedup.batch",
+    "brute_force_pairs": ".dedup.batch",
+    "combined_score": ".similarity.minhash",
+    "estimate_jaccard": ".similarity.minhash",
+}
 
 
 def __getattr__(name: str) -> Any:
     """Load a public name (or, as an eager import used to, a submodule) on first use and
     keep it, so later lookups are plain attribute reads."""
+    if name in _DEPRECATED:
+        import warnings
+
+        module = f"{__name__}{_DEPRECATED[name]}"
+        warnings.warn(
+            f"neardup.{name} is internal and leaves the top level in the next version; "
+            f"import it from {module}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(import_module(module), name)
     if name == "__version__":
         value: Any = _version()
     elif name in _LAZY_MODULE:
@@ -261,11 +274,8 @@ __all__ = [
     "Verification",
     "Verifier",
     "__version__",
-    "brute_force_pairs",
     "cluster_records",
-    "combined_score",
     "dedup_documents",
-    "estimate_jaccard",
     "find_all_pairs",
     "find_duplicate_records",
     "from_hex",
@@ -273,7 +283,6 @@ __all__ = [
     "hamming_many",
     "hex_many",
     "simhash",
-    "single_pass",
     "to_array",
     "to_hex",
     "to_ints",
