@@ -28,36 +28,11 @@ from neardup.similarity.stored_sketch import SKETCH_WORDS
 from neardup.storage import open_storage
 from neardup.storage.base import Storage
 from neardup.storage.sqlite import _foreign_tables
+from tests.test_storage_conformance import PERSISTENT, backend, store_url  # noqa: F401 - fixtures
 
-BACKENDS = ["memory", "sqlite", "postgres", "mysql", "redis", "mongo", "mongo-buckets"]
-#: Server backends hold their data outside this process: reopening must find it again.
-PERSISTENT = {"sqlite", "postgres", "mysql", "redis", "mongo", "mongo-buckets"}
 SQL_BACKENDS = {"sqlite", "postgres", "mysql"}
 #: One megabyte of bytes of every value (NUL, quotes, backslashes, invalid UTF-8 included).
 MEGABYTE = bytes(np.random.default_rng(3).integers(0, 256, size=1 << 20, dtype=np.uint8))
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def store_url(backend: str, request: pytest.FixtureRequest, tmp_path: object) -> str:
-    if backend == "memory":
-        return "memory://"
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path}/store.db"
-    if backend == "postgres":
-        return str(request.getfixturevalue("fresh_postgres_url"))
-    if backend == "mysql":
-        return str(request.getfixturevalue("fresh_mysql_url"))
-    if backend == "redis":
-        return str(request.getfixturevalue("fresh_redis_url"))
-    url = str(request.getfixturevalue("fresh_mongodb_url"))
-    if backend == "mongo-buckets":
-        url += ("&" if "?" in url else "?") + "layout=buckets"
-    return url
 
 
 def band_config() -> IndexConfig:
@@ -68,7 +43,7 @@ def band_config() -> IndexConfig:
 
 
 @pytest.fixture
-def opened(store_url: str) -> Iterator[Callable[[], SimhashIndex]]:
+def opened(store_url: str) -> Iterator[Callable[[], SimhashIndex]]:  # noqa: F811 - the imported fixtures
     """Open the band index at the store URL (the first open creates its meta; later ones
     read it) and close every one at the end."""
     indexes: list[SimhashIndex] = []
@@ -164,7 +139,7 @@ def test_unknown_maps_and_bad_values_are_refused(opened: Callable[[], SimhashInd
     storage.remove_values("texts", ["a\x00b", "\ud800"])
 
 
-def test_values_survive_a_reopen(opened: Callable[[], SimhashIndex], backend: str) -> None:
+def test_values_survive_a_reopen(opened: Callable[[], SimhashIndex], backend: str) -> None:  # noqa: F811 - the imported fixtures
     if backend not in PERSISTENT:
         pytest.skip("an in-memory index lives as long as its process")
     first = opened()
@@ -173,7 +148,7 @@ def test_values_survive_a_reopen(opened: Callable[[], SimhashIndex], backend: st
     assert opened().storage.get_values("texts", [7, "7", 8]) == [MEGABYTE, b"", None]
 
 
-def test_drop_removes_values(opened: Callable[[], SimhashIndex], store_url: str, backend: str) -> None:
+def test_drop_removes_values(opened: Callable[[], SimhashIndex], store_url: str, backend: str) -> None:  # noqa: F811 - the imported fixtures
     storage = opened().storage
     storage.put_values("texts", [1, "a"], [b"one", b"a"])
     storage.drop()
@@ -186,7 +161,7 @@ def test_drop_removes_values(opened: Callable[[], SimhashIndex], store_url: str,
         assert not sql_storage(storage)._table_exists(sql_storage(storage).values_table)
 
 
-def test_values_written_under_the_writer_lock(opened: Callable[[], SimhashIndex], backend: str) -> None:
+def test_values_written_under_the_writer_lock(opened: Callable[[], SimhashIndex], backend: str) -> None:  # noqa: F811 - the imported fixtures
     """check-and-add holds ``exclusive()`` while it writes; values join its transaction."""
     index = opened()
     storage = index.storage
