@@ -55,7 +55,7 @@ from ..index.keys import Keep, Match, Matches, capped, check_max_matches, match_
 from ..index.simhash_index import SimhashIndex
 from ..similarity.minhash import signature_blobs, stacked_signatures
 from ..similarity.verify import Verifier, check_verifiable, verify_with_records
-from ..storage.base import Key, StoredRecord, check_key, match_blocks, shown_key
+from ..storage.base import Key, StoredRecord, check_key, key_order, match_blocks, plain_key, shown_key
 from ..text.normalize import Normalizer
 from .batch import find_all_pairs
 from .stored_texts import TextCheck
@@ -282,7 +282,7 @@ class IncrementalDeduper:
         cap = check_max_matches(max_matches)
         words = index.words(fingerprints)
         where = _Where(locations)
-        listed = [_plain_key(key) for key in where.checked(index, keys, words.shape[0])]
+        listed = [plain_key(key) for key in where.checked(index, keys, words.shape[0])]
         if not listed:
             return []
         values = [int(value) for value in _ints(words)]
@@ -378,7 +378,7 @@ class IncrementalDeduper:
     ) -> dict[Key, Key]:
         """The cluster of every stored record the batch matched or already holds."""
         matched = {match.key for matches in found for match in matches if match.key not in first_row}
-        unread = sorted(matched - read.keys(), key=_sort_key)
+        unread = sorted(matched - read.keys(), key=key_order)
         records = [read[key] for key in matched if key in read] + self.index.get_many(unread)
         clusters_of = {
             record.key: record.cluster if record.cluster is not None else record.key
@@ -545,7 +545,7 @@ class _Where:
         checked = index.check_keys(keys, count, validate=self.locations is None)
         if self.locations is not None:
             for row, key in enumerate(checked):
-                check_key(_plain_key(key), self.locations[row])
+                check_key(plain_key(key), self.locations[row])
         return checked
 
 
@@ -684,13 +684,3 @@ def _ints(words: npt.NDArray[np.uint64]) -> list[int]:
     if words.shape[1] == 1:
         return [int(value) for value in words[:, 0].tolist()]
     return [low | (high << 64) for low, high in words.tolist()]
-
-
-def _plain_key(key: Any) -> Key:
-    if isinstance(key, np.integer):
-        return int(key)
-    return str(key) if isinstance(key, np.str_) else key
-
-
-def _sort_key(key: Key) -> tuple[bool, Key]:
-    return (isinstance(key, str), key)

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from ..errors import StorageDamagedError
 from ..similarity.shingles import Shingles
 from ..similarity.verify import Verifier
-from ..storage.base import Key, Storage
+from ..storage.base import Key, Storage, key_order
 from ..text.normalize import Normalizer
 
 IntArray = npt.NDArray[np.int64]
@@ -94,7 +94,7 @@ class TextCheck:
         near = np.flatnonzero(self.verifier.near_threshold(similarity))
         if not near.size:
             return similarity
-        wanted = sorted({keys[t] for t in near.tolist()}, key=lambda key: (isinstance(key, str), key))
+        wanted = sorted({keys[t] for t in near.tolist()}, key=key_order)
         stored = {
             key: unpack_text(value, key)
             for key, value in zip(wanted, self.storage.get_values(TEXTS, wanted), strict=True)
@@ -106,7 +106,7 @@ class TextCheck:
         # One shingling of every text involved: batch rows first, then the stored texts.
         batch_rows = sorted({int(rows[t]) for t in kept})
         row_at = {row: position for position, row in enumerate(batch_rows)}
-        stored_keys = sorted({keys[t] for t in kept}, key=lambda key: (isinstance(key, str), key))
+        stored_keys = sorted({keys[t] for t in kept}, key=key_order)
         key_at = {key: len(batch_rows) + position for position, key in enumerate(stored_keys)}
         texts = [self.texts[row] for row in batch_rows] + [stored[key] for key in stored_keys]
         left = np.array([row_at[int(rows[t])] for t in kept], dtype=np.int64)

@@ -21,7 +21,7 @@ from ..storage.base import (
     RecordBatch,
     Storage,
     StoredRecord,
-    plain,
+    plain_key,
     shown_key,
     words_to_int,
 )
@@ -75,7 +75,7 @@ def replace_records(storage: Storage, batch: RecordBatch) -> None:
     stays), adding those not stored, under the writer lock. In SQL that is one transaction;
     elsewhere a crash between the removal and the add leaves the keys absent, and running the
     same replace again adds them."""
-    keys = [plain(key) for key in batch.keys]
+    keys = [plain_key(key) for key in batch.keys]
     with storage.exclusive():
         records = storage.get_many(keys)
         if batch.clusters is None:

@@ -12,8 +12,7 @@ import numpy.typing as npt
 
 from ..distance import row_distances, word_ints
 from ..errors import ConfigError, InputError, KeyExistsError
-from ..storage.base import Candidates, Key, StoredRecord
-from ..storage.memory import plain_key as _plain
+from ..storage.base import Candidates, Key, StoredRecord, key_order, plain_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +150,7 @@ def _nearest(
 
 def _key_ranks(keys: list[Key]) -> npt.NDArray[np.int64]:
     """Each key's place in key order (int keys before str keys), for sorting in numpy."""
-    ordered = sorted(dict.fromkeys(keys), key=lambda key: (isinstance(key, str), key))
+    ordered = sorted(dict.fromkeys(keys), key=key_order)
     rank = {key: place for place, key in enumerate(ordered)}
     return np.fromiter((rank[key] for key in keys), dtype=np.int64, count=len(keys))
 
@@ -167,7 +166,7 @@ def _key_array(keys: list[Key]) -> npt.NDArray[Any]:
 def _check_key(key: Any) -> Key:
     if isinstance(key, bool) or not isinstance(key, int | str | np.integer | np.str_):
         raise InputError(f"key {key!r} is a {type(key).__name__}; keys must be int or str")
-    return _plain(key)
+    return plain_key(key)
 
 
 def _check_keys(keys: Sequence[Key] | npt.NDArray[Any]) -> Sequence[Key] | npt.NDArray[Any]:
@@ -182,7 +181,7 @@ def _check_distinct(keys: Sequence[Key] | npt.NDArray[Any], hashes: npt.NDArray[
         return
     seen: dict[Key, int] = {}
     for position, key in enumerate(keys):
-        plain = _plain(key)
+        plain = plain_key(key)
         if plain in seen:
             raise KeyExistsError(
                 f"key {plain!r} appears twice in the batch (positions {seen[plain]} and {position}); "

@@ -39,9 +39,9 @@ from ..storage.base import (
     check_keys,
     key_not_found_error,
     lookable,
+    plain_key,
 )
 from ..storage.memory import MemoryStorage, key_hash, key_hashes
-from ..storage.memory import plain_key as _plain
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
@@ -230,7 +230,7 @@ class SimhashIndex:
         if len(checked):
             _check_distinct(checked, key_hashes(checked))
         if self._memory is None and isinstance(checked, np.ndarray):
-            return [_plain(key) for key in checked.tolist()]
+            return [plain_key(key) for key in checked.tolist()]
         return checked
 
     # -- reading -------------------------------------------------------------------------
@@ -358,7 +358,7 @@ class SimhashIndex:
     def __contains__(self, key: object) -> bool:
         if isinstance(key, bool) or not isinstance(key, int | str | np.integer):
             return False
-        return self.get_many([_plain(key)])[0] is not None
+        return self.get_many([plain_key(key)])[0] is not None
 
     def __len__(self) -> int:
         return self.storage.size()
@@ -432,7 +432,7 @@ class SimhashIndex:
             live = np.flatnonzero(store.alive[: store.count])
             words = store.words[live]
             keys: Any = store.keys[live]
-            digests = [store.digests.get(_plain(key)) for key in keys.tolist()] if store.digests else []
+            digests = [store.digests.get(plain_key(key)) for key in keys.tolist()] if store.digests else []
         else:
             records = [record for batch in self.storage.scan() for record in batch]
             words = self.words([record.fingerprint for record in records]).reshape(len(records), -1)

@@ -201,7 +201,7 @@ class Storage(ABC):
         an error: each attempt is one all-or-nothing :meth:`add_many` of the keys found free,
         and an attempt that loses a race checks again (no backend-specific upsert needed).
         ``check`` sees the stored records of the keys first and may refuse the batch."""
-        keys = [plain(key) for key in batch.keys]
+        keys = [plain_key(key) for key in batch.keys]
         for _attempt in range(ADD_ATTEMPTS):
             stored = self.get_many(keys)
             if check is not None:
@@ -451,11 +451,16 @@ def load_meta(text: str | bytes, where: str) -> dict[str, Any]:
     return meta
 
 
-def plain(key: Any) -> Key:
-    """numpy scalars as the Python int or str they hold."""
+def plain_key(key: Any) -> Key:
+    """numpy scalars as the Python int or str they hold, so dict lookups and equality behave."""
     if isinstance(key, np.integer):
         return int(key)
     return str(key) if isinstance(key, np.str_) else key
+
+
+def key_order(key: Key) -> tuple[bool, Key]:
+    """A sort key for ids of both types: ints first, then strings, each in their order."""
+    return (isinstance(key, str), key)
 
 
 def key_problem(key: Key) -> str | None:
@@ -526,4 +531,4 @@ def check_keys(keys: Sequence[Key]) -> None:
     if isinstance(keys, np.ndarray) and keys.dtype.kind in "iu":
         return
     for key in keys:
-        check_key(plain(key))
+        check_key(plain_key(key))

@@ -47,6 +47,7 @@ from .base import (
     key_exists_error,
     key_not_found_error,
     match_blocks,
+    plain_key,
     words_to_int,
 )
 from .memory_segments import _LOW_32, IntArray, UInt64Array, _Segment
@@ -463,12 +464,3 @@ def _grow(array: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:
     grown = np.zeros(shape, dtype=array.dtype)
     grown[: array.shape[0]] = array
     return grown
-
-
-def plain_key(key: Any) -> Key:
-    """numpy scalars → Python int/str, so dict lookups and equality behave."""
-    if isinstance(key, np.integer):
-        return int(key)
-    if isinstance(key, np.str_):
-        return str(key)
-    return key  # type: ignore[no-any-return]

@@ -78,7 +78,7 @@ from .base import (
     load_meta,
     lookable,
     match_blocks,
-    plain,
+    plain_key,
     raced_key_error,
     to_signed,
     words_to_bytes,
@@ -363,7 +363,7 @@ class MongoStorage(Storage):
         that fails part-way may leave some of its values written, each whole."""
         check_value_map(name, keys, values)
         check_keys(keys)
-        latest = {encode_key(plain(key)): value for key, value in zip(keys, values, strict=True)}
+        latest = {encode_key(plain_key(key)): value for key, value in zip(keys, values, strict=True)}
         if not latest:
             return
         documents = [{"_id": _value_id(name, text), "v": value} for text, value in latest.items()]
@@ -388,7 +388,7 @@ class MongoStorage(Storage):
 
     def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
         check_value_map(name, keys)
-        texts = [encode_key(key) if lookable(key) else None for key in map(plain, keys)]
+        texts = [encode_key(key) if lookable(key) else None for key in map(plain_key, keys)]
         wanted = list(dict.fromkeys(text for text in texts if text is not None))
         found: dict[str, bytes] = {}
         with self._errors("reading values"):
@@ -400,7 +400,7 @@ class MongoStorage(Storage):
 
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         check_value_map(name, keys)
-        texts = list(dict.fromkeys(encode_key(key) for key in map(plain, keys) if lookable(key)))
+        texts = list(dict.fromkeys(encode_key(key) for key in map(plain_key, keys) if lookable(key)))
         if not texts:
             return
 

@@ -81,7 +81,7 @@ from .base import (
     encode_key,
     key_not_found_error,
     load_meta,
-    plain,
+    plain_key,
     verified,
     words_to_bytes,
 )
@@ -403,7 +403,7 @@ class RedisStorage(Storage):
         check_keys(keys)
         if not len(keys):
             return
-        latest = {_field(plain(key)): value for key, value in zip(keys, values, strict=True)}
+        latest = {_field(plain_key(key)): value for key, value in zip(keys, values, strict=True)}
         with self._local_lock, self._errors("storing values"):
             pipe = self.client.pipeline(transaction=True)
             mapping: dict[Any, bytes] = {}  # redis-py types its keys as a union
@@ -421,7 +421,7 @@ class RedisStorage(Storage):
         check_value_map(name, keys)
         if not len(keys):
             return []
-        fields = [_field(plain(key)) for key in keys]
+        fields = [_field(plain_key(key)) for key in keys]
         with self._errors("reading values"):
             pipe = self.client.pipeline(transaction=True)
             for start in range(0, len(fields), VALUE_FIELDS):
@@ -431,7 +431,7 @@ class RedisStorage(Storage):
 
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         check_value_map(name, keys)
-        fields = list(dict.fromkeys(_field(plain(key)) for key in keys))
+        fields = list(dict.fromkeys(_field(plain_key(key)) for key in keys))
         if not fields:
             return
         with self._local_lock, self._errors("removing values"):

@@ -58,7 +58,7 @@ from .base import (
     load_meta,
     lookable,
     match_blocks,
-    plain,
+    plain_key,
     raced_key_error,
     to_signed,
     words_to_bytes,
@@ -523,7 +523,7 @@ class SqlStorage(Storage):
     def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
         check_value_map(name, keys, values)
         check_keys(keys)
-        latest = {key_columns(plain(key)): value for key, value in zip(keys, values, strict=True)}
+        latest = {key_columns(plain_key(key)): value for key, value in zip(keys, values, strict=True)}
         if not latest:
             return
         self._make_values_table()
@@ -545,7 +545,7 @@ class SqlStorage(Storage):
 
     def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
         check_value_map(name, keys)
-        wanted = [key_columns(key) if lookable(key) else None for key in map(plain, keys)]
+        wanted = [key_columns(key) if lookable(key) else None for key in map(plain_key, keys)]
         found: dict[tuple[str, int], bytes] = {}
         texts = sorted({columns[0] for columns in wanted if columns is not None})
         if texts and self._values_table_ready():
@@ -564,7 +564,7 @@ class SqlStorage(Storage):
 
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         check_value_map(name, keys)
-        gone = sorted({key_columns(key) for key in map(plain, keys) if lookable(key)})
+        gone = sorted({key_columns(key) for key in map(plain_key, keys) if lookable(key)})
         if not gone or not self._values_table_ready():
             return
         with self._transaction(write=True, exclusive=True) as cursor:
