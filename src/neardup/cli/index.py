@@ -113,8 +113,8 @@ def verification_settings(mode: str) -> dict[str, Any]:
     """What the meta records of a verifying index: every field of the Verifier."""
     if mode == "jaccard":
         raise click.UsageError(
-            "an index keeps no texts, so it verifies with stored signatures: use --verify sketch "
-            "(the default), minhash or combined"
+            "an index decides with what it stores: use --verify sketch (the default: the stored "
+            "sketch, and the exact Jaccard of the kept texts near the threshold), minhash or combined"
         )
     if mode == "sketch":
         return dict(IndexConfig.band_index().verification or {})
