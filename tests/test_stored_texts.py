@@ -139,3 +139,23 @@ def test_a_damaged_text_is_named_with_its_id() -> None:
         unpack_text(b"\x01not zlib", "k7")
     with pytest.raises(StorageDamagedError, match="unknown format"):
         unpack_text(b"\x09abc", "k7")
+
+
+def test_service_explanations_give_the_exact_jaccard_beside_the_estimate(tmp_path: Path) -> None:
+    """``/v1/query`` with ``explain`` shows both numbers a band index decides on."""
+    pytest.importorskip("fastapi", reason="the service needs the 'service' extra")
+    from fastapi.testclient import TestClient
+
+    from neardup.service import ServiceSettings, create_app
+
+    edited = BASE.replace("alpha", "omega", 3)
+    exact = float(Shingles.of([edited, BASE]).jaccard(np.array([0]), np.array([1]))[0])
+    with (
+        Index.open(f"sqlite:///{tmp_path}/s.db") as index,
+        TestClient(create_app(index, ServiceSettings())) as client,
+    ):
+        assert client.post("/v1/documents", json={"id": "base", "text": BASE}).status_code == 201
+        answer = client.post("/v1/query", json={"text": edited, "explain": True}).json()
+    explanation = answer["matches"][0]["explanation"]
+    assert explanation["jaccard"] == round(exact, 4) and exact < 1.0
+    assert 0.0 < explanation["sketch_jaccard"] <= 1.0 and explanation["tables"]

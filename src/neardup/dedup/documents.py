@@ -37,7 +37,7 @@ from ..storage import DEFAULT_URL
 from ..storage.base import MAX_KEY_BYTES, Key, shown_key
 from ..storage.urls import redacted
 from .incremental import Assignment, IncrementalDeduper
-from .stored_texts import TEXTS, keep_texts
+from .stored_texts import TEXTS, keep_texts, unpack_text
 
 if TYPE_CHECKING:
     from ..index.keys import Match, Matches
@@ -481,11 +481,15 @@ def explain_matches(
     fingerprint: npt.ArrayLike,
     signature: UInt64Array | None,
     matches: Sequence[Match],
+    text: str | None = None,
 ) -> list[dict[str, Any]]:
     """Why each match of one query was found: the bits that differ (bit i is bit i of the
     integer), the similarity 1 - distance/bits, the index tables whose block keys agree
     (where the pigeonhole search met it) and, when the index verifies and the query has a
-    signature, the MinHash estimate and seed 000's combined score it was kept with."""
+    signature, the MinHash estimate and seed 000's combined score it was kept with. In a
+    band index the bands shared and the sketch estimate, and, where the index keeps texts
+    and the query's ``text`` is given, the exact shingle Jaccard (what decides near the
+    threshold)."""
     index = documents.index
     words = np.asarray(fingerprint, dtype=np.uint64)
     query = to_ints(words.reshape(1, 2) if index.bits == 128 else words.reshape(1))[0]
@@ -529,4 +533,28 @@ def explain_matches(
             explanation["signature_jaccard"] = round(estimate, 4)
             explanation["score"] = round(score, 4)
         out.append(explanation)
+    if text is not None and documents.keeps_texts and matches:
+        _add_exact_jaccard(documents, text, matches, out)
     return out
+
+
+def _add_exact_jaccard(
+    documents: Index, text: str, matches: Sequence[Match], explanations: list[dict[str, Any]]
+) -> None:
+    """``jaccard``: the exact shingle Jaccard of the query's text and each match's kept text
+    (left out for a match stored without one)."""
+    keys = [match.key for match in matches]
+    kept = [
+        (position, unpack_text(value, key))
+        for position, (key, value) in enumerate(
+            zip(keys, documents.index.storage.get_values(TEXTS, keys), strict=True)
+        )
+        if value is not None
+    ]
+    if not kept:
+        return
+    shingles = Shingles.of([text] + [other for _, other in kept], documents.fingerprinter.normalizer)
+    others = np.arange(1, len(kept) + 1, dtype=np.int64)
+    exact = shingles.jaccard(np.zeros(len(kept), dtype=np.int64), others)
+    for (position, _), value in zip(kept, exact.tolist(), strict=True):
+        explanations[position]["jaccard"] = round(float(value), 4)

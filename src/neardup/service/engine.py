@@ -226,7 +226,10 @@ class Engine:
             explanations = None
             if option.explain:
                 signature = None if whole.signatures is None else whole.signatures[row]
-                explanations = explain_matches(self.documents, whole.fingerprints[row], signature, matches)
+                text = None if whole.texts is None else whole.texts[row]
+                explanations = explain_matches(
+                    self.documents, whole.fingerprints[row], signature, matches, text
+                )
             results.append(Found(matches, explanations, matches.truncated))
         return _split([results[row] for row in of_row.tolist()], [len(batch) for batch in batches])
 
