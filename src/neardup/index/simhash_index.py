@@ -37,11 +37,13 @@ from ..storage.base import (
     Storage,
     StoredRecord,
     check_keys,
+    key_hash,
+    key_hashes,
     key_not_found_error,
     lookable,
     plain_key,
 )
-from ..storage.memory import MemoryStorage, key_hash, key_hashes
+from ..storage.memory import MemoryStorage
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import xxhash
 
 from ..blocks import BucketStats
 from ..distance import row_distances
@@ -36,6 +37,7 @@ from ..errors import (
     StorageDamagedError,
     StorageUnsupportedError,
 )
+from ..fingerprint.token_cache import fmix64
 from ..similarity.bands import Scheme
 
 Key = int | str
@@ -55,6 +57,10 @@ _SIGN = np.uint64(1 << 63)
 #: The value maps a store keeps beside its records (:meth:`Storage.put_values`): ``texts``
 #: holds each record's text compressed by :func:`neardup.index.texts.pack_text`.
 VALUE_MAPS = ("texts",)
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: Tags that keep the hashes of big ints and of strings apart from those of int64 keys.
+_STR_TAG = 0x5BD1E9955BD1E995
+_BIG_INT_TAG = 0x27D4EB2F165667C5
 #: Bytes of a record's text digest (:func:`neardup.index.digests.text_digest`).
 DIGEST_BYTES = 16
 
@@ -456,6 +462,27 @@ def plain_key(key: Any) -> Key:
     if isinstance(key, np.integer):
         return int(key)
     return str(key) if isinstance(key, np.str_) else key
+
+
+def key_hash(key: Key) -> int:
+    """A stable 64-bit hash of a key: fmix64 of an int64, XXH3 of other keys' text."""
+    key = plain_key(key)  # a numpy integer hashes as the equal Python int, not as its text
+    if isinstance(key, int) and INT64_MIN <= key <= INT64_MAX:
+        return int(fmix64(np.array([key], dtype=np.int64).view(np.uint64))[0])
+    tag = _BIG_INT_TAG if isinstance(key, int) else _STR_TAG
+    return xxhash.xxh3_64_intdigest(str(key).encode("utf-8", "surrogatepass")) ^ tag
+
+
+def key_hashes(keys: Sequence[Key] | npt.NDArray[Any]) -> UInt64Array:
+    """Vectorised :func:`key_hash` (one array operation for int64 keys)."""
+    array = np.asarray(keys) if not isinstance(keys, np.ndarray) else keys
+    if (
+        array.dtype.kind in "iu"
+        and array.dtype.itemsize <= 8
+        and not (array.dtype == np.uint64 and array.size and int(array.max()) > INT64_MAX)
+    ):
+        return fmix64(array.astype(np.int64).view(np.uint64))
+    return np.fromiter((key_hash(key) for key in keys), dtype=np.uint64, count=len(keys))
 
 
 def key_order(key: Key) -> tuple[bool, Key]:

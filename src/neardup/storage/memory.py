@@ -29,14 +29,14 @@ from urllib.parse import SplitResult
 
 import numpy as np
 import numpy.typing as npt
-import xxhash
 
 from ..blocks import DEFAULT_MU, BucketStats, split_size
 from ..distance import row_distances
-from ..fingerprint.token_cache import fmix64
 from ..similarity.bands import BandScheme, Scheme
 from . import check_options
 from .base import (
+    INT64_MAX,
+    INT64_MIN,
     Candidates,
     Key,
     RecordBatch,
@@ -45,6 +45,8 @@ from .base import (
     check_keys,
     check_value_map,
     key_exists_error,
+    key_hash,
+    key_hashes,
     key_not_found_error,
     match_blocks,
     plain_key,
@@ -57,30 +59,6 @@ QUERY_CHUNK = 4096
 _MASK_32 = (1 << 32) - 1
 _MASK_64 = (1 << 64) - 1
 MERGE_RATIO = 4
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_STR_TAG = 0x5BD1E9955BD1E995
-_BIG_INT_TAG = 0x27D4EB2F165667C5
-
-
-def key_hash(key: Key) -> int:
-    """A stable 64-bit hash of a key: fmix64 of an int64, XXH3 of other keys' text."""
-    key = plain_key(key)  # a numpy integer hashes as the equal Python int, not as its text
-    if isinstance(key, int) and _INT64_MIN <= key <= _INT64_MAX:
-        return int(fmix64(np.array([key], dtype=np.int64).view(np.uint64))[0])
-    tag = _BIG_INT_TAG if isinstance(key, int) else _STR_TAG
-    return xxhash.xxh3_64_intdigest(str(key).encode("utf-8", "surrogatepass")) ^ tag
-
-
-def key_hashes(keys: Sequence[Key] | npt.NDArray[Any]) -> UInt64Array:
-    """Vectorised :func:`key_hash` (one array operation for int64 keys)."""
-    array = np.asarray(keys) if not isinstance(keys, np.ndarray) else keys
-    if (
-        array.dtype.kind in "iu"
-        and array.dtype.itemsize <= 8
-        and not (array.dtype == np.uint64 and array.size and int(array.max()) > _INT64_MAX)
-    ):
-        return fmix64(array.astype(np.int64).view(np.uint64))
-    return np.fromiter((key_hash(key) for key in keys), dtype=np.uint64, count=len(keys))
 
 
 class MemoryStorage(Storage):
@@ -134,9 +112,9 @@ class MemoryStorage(Storage):
         if self.keys.dtype != object:
             fits = array is not None and array.dtype.kind in "iu"
             if fits and array is not None and array.size and array.dtype == np.uint64:
-                fits = int(array.max()) <= _INT64_MAX
+                fits = int(array.max()) <= INT64_MAX
             if not fits and array is None:
-                fits = all(type(key) is int and _INT64_MIN <= key <= _INT64_MAX for key in keys)
+                fits = all(type(key) is int and INT64_MIN <= key <= INT64_MAX for key in keys)
             if not fits:
                 self.keys = self.keys.astype(object)
         if self.keys.dtype == object:
