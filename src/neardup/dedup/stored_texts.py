@@ -106,7 +106,7 @@ class TextCheck:
         # One shingling of every text involved: batch rows first, then the stored texts.
         batch_rows = sorted({int(rows[t]) for t in kept})
         row_at = {row: position for position, row in enumerate(batch_rows)}
-        stored_keys = sorted({keys[t] for t in kept}, key=key_order)
+        stored_keys = [key for key in wanted if key in stored]
         key_at = {key: len(batch_rows) + position for position, key in enumerate(stored_keys)}
         texts = [self.texts[row] for row in batch_rows] + [stored[key] for key in stored_keys]
         left = np.array([row_at[int(rows[t])] for t in kept], dtype=np.int64)
