@@ -23,10 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale_quality import build_corpus
 
-from neardup.arrays import unique_inverse
-from neardup.dedup.lsh import LshStage
+from neardup.dedup.lsh import Sketcher, band_candidates, exact_jaccard
 from neardup.dedup.pipeline import DedupSettings
-from neardup.dedup.shingle_sets import ShingleSets
 from neardup.fingerprint.fingerprinter import Fingerprinter
 from neardup.io.read import read_records
 
@@ -37,7 +35,7 @@ def main() -> None:
     parser.add_argument("--lang", choices=("zh", "en"), default="en")
     args = parser.parse_args()
     fingerprinter = Fingerprinter()
-    stage = LshStage(DedupSettings().lsh_settings(), fingerprinter)
+    stage = Sketcher(DedupSettings().lsh_settings(), fingerprinter.normalizer)
     with tempfile.TemporaryDirectory() as folder:
         print(f"check_margin: building {args.size:,} haystack documents", file=sys.stderr, flush=True)
         path, _ = build_corpus(args.lang, args.size, Path(folder))
@@ -50,17 +48,15 @@ def main() -> None:
                 batch = []
         if batch:
             stage.add(batch)
-    found = stage.candidates()
-    estimate = stage.search.similarities(found)
-    _, is_short, _, _ = stage.search._lookups()
+    sketches = stage.finish()
+    found = band_candidates(sketches)
+    sketches.search.prepare()
+    estimate = sketches.search.similarities(found)
+    _, is_short, _, _ = sketches.search._lookups()
     chosen = ~(is_short[found[:, 0]] & is_short[found[:, 1]]) & (estimate >= 0.2) & (estimate < 0.8)
     pairs, estimate = found[chosen], estimate[chosen]
     print(f"check_margin: exact Jaccard of {len(pairs):,} candidates", file=sys.stderr, flush=True)
-    involved, inverse = unique_inverse(pairs)
-    rows = inverse.reshape(-1, 2)
-    texts = stage.texts
-    sets = ShingleSets.of(len(involved), lambda row: texts[int(involved[row])], fingerprinter.normalizer)
-    exact = sets.jaccard(rows[:, 0], rows[:, 1])
+    exact = exact_jaccard(sketches, pairs, fingerprinter.normalizer)
     error = estimate - exact
     print(f"{len(pairs)} sketched candidates with an estimate in [0.2, 0.8)")
     for low in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6):

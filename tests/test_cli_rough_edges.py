@@ -190,7 +190,7 @@ def test_dedup_records_and_index_add_report_progress_off_a_terminal(tmp_path: Pa
     source = docs(tmp_path / "docs.jsonl")
     dedup = run("dedup", source, "--pairs", tmp_path / "pairs.jsonl")
     assert dedup.exit_code == 0, dedup.output
-    assert progress_lines(dedup, "fingerprint")[-1].startswith("neardup: fingerprint: 6 records, ")
+    assert progress_lines(dedup, "sketch")[-1].startswith("neardup: sketch: 6 records, ")
     assert dedup.stderr.splitlines()[-1].startswith("neardup: 6 records, ")
     added = run("index", "add", tmp_path / "news.db", source)
     assert added.exit_code == 0, added.output

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from neardup import DedupResult, DedupSettings, FingerprintConfig, Fingerprinter, dedup_documents
 from neardup.cli.main import main
-from neardup.dedup.pipeline import check_candidates, cluster, collect, search_candidates
+from neardup.dedup.pipeline import check_candidates, cluster, collect, measure_distances, search_candidates
 from neardup.io.read import read_records
 from neardup.io.record import record_row
 
@@ -68,7 +68,8 @@ def test_library_call_matches_the_cli_on_a_fixture(tmp_path: Path, options: tupl
     )
     result = dedup_documents(read_records(source), settings=settings)
     check_same_as_cli(result, cli, pairs, clusters)
-    assert result.seconds.keys() >= {"fingerprints", "candidates", "verification", "clusters"}
+    assert result.seconds.keys() >= {"candidates", "verification", "clusters"}
+    assert result.seconds.keys() & {"sketches", "fingerprints"}
     assert (result.explanations is not None) == settings.explain
 
 
@@ -102,6 +103,7 @@ def test_stages_compose_to_the_same_result() -> None:
     collected = collect(read_records(source), fingerprinter, settings)
     candidates = search_candidates(collected, settings)
     pairs = check_candidates(collected, candidates, fingerprinter, settings)
+    pairs = measure_distances(collected, pairs, fingerprinter)
     clusters = cluster(collected, pairs, settings)
     assert collected.ids == whole.ids
     assert candidates.search == whole.search and len(candidates.pairs) == whole.candidates
@@ -139,3 +141,16 @@ def test_to_simplified_verifies_with_the_same_normalizer_library(tmp_path: Path,
     assert [(row["a"], row["b"], row["jaccard"]) for row in result.pair_rows()] == [("s", "t", 1.0)]
     assert [row["cluster"] for row in result.cluster_rows()] == ["s", "s"]
     assert result.summary.rejected == 0
+
+
+def test_progress_reports_every_stage_that_runs() -> None:
+    """Each stage of the default search says when it starts, in the order the stages run."""
+    seen: list[str] = []
+
+    def progress(stage: str, advance: int, total: int | None) -> None:
+        if not seen or seen[-1] != stage:
+            seen.append(stage)
+
+    result = dedup_documents(read_records(shared_file("dev/zh_short.jsonl")), progress=progress)
+    assert seen == ["sketch", "pairs", "check", "distances"]
+    assert set(result.seconds) == {"sketches", "candidates", "verification", "distances", "clusters"}

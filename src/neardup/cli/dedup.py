@@ -462,7 +462,7 @@ def _checked_fingerprinter(
 class _Bars:
     """The pipeline's progress as tqdm bars on stderr, one per stage in turn."""
 
-    UNITS: ClassVar[dict[str, str]] = {"pairs": " tables"}
+    UNITS: ClassVar[dict[str, str]] = {"pairs": " tables", "check": " pairs", "distances": " pairs"}
 
     def __init__(self, show: bool | None) -> None:
         self.show = show
@@ -489,8 +489,9 @@ class _Bars:
 
 
 def _timings(seconds: dict[str, float], started: float, ready: float) -> tuple[float, float, float, float]:
-    """--stats: set-up, fingerprints, pairs (search and verification), clusters and output."""
-    fingerprints = seconds["fingerprints"]
-    pairs = seconds["candidates"] + seconds["verification"]
-    rest = time.perf_counter() - ready - fingerprints - pairs
-    return ready - started, fingerprints, pairs, rest
+    """--stats: set-up, reading the records (sketches or fingerprints), pairs (search, check
+    and distances), clusters and output."""
+    read = seconds.get("sketches", seconds.get("fingerprints", 0.0))
+    pairs = seconds["candidates"] + seconds["verification"] + seconds.get("distances", 0.0)
+    rest = time.perf_counter() - ready - read - pairs
+    return ready - started, read, pairs, rest

@@ -1,7 +1,8 @@
-"""The default candidate stage of the batch pipeline: shingle LSH over the records as they
-stream in, with the texts kept (compressed past a size) so that every candidate is confirmed by
-the exact shingle Jaccard of its two texts, and Simhash fingerprints computed only for the
-records that end up in a pair.
+"""The stages of the default (LSH) search of the batch pipeline: sketch the records as they
+stream in (:class:`Sketcher`, keeping the texts, compressed past a size), pair the records that
+share a band (:func:`band_candidates`), confirm each candidate by its sketch estimate or, near
+the threshold, the exact shingle Jaccard of its two texts (:func:`confirm`), and compute the
+Simhash distances of the kept pairs only (:func:`pair_distances`).
 
 Why lazy fingerprints: the LSH finds candidates from shingles, so the Simhash of a record is
 needed only for the ``distance`` of the pairs it is in; on news hidden among 10^5-10^6 other
@@ -17,6 +18,7 @@ import os
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -101,22 +103,33 @@ def _similarities(pairs: IntArray) -> npt.NDArray[np.float64]:
     return search.similarities(pairs)
 
 
-class LshStage:
-    """Candidates, their exact check and their distances for records that arrive in batches.
+@dataclass
+class Sketches:
+    """What the LSH search keeps of every record once the input is read: band keys and check
+    bins (:class:`CandidateSearch`), the texts and titles the check and the distances read,
+    and how many texts had no shingles. Plain data: the stages below are functions of it."""
+
+    search: CandidateSearch
+    texts: TextStore
+    titles: list[str | None]
+    empty: int
+    workers: int
+
+
+class Sketcher:
+    """Sketches records as :func:`~neardup.dedup.pipeline.collect` reads them; :meth:`finish`
+    gives the :class:`Sketches`.
 
     From the second batch on, batches are sketched by ``workers`` processes (forked, so the
-    normalizer is shared, not pickled) while this one reads the input; results are taken in
-    input order, so the outcome is the same as one process's."""
+    normalizer is shared, not pickled) while the reader goes on; results are taken in input
+    order, so the outcome is the same as one process's."""
 
     def __init__(
-        self, settings: CandidateSettings, fingerprinter: Fingerprinter, workers: int | None = None
+        self, settings: CandidateSettings, normalizer: Normalizer, workers: int | None = None
     ) -> None:
-        self.search = CandidateSearch(settings)
-        self.fingerprinter = fingerprinter
-        self.texts = TextStore()
-        self.titles: list[str | None] = []
-        self.empty = 0
-        self.workers = default_workers() if workers is None else workers
+        workers = default_workers() if workers is None else workers
+        self.sketches = Sketches(CandidateSearch(settings), TextStore(), [], 0, workers)
+        self.normalizer = normalizer
         self._pool: ProcessPoolExecutor | None = None
         self._pending: deque[Future[Sketched]] = deque()
         self._batches = 0
@@ -125,35 +138,39 @@ class LshStage:
     def add(self, group: Sequence[Record]) -> None:
         """Shingle and sketch one batch; keep its texts (plain, or packed where it is
         sketched: batches are taken in order) and titles for the checks."""
+        sketches = self.sketches
         texts = [record.text for record in group]
-        pack = self.texts.packs_next(self._added)
+        pack = sketches.texts.packs_next(self._added)
         if not pack:
-            self.texts.extend(texts)
+            sketches.texts.extend(texts)
         self._added += len(texts)
-        self.titles.extend(record.title for record in group)
+        sketches.titles.extend(record.title for record in group)
         self._batches += 1
-        if self._batches >= 2 and self.workers > 1 and self._pool is None:
+        settings = sketches.search.settings
+        if self._batches >= 2 and sketches.workers > 1 and self._pool is None:
             context = multiprocessing.get_context("fork")
-            initargs = (self.fingerprinter.normalizer, self.search.settings)
-            self._pool = ProcessPoolExecutor(self.workers, context, _start_worker, initargs)
+            initargs = (self.normalizer, settings)
+            self._pool = ProcessPoolExecutor(sketches.workers, context, _start_worker, initargs)
         if self._pool is None:
-            self._take(sketch_texts(texts, self.fingerprinter.normalizer, self.search.settings, pack))
+            self._take(sketch_texts(texts, self.normalizer, settings, pack))
             return
         self._pending.append(self._pool.submit(_sketch_in_worker, texts, pack))
-        while len(self._pending) > 2 * self.workers:
+        while len(self._pending) > 2 * sketches.workers:
             self._take(self._pending.popleft().result())
 
     def _take(self, sketched: Sketched) -> None:
-        offset = self.search.count
+        sketches = self.sketches
+        offset = sketches.search.count
         if sketched.packed is not None:
-            self.texts.extend_packed(sketched.packed)
-        self.empty += sketched.empty
-        self.search.add_short(sketched.short_hashes, sketched.short_documents + offset, sketched.documents)
+            sketches.texts.extend_packed(sketched.packed)
+        sketches.empty += sketched.empty
+        short = sketched.short_documents + offset
+        sketches.search.add_short(sketched.short_hashes, short, sketched.documents)
         if sketched.long.size:
-            self.search.add_sketches(sketched.long + offset, sketched.keys, sketched.checks)
+            sketches.search.add_sketches(sketched.long + offset, sketched.keys, sketched.checks)
 
-    def finish(self) -> None:
-        """Take every batch still being sketched, and stop the workers."""
+    def finish(self) -> Sketches:
+        """Take every batch still being sketched, stop the workers, and give the sketches."""
         try:
             while self._pending:
                 self._take(self._pending.popleft().result())
@@ -161,6 +178,7 @@ class LshStage:
             if self._pool is not None:
                 self._pool.shutdown(cancel_futures=True)
                 self._pool = None
+        return self.sketches
 
     def close(self) -> None:
         """Stop the workers without waiting for their batches (after an error)."""
@@ -169,98 +187,89 @@ class LshStage:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def candidates(self) -> IntArray:
-        """(m, 2) candidate pairs, i < j (once: the band keys are freed after)."""
-        self.finish()
-        found = self.search.pairs()
-        self.search.drop_band_keys()
-        return found
 
-    def confirmed(self, found: IntArray, mode: str = "jaccard") -> tuple[Pairs, int]:
-        """The candidates kept, with their Simhash distances, and how many were rejected.
-        ``jaccard``: those whose sketch estimate lies more than :data:`CHECK_MARGIN` from the
-        threshold are decided by it, the rest by the exact shingle Jaccard of their texts (as
-        the fingerprinter's normalizer sees them); ``sketch``: the estimate decides alone (as
-        an index decides, having no texts); ``none``: every candidate is kept. Estimates are
-        taken in chunks, in forked workers when there are several, so memory stays bounded
-        however many there are."""
-        if mode == "none":
-            pairs = found[np.lexsort((found[:, 1], found[:, 0]))]
-            i, j = pairs[:, 0], pairs[:, 1]
-            return Pairs(i, j, self.distances(i, j)), 0
-        margin = CHECK_MARGIN if mode == "jaccard" else 0.0
-        threshold = self.search.settings.threshold
-        sure: list[IntArray] = []
-        unsure: list[IntArray] = []
-        chunks = _chunks(found, SKETCH_CHUNK)
-        self.search.prepare()  # before the workers fork
-        workers = self.workers if len(chunks) > 1 else 1
-        for chunk, similarity in zip(
-            chunks, forked_map(_similarities, chunks, self.search, workers), strict=True
-        ):
-            sure.append(chunk[similarity >= threshold + margin])
-            unsure.append(chunk[(similarity >= threshold - margin) & (similarity < threshold + margin)])
-        kept: list[IntArray] = sure
-        if unsure:
-            kept.append(self._exact(np.concatenate(unsure), threshold))
-        pairs = np.concatenate(kept) if kept else found[:0]
-        pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
-        i, j = pairs[:, 0], pairs[:, 1]
-        return Pairs(i, j, self.distances(i, j)), len(found) - len(i)
+def band_candidates(sketches: Sketches) -> IntArray:
+    """(m, 2) candidate pairs, i < j: the records sharing a band key (or, short texts, enough
+    shingles). Once: the band keys are freed after."""
+    found = sketches.search.pairs()
+    sketches.search.drop_band_keys()
+    return found
 
-    def _exact(self, pairs: IntArray, threshold: float) -> IntArray:
-        """The pairs whose exact shingle Jaccard reaches ``threshold``."""
-        if not len(pairs):
-            return pairs
-        return pairs[self.jaccard(pairs) >= threshold]
 
-    def jaccard(self, pairs: IntArray) -> npt.NDArray[np.float64]:
-        """The exact shingle Jaccard of each pair (m, 2), each text shingled once
-        (:class:`ShingleSets`)."""
-        involved, inverse = unique_inverse(pairs)
-        rows = inverse.reshape(-1, 2)
-        texts, normalizer = self.texts, self.fingerprinter.normalizer
-        workers = self.workers
-        sets = ShingleSets.of(len(involved), lambda row: texts[int(involved[row])], normalizer, workers)
-        return sets.jaccard(rows[:, 0], rows[:, 1], workers)
+def confirm(sketches: Sketches, found: IntArray, mode: str, normalizer: Normalizer) -> IntArray:
+    """The candidates kept, sorted. ``jaccard``: those whose sketch estimate lies more than
+    :data:`CHECK_MARGIN` from the threshold are decided by it, the rest by the exact shingle
+    Jaccard of their texts (as ``normalizer`` sees them); ``sketch``: the estimate decides
+    alone (as an index without texts decides); ``none``: every candidate is kept. Estimates
+    are taken in chunks, in forked workers when there are several, so memory stays bounded
+    however many there are."""
+    if mode == "none":
+        return found[np.lexsort((found[:, 1], found[:, 0]))]
+    margin = CHECK_MARGIN if mode == "jaccard" else 0.0
+    search = sketches.search
+    threshold = search.settings.threshold
+    sure: list[IntArray] = []
+    unsure: list[IntArray] = []
+    chunks = _chunks(found, SKETCH_CHUNK)
+    search.prepare()  # before the workers fork
+    workers = sketches.workers if len(chunks) > 1 else 1
+    for chunk, similarity in zip(chunks, forked_map(_similarities, chunks, search, workers), strict=True):
+        sure.append(chunk[similarity >= threshold + margin])
+        unsure.append(chunk[(similarity >= threshold - margin) & (similarity < threshold + margin)])
+    kept: list[IntArray] = sure
+    if unsure:
+        near = np.concatenate(unsure)
+        if len(near):
+            kept.append(near[exact_jaccard(sketches, near, normalizer) >= threshold])
+    pairs = np.concatenate(kept) if kept else found[:0]
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
-    def explain(self, pairs: Pairs) -> list[Explanation]:
-        """The evidence of each kept pair: the estimate the check read (sketch bins, or the
-        exact sets of two short texts), the exact shingle Jaccard and the heaviest shared
-        features."""
-        found = np.stack([pairs.i, pairs.j], axis=1).astype(np.int64)
-        self.search.prepare()
-        estimate = self.search.similarities(found)
-        exact = self.jaccard(found)
-        involved, inverse = unique_inverse(found)
-        chosen = [self.texts[int(k)] for k in involved.tolist()]
-        rows = inverse.reshape(-1, 2)
-        shared = shared_features(self.fingerprinter, chosen, rows[:, 0].tolist(), rows[:, 1].tolist())
-        return [
-            Explanation(int(d), float(jac), None, None, words, estimate=float(est))
-            for d, jac, est, words in zip(
-                pairs.distance.tolist(), exact.tolist(), estimate.tolist(), shared, strict=True
-            )
-        ]
 
-    def distances(self, i: IntArray, j: IntArray) -> npt.NDArray[np.uint8]:
-        """Hamming distances of the pairs' fingerprints, fingerprinting only their records."""
-        involved, inverse = unique_inverse(np.concatenate([i, j]))
-        parts = [
-            np.asarray(
-                self.fingerprinter.fingerprint_many(
-                    [self.texts[k] for k in members], [self.titles[k] for k in members]
-                ),
-                dtype=np.uint64,
-            )
-            for members in (
-                involved[low : low + TEXT_CHUNK].tolist() for low in range(0, len(involved), TEXT_CHUNK)
-            )
-        ]
-        words = (
-            np.concatenate(parts)
-            if parts
-            else np.zeros((0, 2) if self.fingerprinter.bits == 128 else 0, np.uint64)
+def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -> npt.NDArray[np.float64]:
+    """The exact shingle Jaccard of each pair (m, 2), each text shingled once
+    (:class:`ShingleSets`)."""
+    involved, inverse = unique_inverse(pairs)
+    rows = inverse.reshape(-1, 2)
+    texts, workers = sketches.texts, sketches.workers
+    sets = ShingleSets.of(len(involved), lambda row: texts[int(involved[row])], normalizer, workers)
+    return sets.jaccard(rows[:, 0], rows[:, 1], workers)
+
+
+def explain_candidates(sketches: Sketches, pairs: Pairs, fingerprinter: Fingerprinter) -> list[Explanation]:
+    """The evidence of each kept pair: the estimate the check read (sketch bins, or the exact
+    sets of two short texts), the exact shingle Jaccard and the heaviest shared features."""
+    found = np.stack([pairs.i, pairs.j], axis=1).astype(np.int64)
+    sketches.search.prepare()
+    estimate = sketches.search.similarities(found)
+    exact = exact_jaccard(sketches, found, fingerprinter.normalizer)
+    involved, inverse = unique_inverse(found)
+    chosen = [sketches.texts[int(k)] for k in involved.tolist()]
+    rows = inverse.reshape(-1, 2)
+    shared = shared_features(fingerprinter, chosen, rows[:, 0].tolist(), rows[:, 1].tolist())
+    return [
+        Explanation(int(d), float(jac), None, None, words, estimate=float(est))
+        for d, jac, est, words in zip(
+            pairs.distance.tolist(), exact.tolist(), estimate.tolist(), shared, strict=True
         )
-        left, right = inverse[: len(i)], inverse[len(i) :]
-        return hamming_many(words[left], words[right], self.fingerprinter.bits)
+    ]
+
+
+def pair_distances(
+    sketches: Sketches, fingerprinter: Fingerprinter, i: IntArray, j: IntArray
+) -> npt.NDArray[np.uint8]:
+    """Hamming distances of the pairs' Simhash fingerprints, fingerprinting only their records."""
+    involved, inverse = unique_inverse(np.concatenate([i, j]))
+    texts, titles = sketches.texts, sketches.titles
+    parts = [
+        np.asarray(
+            fingerprinter.fingerprint_many([texts[k] for k in members], [titles[k] for k in members]),
+            dtype=np.uint64,
+        )
+        for members in (
+            involved[low : low + TEXT_CHUNK].tolist() for low in range(0, len(involved), TEXT_CHUNK)
+        )
+    ]
+    none = np.zeros((0, 2) if fingerprinter.bits == 128 else 0, np.uint64)
+    words = np.concatenate(parts) if parts else none
+    left, right = inverse[: len(i)], inverse[len(i) :]
+    return hamming_many(words[left], words[right], fingerprinter.bits)

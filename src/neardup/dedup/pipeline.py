@@ -7,15 +7,16 @@ Spark job, an index, a benchmark) can run them one by one:
 
     collected = collect(records, fingerprinter, settings)    # LSH: sketches; Simhash: fingerprints
     candidates = search_candidates(collected, settings)      # candidate pairs, the search resolved
-    pairs = check_candidates(collected, candidates, fingerprinter, settings)  # + their distances
+    pairs = check_candidates(collected, candidates, fingerprinter, settings)  # the pairs kept
+    pairs = measure_distances(collected, pairs, fingerprinter)  # their Simhash distances
     clusters = cluster(collected, pairs, settings)
 
 Under the LSH search (the default) ``collect`` sketches the records' shingles as they stream
-in (in worker processes) and keeps their texts for the check, which also fingerprints the
-records of the kept pairs (their ``distance``); under the Simhash search it fingerprints every
-record and the candidates are the pairs within the distance. One
-:class:`~neardup.text.normalize.Normalizer`, the fingerprinter's, drives the shingles, the
-fingerprints and the check.
+in (in worker processes, :class:`~neardup.dedup.lsh.Sketcher`) and keeps their texts for the
+check; the distances fingerprint only the records of the kept pairs. Under the Simhash search
+``collect`` fingerprints every record, the candidates are the pairs within the distance, and
+their distances are known from the search. One :class:`~neardup.text.normalize.Normalizer`,
+the fingerprinter's, drives the shingles, the fingerprints and the check.
 
 The input is a flat iterable of records rather than of batches: that is what readers,
 database sources and Spark partitions yield, and batching is a speed knob of this module
@@ -44,7 +45,7 @@ from .auto import AUTO_TEXT_LIMIT, Search, resolve_search
 from .batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
 from .candidates import CandidateSettings, bands_for
 from .clusters import Clusters, check_keep, cluster_records
-from .lsh import LshStage
+from .lsh import Sketcher, Sketches, band_candidates, confirm, explain_candidates, pair_distances
 from .summary import Summary
 
 #: Records fingerprinted per batch, and the text size that also ends a batch: large enough to
@@ -76,8 +77,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 }
 
 #: ``progress(stage, advance, total)``: called with advance 0 (and the total when known) as a
-#: stage starts, then with the work done since the last call. Stages: ``fingerprint``
-#: (records) and ``pairs`` (block tables).
+#: stage starts, then with the work done since the last call. Stages: ``sketch`` (LSH) or
+#: ``fingerprint`` (Simhash), in records; ``pairs`` (block tables under Simhash); ``check``
+#: and ``distances`` (pairs).
 Progress = Callable[[str, int, "int | None"], object]
 
 
@@ -239,7 +241,8 @@ class Collected:
     texts: list[str] = field(default_factory=list)
     metadata: list[list[str] | None] = field(default_factory=list)
     empty: int = 0
-    lsh: LshStage | None = None
+    #: The LSH search's sketches and texts (None under the Simhash search).
+    sketches: Sketches | None = None
     #: Positions of the records without features (Simhash search): they pair with nothing.
     featureless: list[int] = field(default_factory=list)
 
@@ -261,19 +264,21 @@ def collect(
     keep_texts = settings.keeps_texts
     limit = AUTO_TEXT_LIMIT if settings.auto_texts else None
     collected = Collected(bits=fingerprinter.bits, fingerprints=_no_fingerprints(fingerprinter.bits))
+    sketcher = None
     if settings.method == "lsh":
-        # The LSH stage keeps the texts itself and fingerprints only the records in pairs.
+        # The sketches keep the texts themselves; only the records in pairs are fingerprinted.
         keep_texts, limit = False, None
-        collected.lsh = LshStage(settings.lsh_settings(), fingerprinter)
+        sketcher = Sketcher(settings.lsh_settings(), fingerprinter.normalizer)
+    stage = "fingerprint" if sketcher is None else "sketch"
     parts: list[npt.NDArray[np.uint64]] = []
     first_seen: dict[RecordId, str] = {}
     if progress is not None:
-        progress("fingerprint", 0, None)
+        progress(stage, 0, None)
     try:
         for group in batches(records, settings.batch_size):
             _check_unique(group, first_seen)
-            if collected.lsh is not None:
-                collected.lsh.add(group)
+            if sketcher is not None:
+                sketcher.add(group)
             else:
                 encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
                 parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
@@ -292,16 +297,16 @@ def collect(
                     keep_texts = False
                     collected.texts, collected.metadata = [], []
             if progress is not None:
-                progress("fingerprint", len(group), None)
+                progress(stage, len(group), None)
     except BaseException:
-        if collected.lsh is not None:
-            collected.lsh.close()  # stop the sketching workers; the error goes on
+        if sketcher is not None:
+            sketcher.close()  # stop the sketching workers; the error goes on
         raise
     if parts:
         collected.fingerprints = np.concatenate(parts)
-    if collected.lsh is not None:
-        collected.lsh.finish()
-        collected.empty = collected.lsh.empty
+    if sketcher is not None:
+        collected.sketches = sketcher.finish()
+        collected.empty = collected.sketches.empty
     return collected
 
 
@@ -343,8 +348,8 @@ def search_candidates(
     follow the input size, :func:`~neardup.dedup.auto.resolve_search`). Returns the candidates
     with the search that was resolved."""
     n, bits = len(collected), collected.bits
-    if collected.lsh is not None:
-        return _lsh_candidates(collected, collected.lsh, settings.lsh_verify, progress)
+    if collected.sketches is not None:
+        return _lsh_candidates(collected, collected.sketches, settings.lsh_verify, progress)
     search = resolve_search(n, bits, settings.max_distance, settings.verify)
     scheme = block_scheme_of(bits, search.max_distance, settings.scheme)
     scheme = scheme or BlockScheme.auto(n, bits, search.max_distance)
@@ -369,12 +374,12 @@ def search_candidates(
 
 
 def _lsh_candidates(
-    collected: Collected, lsh: LshStage, verify: str, progress: Progress | None
+    collected: Collected, sketches: Sketches, verify: str, progress: Progress | None
 ) -> CandidatePairs:
-    """The pairs of the shingle LSH (distances are filled in once they are checked)."""
+    """The pairs of the shingle LSH (their distances are measured once they are checked)."""
     if progress is not None:
         progress("pairs", 0, None)
-    found = lsh.candidates()
+    found = band_candidates(sketches)
     i, j = found[:, 0], found[:, 1]
     search = Search(collected.bits, verify, "lsh")
     return CandidatePairs(Pairs(i, j, np.zeros(len(i), dtype=np.uint8)), search, None, BucketStats())
@@ -388,27 +393,51 @@ def check_candidates(
     candidates: CandidatePairs,
     fingerprinter: Fingerprinter,
     settings: DedupSettings = DEFAULT_SETTINGS,
+    *,
+    progress: Progress | None = None,
 ) -> Pairs:
     """The candidates that the resolved verification confirms, texts compared as the
-    fingerprinter's normalizer sees them (the same text to the fingerprint and its check)."""
+    fingerprinter's normalizer sees them (the same text to the fingerprint and its check).
+    Under the LSH search their distances are 0 until :func:`measure_distances`."""
     pairs, mode = candidates.pairs, candidates.search.verify
-    if candidates.search.method == "lsh" and collected.lsh is not None:
-        confirmed, _ = collected.lsh.confirmed(np.stack([pairs.i, pairs.j], axis=1), mode)
-        return confirmed
-    if mode == "none" or not len(pairs):
+    if progress is not None:
+        progress("check", 0, len(pairs))
+    if collected.sketches is not None:
+        found = np.stack([pairs.i, pairs.j], axis=1)
+        kept = confirm(collected.sketches, found, mode, fingerprinter.normalizer)
+        pairs = Pairs(kept[:, 0], kept[:, 1], np.zeros(len(kept), dtype=np.uint8))
+    elif mode != "none" and len(pairs):
+        _require_texts(collected, f"verify {mode}")
+        result = settings.verifier(mode).verify_texts(
+            pairs.distance,
+            pairs.i,
+            pairs.j,
+            collected.texts,
+            collected.metadata,
+            fingerprinter,
+            normalizer=fingerprinter.normalizer,
+        )
+        kept_rows = result.kept
+        pairs = Pairs(pairs.i[kept_rows], pairs.j[kept_rows], pairs.distance[kept_rows])
+    if progress is not None:
+        progress("check", len(candidates.pairs), len(candidates.pairs))
+    return pairs
+
+
+def measure_distances(
+    collected: Collected, pairs: Pairs, fingerprinter: Fingerprinter, *, progress: Progress | None = None
+) -> Pairs:
+    """The pairs with the Hamming distance of their Simhash fingerprints (the ``distance`` of
+    each output row): under the LSH search only the records in pairs are fingerprinted; the
+    Simhash search measured them as it searched."""
+    if collected.sketches is None:
         return pairs
-    _require_texts(collected, f"verify {mode}")
-    result = settings.verifier(mode).verify_texts(
-        pairs.distance,
-        pairs.i,
-        pairs.j,
-        collected.texts,
-        collected.metadata,
-        fingerprinter,
-        normalizer=fingerprinter.normalizer,
-    )
-    kept = result.kept
-    return Pairs(pairs.i[kept], pairs.j[kept], pairs.distance[kept])
+    if progress is not None:
+        progress("distances", 0, len(pairs))
+    distance = pair_distances(collected.sketches, fingerprinter, pairs.i, pairs.j)
+    if progress is not None:
+        progress("distances", len(pairs), len(pairs))
+    return Pairs(pairs.i, pairs.j, distance)
 
 
 def _require_texts(collected: Collected, what: str) -> None:
@@ -431,8 +460,8 @@ def explain(
     shingle Jaccard, the metadata estimate, the combined score and the shared features."""
     if not len(pairs):
         return []
-    if collected.lsh is not None:
-        return collected.lsh.explain(pairs)
+    if collected.sketches is not None:
+        return explain_candidates(collected.sketches, pairs, fingerprinter)
     _require_texts(collected, "explain")
     return explain_pairs(
         settings.verifier(search.verify),
@@ -522,18 +551,20 @@ def dedup_documents(
         seconds[stage], clock = now - clock, now
 
     collected = collect(records, fingerprinter, settings, progress=progress)
-    lap("fingerprints")
+    lap("sketches" if collected.sketches is not None else "fingerprints")
     candidates = search_candidates(collected, settings, progress=progress)
     lap("candidates")
-    pairs = check_candidates(collected, candidates, fingerprinter, settings)
+    pairs = check_candidates(collected, candidates, fingerprinter, settings, progress=progress)
     lap("verification")
+    pairs = measure_distances(collected, pairs, fingerprinter, progress=progress)
+    lap("distances")
     clusters = cluster(collected, pairs, settings)
     lap("clusters")
     explanations = None
     if settings.explain:
         explanations = explain(collected, pairs, candidates.search, fingerprinter, settings)
         lap("explanations")
-    search = candidates.search
+    search, sketches = candidates.search, collected.sketches
     summary = Summary.of(
         pairs,
         clusters,
@@ -543,7 +574,7 @@ def dedup_documents(
         verify=search.verify,
         rejected=len(candidates.pairs) - len(pairs),
         method=search.method,
-        threshold=collected.lsh.search.settings.threshold if collected.lsh is not None else 0.5,
+        threshold=LSH_THRESHOLD if sketches is None else sketches.search.settings.threshold,
     )
     return DedupResult(
         ids=collected.ids,

@@ -88,9 +88,11 @@ class Summary:
         )
 
     def details(self, seconds: tuple[float, float, float, float]) -> str:
-        """The ``--stats`` report; ``seconds`` are set-up, fingerprints, pairs and the rest."""
-        setup, fingerprints, pairs, rest = seconds
-        rate = self.records / fingerprints if fingerprints > 0 else math.inf
+        """The ``--stats`` report; ``seconds`` are set-up, reading the records (sketching them
+        under LSH, fingerprinting them under Simhash), pairs and the rest."""
+        setup, read, pairs, rest = seconds
+        rate = self.records / read if read > 0 else math.inf
+        stage = "sketches" if self.method == "lsh" else "fingerprints"
         total = sum(seconds)
         return "\n".join(
             [
@@ -99,7 +101,7 @@ class Summary:
                 + (f", {self.rejected} rejected by --verify {self.verify}" if self.verify != "none" else ""),
                 f"clusters of 2+ records: {self.clusters} (largest {self.largest})",
                 f"dropped: {self.dropped} (--keep {self.keep}), kept {self.records - self.dropped}",
-                f"seconds: {total:.2f} (set-up {setup:.2f}, fingerprints {fingerprints:.2f} at "
+                f"seconds: {total:.2f} (set-up {setup:.2f}, {stage} {read:.2f} at "
                 f"{rate:,.0f} records/s, pairs {pairs:.2f}, clusters and output {rest:.2f})",
             ]
         )
