@@ -10,9 +10,9 @@ with default settings, because every number comes from the same functions:
 2. (band, key) → order key, grouped: each bucket's members ordered by order key (the input
    order, as the local document numbers) and paired by the ``max_bucket``/``hub`` rule of
    ``keyed_pairs`` (:func:`bucket_pairs`);
-3. the short documents' shingles are collected to the driver (each has fewer than
-   ``short_shingles / threshold`` shingles) and searched by ``prefix_pairs`` there, as
-   locally: its document frequencies are those of all short documents;
+3. the short documents (fewer than ``short_shingles / threshold`` shingles) are searched by
+   :func:`~neardup.spark.keyed.prefix_candidates`, the steps of ``prefix_pairs`` as Spark
+   operations: the same candidates, with no document on the driver;
 4. candidates deduplicated; each is pre-filtered on the sketch (exact for two short
    documents, the b-bit estimate otherwise: :func:`pair_similarity`) with
    ``LshStage``'s margin, then confirmed by the exact Jaccard of :class:`ShingleSets` on the
@@ -22,24 +22,21 @@ with default settings, because every number comes from the same functions:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import combinations
 from typing import Any
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..dedup.candidates import CandidateSettings, as_pairs, prefix_pairs, sketch_long
-from ..dedup.pipeline import DedupSettings
+from ..dedup.candidates import CandidateSettings, sketch_long
 from ..dedup.shingle_sets import ShingleSets
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..similarity.shingles import shingles_of
 from ..similarity.sketches import CHECK_MARGIN, estimate_from_bins
 from ..text.normalize import Normalizer
+from .keyed import LSH_SETTINGS, bucket_pairs, prefix_candidates
 from .pairs import PAIR_SCHEMA
 
-#: The LSH of ``neardup dedup``'s default settings.
-LSH_SETTINGS = DedupSettings().lsh_settings()
 #: (bands, check bins, short shingles) per document, each raw bytes or None.
 Features = tuple[bytes | None, bytes | None, bytes | None]
 #: Candidate pairs joined to both documents: (a, b, w0a, w1a, w0b, w1b, check a, check b,
@@ -82,35 +79,6 @@ def band_rows(rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[tuple[int, in
     for order, keys in rows:
         for band, key in enumerate(np.frombuffer(keys, dtype=np.uint32).tolist()):
             yield (band, key), order
-
-
-def bucket_pairs(
-    members: Iterable[int], settings: CandidateSettings = LSH_SETTINGS
-) -> Iterator[tuple[int, int]]:
-    """The pairs ``keyed_pairs`` makes of one bucket: all of them, or, above ``max_bucket``
-    members, each member with the first ``hub`` members (in input order)."""
-    ordered = sorted(members)
-    if len(ordered) <= settings.max_bucket:
-        yield from combinations(ordered, 2)
-        return
-    for head in ordered[: settings.hub]:
-        for member in ordered:
-            if member != head:
-                yield (min(head, member), max(head, member))
-
-
-def short_pairs(rows: Sequence[tuple[int, bytes]], settings: CandidateSettings) -> list[tuple[int, int]]:
-    """``prefix_pairs`` over every short document's shingles, as (order a, order b): the
-    documents are numbered densely in input order, as the local search numbers them."""
-    ordered = sorted(rows)
-    if len(ordered) < 2:
-        return []
-    arrays = [np.frombuffer(hashes, dtype=np.uint64) for _, hashes in ordered]
-    documents = np.repeat(np.arange(len(arrays), dtype=np.int64), [a.size for a in arrays])
-    flat = np.concatenate(arrays)
-    found = as_pairs(prefix_pairs(flat, documents, settings.threshold, settings.max_bucket, settings.hub))
-    orders = [order for order, _ in ordered]
-    return [(orders[a], orders[b]) for a, b in found.tolist()]
 
 
 def pair_similarity(
@@ -193,10 +161,8 @@ def lsh_search(
     long = records.where(F.col("bands").isNotNull()).select("order", "bands").rdd
     buckets = long.mapPartitions(lambda rows: band_rows((int(r[0]), bytes(r[1])) for r in rows))
     banded = buckets.groupByKey(partitions).flatMap(lambda item: bucket_pairs(item[1]))
-    shorts = records.where(F.col("short").isNotNull()).select("order", "short").collect()
-    found = short_pairs([(int(r[0]), bytes(r[1])) for r in shorts], LSH_SETTINGS)
-    context = spark.sparkContext
-    every = banded.union(context.parallelize(found, max(1, min(partitions, len(found) or 1))))
+    shorts = records.where(F.col("short").isNotNull()).select("order", "short")
+    every = banded.union(prefix_candidates(spark, shorts, partitions))
     candidates = spark.createDataFrame(every, "a long, b long").distinct().persist()
     count = candidates.count()
     columns = ["order", "w0", "w1", "check", "short", *(["text"] if exact else [])]

@@ -1,0 +1,112 @@
+"""Pairs of documents that share a key, distributed: the buckets of band keys, and the prefix
+search of short documents with no document on the driver.
+
+A bucket is paired as ``keyed_pairs`` pairs it (:func:`bucket_pairs`). For the short
+documents, :func:`~neardup.dedup.candidates.prefix_pairs` (exact prefix filtering) orders each
+document's tokens by their document frequency among all short documents (ties by hash
+value), keeps the first ``size − ⌈t·size⌉ + 1``, pairs the documents that keep a common
+token (a token kept by more than ``max_bucket`` documents pairs each with the first ``hub``
+of them only) and drops pairs whose sizes are more than a factor ``t`` apart. The hub rule
+makes the candidates depend on the whole collection, so the same steps run here, each as a
+Spark operation, and give the same set:
+
+1. one row per (document, token), with the document's size and prefix length (per task);
+2. document frequencies by a grouped count (an aggregate: nothing per record reaches the
+   driver);
+3. the rows ranked within their document by (frequency, token as unsigned), and those past
+   the prefix dropped;
+4. the prefix tokens grouped like band keys and each group paired by :func:`bucket_pairs`
+   (members in order key order, which is the local numbering's order), sizes checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+from pyspark import RDD
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from ..dedup.candidates import CandidateSettings
+from ..dedup.pipeline import DedupSettings
+
+#: The LSH of ``neardup dedup``'s default settings.
+LSH_SETTINGS = DedupSettings().lsh_settings()
+
+#: One row per (document, token): the token is the shingle hash's bits as a signed long.
+TOKEN_SCHEMA = "order long, token long, size int, prefix int"
+#: Flipping the sign bit makes signed order the unsigned order ``prefix_pairs`` sorts by.
+_SIGN_BIT = -(1 << 63)
+
+
+def bucket_pairs(
+    members: Iterable[int], settings: CandidateSettings = LSH_SETTINGS
+) -> Iterator[tuple[int, int]]:
+    """The pairs ``keyed_pairs`` makes of one bucket: all of them, or, above ``max_bucket``
+    members, each member with the first ``hub`` members (in input order)."""
+    ordered = sorted(members)
+    if len(ordered) <= settings.max_bucket:
+        yield from combinations(ordered, 2)
+        return
+    for head in ordered[: settings.hub]:
+        for member in ordered:
+            if member != head:
+                yield (min(head, member), max(head, member))
+
+
+def prefix_length(size: int, threshold: float) -> int:
+    """How many of a document's ``size`` tokens prefix filtering keeps (``prefix_pairs``'
+    expression, in the same float64 arithmetic)."""
+    return size - int(np.ceil(threshold * size - 1e-9)) + 1
+
+
+def sizes_fit(a: int, b: int, threshold: float) -> bool:
+    """Whether two sizes allow a Jaccard of ``threshold`` (``prefix_pairs``' last filter)."""
+    return bool(min(a, b) >= threshold * max(a, b) - 1e-9)
+
+
+def token_rows(rows: Iterable[tuple[int, bytes]], threshold: float) -> Iterator[tuple[int, int, int, int]]:
+    """(order, token, size, prefix length) for each shingle of (order, shingle hashes) rows."""
+    for order, hashes in rows:
+        tokens = np.frombuffer(hashes, dtype=np.uint64)
+        size = int(tokens.size)
+        prefix = prefix_length(size, threshold)
+        for token in tokens.view(np.int64).tolist():
+            yield order, token, size, prefix
+
+
+def prefix_bucket_pairs(
+    members: Iterable[tuple[int, int]], settings: CandidateSettings = LSH_SETTINGS
+) -> Iterator[tuple[int, int]]:
+    """The pairs of the (order, size) documents that keep one token, as ``prefix_pairs``
+    makes them: ``keyed_pairs``' rule, then the size check."""
+    sizes = dict(members)
+    for a, b in bucket_pairs(sizes, settings):
+        if sizes_fit(sizes[a], sizes[b], settings.threshold):
+            yield a, b
+
+
+def prefix_candidates(
+    spark: SparkSession, shorts: DataFrame, partitions: int, settings: CandidateSettings = LSH_SETTINGS
+) -> RDD[tuple[int, int]]:
+    """Candidate pairs (a, b), a < b, possibly repeated, of the (order, short) rows: the
+    pairs ``prefix_pairs`` gives over the same documents, lazily."""
+    threshold = settings.threshold
+
+    def rows(partition: Iterable[Any]) -> Iterator[tuple[int, int, int, int]]:
+        return token_rows(((int(row[0]), bytes(row[1])) for row in partition), threshold)
+
+    tokens = spark.createDataFrame(shorts.rdd.mapPartitions(rows), TOKEN_SCHEMA, verifySchema=False)
+    frequencies = tokens.groupBy("token").agg(F.count(F.lit(1)).alias("frequency"))
+    unsigned = F.col("token").bitwiseXOR(F.lit(_SIGN_BIT))
+    within = Window.partitionBy("order").orderBy(F.col("frequency"), unsigned)
+    kept = (
+        tokens.join(frequencies, "token")
+        .withColumn("rank", F.row_number().over(within))
+        .where(F.col("rank") <= F.col("prefix"))
+    )
+    keyed = kept.select("token", "order", "size").rdd.map(lambda row: (row[0], (row[1], row[2])))
+    return keyed.groupByKey(partitions).flatMap(lambda item: prefix_bucket_pairs(item[1], settings))
