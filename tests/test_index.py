@@ -35,8 +35,8 @@ from neardup.errors import (
 )
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.index.keys import Match
+from neardup.index.memory_blocks import QUERY_CHUNK, TAIL_LIMIT
 from neardup.index.simhash_index import DEFAULT_MEMORY_BUDGET, FORMAT_VERSION, SimhashIndex, tables_within
-from neardup.storage.memory import QUERY_CHUNK, TAIL_LIMIT
 
 Key = int | str
 WIDTHS = (32, 64, 128)

@@ -50,9 +50,9 @@ def test_layout_2_keys_and_entries(
 ) -> None:
     index = opened(with_option(fresh_redis_url, "prefix=dd"), IndexConfig(bits=64, max_distance=3))
     value = 0x1234_5678_9ABC_DEF0
-    index.storage.add_many(
-        RecordBatch([7, "7"], np.array([[value], [value ^ 1]], np.uint64), ["c", None], [b"sig", None])
-    )
+    words = np.array([[value], [value ^ 1]], np.uint64)
+    postings = index.scheme.keys(words)  # the index hands a store each record's posting keys
+    index.storage.add_many(RecordBatch([7, "7"], words, ["c", None], [b"sig", None], postings=postings))
     assert client.get("dd:layout") == b"2" and json.loads(client.get("dd:meta"))["bits"] == 64
     fingerprint = struct.pack("<Q", value)
     assert client.hget("dd:records", "i:7") == fingerprint + b"\x03" + struct.pack("<I", 3) + b"s:c" + b"sig"
@@ -134,7 +134,8 @@ def test_a_failed_add_or_remove_writes_nothing(
     with pytest.raises(KeyExistsError, match="2"):
         index.add_many([3, 2], [30, 40])
     with pytest.raises(KeyExistsError, match="twice"):
-        index.storage.add_many(RecordBatch([5, 5], np.array([[50], [60]], np.uint64)))
+        words = np.array([[50], [60]], np.uint64)
+        index.storage.add_many(RecordBatch([5, 5], words, postings=index.scheme.keys(words)))
     with pytest.raises(KeyNotFoundError):
         index.remove_many([1, 9])
     with index.storage.exclusive():

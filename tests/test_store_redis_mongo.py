@@ -174,7 +174,8 @@ def test_mongo_records_layout(
 ) -> None:
     index = opened(with_option(fresh_mongodb_url, "collection=docs"))
     value = 0xFEDC_BA98_7654_3210
-    index.storage.add_many(RecordBatch([7], np.array([[value]], np.uint64), ["c"], [b"sig"]))
+    words = np.array([[value]], np.uint64)
+    index.storage.add_many(RecordBatch([7], words, ["c"], [b"sig"], postings=index.scheme.keys(words)))
     document = mongo_database["docs"].find_one({"_id": "i:7"})
     assert document["fingerprint"] == struct.pack("<Q", value)
     assert (document["cluster"], document["signature"]) == ("s:c", b"sig")

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from .similarity.bands import BandScheme
     from .similarity.minhash import MinHasher
     from .similarity.verify import VERIFY_MODES, Explanation, Verdicts, Verifier
-    from .storage.base import Candidates, RecordBatch, Storage, StoredRecord
+    from .storage.base import Candidates, PostingCounts, RecordBatch, RecordShape, Storage, StoredRecord
     from .text.normalize import Normalizer
 
     __version__: str
@@ -152,7 +152,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "Verdicts",
         "Verifier",
     ),
-    ".storage.base": ("Candidates", "RecordBatch", "Storage", "StoredRecord"),
+    ".storage.base": ("Candidates", "PostingCounts", "RecordBatch", "RecordShape", "Storage", "StoredRecord"),
     ".text.normalize": ("Normalizer",),
 }
 _LAZY_MODULE = {name: module for module, names in _LAZY.items() for name in names}
@@ -247,10 +247,12 @@ __all__ = [
     "Normalizer",
     "OutputError",
     "Pairs",
+    "PostingCounts",
     "Prepared",
     "Record",
     "RecordBatch",
     "RecordSchema",
+    "RecordShape",
     "RecordsResult",
     "ResolvedField",
     "ResolvedSchema",

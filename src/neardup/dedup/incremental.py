@@ -55,7 +55,7 @@ from ..index.keys import Keep, Match, Matches, capped, check_max_matches, match_
 from ..index.simhash_index import SimhashIndex
 from ..similarity.minhash import signature_blobs, stacked_signatures
 from ..similarity.verify import Verifier, check_verifiable, verify_with_records
-from ..storage.base import Key, StoredRecord, check_key, key_order, match_blocks, plain_key, shown_key
+from ..storage.base import Key, StoredRecord, check_key, key_order, match_postings, plain_key, shown_key
 from ..text.normalize import Normalizer
 from .batch import find_all_pairs
 from .stored_texts import TextCheck
@@ -575,7 +575,7 @@ def _band_neighbours(
     if len(rows) < 2 or index.bands is None:
         return neighbours
     keys = index.bands.keys(index.bands.compose(words, sketches))
-    left, right = match_blocks(keys, keys)  # every (row, row) sharing a band, both ways
+    left, right = match_postings(keys, keys)  # every (row, row) sharing a band, both ways
     earlier = left < right
     count = np.int64(len(rows))
     # Each pair once, however many bands it shares.

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..blocks import DEFAULT_MU
 from ..errors import InputError, NeardupError
 from ..fingerprint.config import FingerprintConfig
 from ..index.config import IndexConfig
 from ..index.meta import FORMAT, STORE_FORMAT_VERSION
 from ..index.simhash_index import SimhashIndex
+from ..index.store_search import record_shape
 from ..io.read import batches
 from ..io.record import Record
 from ..similarity.bands import scheme_from_dict
@@ -136,7 +136,7 @@ def _open_old(url: str) -> tuple[Storage, dict[str, Any]]:
                 f"the index at {shown} has format version {meta.get('version')!r} (or no scheme in its "
                 f"meta); this neardup rebuilds indexes of format {', '.join(map(str, READABLE_VERSIONS))}"
             )
-        storage.attach(scheme_from_dict(meta["scheme"]), meta.get("mu", DEFAULT_MU))
+        storage.attach(record_shape(scheme_from_dict(meta["scheme"])))
     except BaseException:
         storage.discard()  # removes only an SQLite file this open created
         raise

@@ -3,9 +3,12 @@
 The index is a :class:`~neardup.blocks.BlockScheme` (which bits key which table) over a
 :class:`~neardup.storage.base.Storage` of (key, fingerprint) records. Queries return
 :class:`Match` objects within ``max_distance``, ordered by (distance, key), identical to a
-brute-force scan. ``SimhashIndex(...)`` lives in memory (``save``/``load`` write and read one
-``.npz`` file); ``SimhashIndex.open(url)`` lives in a store (SQLite, Redis, PostgreSQL,
-MariaDB/MySQL, MongoDB) whose meta records the configuration, checked on every open.
+brute-force scan. ``SimhashIndex(...)`` lives in memory, in the block index of
+:mod:`.memory_blocks` (``save``/``load`` write and read one ``.npz`` file);
+``SimhashIndex.open(url)`` lives in a store (SQLite, Redis, PostgreSQL, MariaDB/MySQL,
+MongoDB, ``memory://``) whose meta records the configuration, checked on every open. A store
+knows nothing of the scheme: the index hands it each record's posting keys and keeps the
+candidates it answers within the distance (:mod:`.store_search`).
 
 The index stores and finds; policy (check-and-add with cluster ids, MinHash verification)
 lives above it in :mod:`neardup.dedup.incremental`, which uses only the public methods here.
@@ -43,7 +46,6 @@ from ..storage.base import (
     lookable,
     plain_key,
 )
-from ..storage.memory import MemoryStorage
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
@@ -62,6 +64,7 @@ from .keys import (
     match_order,
     matches_of,
 )
+from .memory_blocks import MemoryBlockIndex
 from .meta import (
     DEFAULT_MEMORY_BUDGET,
     FORMAT,
@@ -71,6 +74,7 @@ from .meta import (
     settle_meta,
     tables_within,
 )
+from .store_search import bucket_stats, record_shape, search
 
 #: What ``add_many`` does with a key that is stored already (see its docstring).
 EXISTING = ("fail", "skip", "replace")
@@ -113,9 +117,9 @@ class SimhashIndex:
         self.mu = mu
         self.fingerprint_config = fingerprint_config
         self.url = "memory://"
-        self.storage: Storage = MemoryStorage() if storage is None else storage
-        self.storage.attach(self.scheme, mu)
-        self._memory = self.storage if isinstance(self.storage, MemoryStorage) else None
+        self.storage: Storage = MemoryBlockIndex(self.scheme, mu) if storage is None else storage
+        self.storage.attach(record_shape(self.scheme))
+        self._memory = self.storage if isinstance(self.storage, MemoryBlockIndex) else None
         #: Verifier settings recorded in a store's meta (see IndexConfig.verification).
         self.verification: dict[str, Any] | None = None
 
@@ -141,6 +145,8 @@ class SimhashIndex:
         if create_in_existing and isinstance(storage, SqliteStorage):
             storage.create_in_existing = True
         try:
+            # What a new store is made for; an existing one is attached to its own below.
+            storage.attach(record_shape(resolve_scheme(config or IndexConfig())))
             meta, fingerprint = settle_meta(storage, config, create, redacted(url), check_files)
             index = cls(
                 meta["bits"],
@@ -203,6 +209,7 @@ class SimhashIndex:
                 raise InputError(f"got {len(given)} {name} for {len(checked)} records; give one each")
         listed = None if clusters is None else list(clusters)
         batch = RecordBatch(checked, words, listed, blobs, None if digests is None else list(digests))
+        batch.postings = self._postings(words)
         width = self.scheme.fingerprint_words
         if existing == "skip" and len(batch):
             return self.storage.add_new(batch, lambda stored: check_same_documents(batch, stored, width))
@@ -280,9 +287,8 @@ class SimhashIndex:
         distance = self._distance(max_distance)
         cap = check_max_matches(max_matches)
         words = self._stored_words(self.words(fingerprints), signatures)
-        rows, keys, found = self.storage.search_many(words, distance)
         return matches_of(
-            words, Candidates(rows, keys, found), self.scheme.fingerprint_words, max_matches=cap
+            words, self._search(words, distance), self.scheme.fingerprint_words, max_matches=cap
         )
 
     def query_many_with_records(
@@ -302,7 +308,7 @@ class SimhashIndex:
         distance = self._distance(max_distance)
         cap = check_max_matches(max_matches)
         words = self._stored_words(self.words(fingerprints), signatures)
-        found = self.storage.search_records_many(words, distance)
+        found = self._search(words, distance, records=True)
         matches = matches_of(words, found, self.scheme.fingerprint_words, max_matches=cap, keep=keep)
         return matches, found.records
 
@@ -333,6 +339,23 @@ class SimhashIndex:
         """What the store keeps and searches per record: the fingerprint words, followed by
         the band keys of the signature in a band index."""
         return words if self.bands is None else self.bands.compose(words, signatures)
+
+    def _postings(self, words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64] | None:
+        """The posting keys a store lists records of ``words`` under (the in-memory block
+        index keys its segments on the words themselves)."""
+        return None if self._memory is not None else self.scheme.keys(words)
+
+    def _search(self, words: npt.NDArray[np.uint64], distance: int, *, records: bool = False) -> Candidates:
+        """The stored records within ``distance`` of each row of ``words`` (``records``: with
+        their stored records)."""
+        if self._memory is None:
+            return search(self.storage, self.scheme, words, distance, records=records)
+        rows, keys, found = self._memory.search_many(words, distance)
+        read: dict[Key, StoredRecord] = {}
+        if records:
+            stored = self._memory.get_many(list(dict.fromkeys(keys)))
+            read = {record.key: record for record in stored if record is not None}
+        return Candidates(rows, keys, found, read)
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -397,7 +420,9 @@ class SimhashIndex:
     # -- facts ---------------------------------------------------------------------------
     def stats(self) -> BucketStats:
         """Bucket statistics (in memory: of the largest segment)."""
-        return self.storage.stats()
+        if self._memory is not None:
+            return self._memory.stats()
+        return bucket_stats(self.scheme, self.storage.posting_counts())
 
     def memory_bytes(self) -> int:
         """Bytes the in-memory index's arrays hold (str keys' objects estimated); 0 for a
@@ -500,7 +525,9 @@ class SimhashIndex:
             # A saved index is loaded as it was, even with ids from before the id rule.
             loaded = index.words(words if header["bits"] == 128 else words.reshape(-1))
             checked = index._batch_keys(keys, loaded, validate=False)
-            index.storage.add_many(RecordBatch(checked, loaded, digests=digests))
+            index.storage.add_many(
+                RecordBatch(checked, loaded, digests=digests, postings=index._postings(loaded))
+            )
         return index
 
     # -- helpers -------------------------------------------------------------------------

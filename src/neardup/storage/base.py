@@ -1,16 +1,20 @@
 """The :class:`Storage` interface every index backend implements, and helpers they share.
 
-A store holds three things (DESIGN §5): *records* (key → fingerprint, plus the cluster id
-that :meth:`~neardup.IncrementalDeduper.check_and_add` assigned and an optional MinHash signature),
-*postings* ((table, block key) → keys, in whatever layout suits the backend: indexed block
+A store holds three things (DESIGN §5): *records* (key → stored words, plus the cluster id
+that :meth:`~neardup.IncrementalDeduper.check_and_add` assigned and an optional signature),
+*postings* (column, posting key) → keys, in whatever layout suits the backend: indexed
 columns in SQL, one string per bucket in Redis, bucket documents in MongoDB) and *meta* (the
 index configuration, written once when the store is created and checked on every open).
 
-The interface is batch-first: every call takes or returns a batch, so a backend can make it
-one transaction and one round trip. The index does the rest in numpy: it hands a backend the
-fingerprint words, the backend answers with candidate records found through its postings, and
-:func:`verified` keeps those within the distance. Backends never unpickle anything: keys,
-clusters and meta are JSON or plain columns, fingerprints little-endian 64-bit words.
+A store is a key → value container: it knows nothing of LSH or of distances. The index
+computes each record's posting keys from its scheme and hands them over with the record
+(:attr:`RecordBatch.postings`), asks for the records under a batch's posting keys
+(:meth:`Storage.candidates`) and decides itself which of them are near
+(:mod:`neardup.index.store_search`). What a store knows of the records is their shape
+(:class:`RecordShape`): how many words, how many posting keys. The interface is batch-first:
+every call takes or returns a batch, so a backend can make it one transaction and one round
+trip. Backends never unpickle anything: keys, clusters and meta are JSON or plain columns,
+stored words little-endian 64-bit words.
 """
 
 from __future__ import annotations
@@ -27,8 +31,6 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from ..blocks import BucketStats
-from ..distance import row_distances
 from ..errors import (
     ConfigError,
     InputError,
@@ -38,7 +40,6 @@ from ..errors import (
     StorageUnsupportedError,
 )
 from ..fingerprint.token_cache import fmix64
-from ..similarity.bands import Scheme
 
 Key = int | str
 UInt64Array = npt.NDArray[np.uint64]
@@ -79,16 +80,37 @@ class StoredRecord:
     digest: bytes | None = None
 
 
+@dataclass(frozen=True)
+class RecordShape:
+    """What a store knows of the records an index keeps: their sizes, not their meaning.
+
+    A record is ``words`` uint64 words, the first ``fingerprint_words`` of them its
+    fingerprint (what :attr:`StoredRecord.fingerprint` reads back); it has ``columns`` posting
+    keys (one per column of :attr:`RecordBatch.postings`), the widest of ``posting_bits``
+    bits (Redis pads its bucket names to it). ``postings_of`` is the index's function from
+    stored words to their posting keys, for the layouts that keep postings apart from the
+    records and must find a removed record's postings again (Redis, MongoDB buckets)."""
+
+    words: int
+    fingerprint_words: int
+    columns: int
+    posting_bits: int
+    postings_of: Callable[[UInt64Array], UInt64Array]
+
+
 @dataclass(slots=True)
 class RecordBatch:
-    """A batch of records to add: ``words`` is (n, w) uint64 (w = 1, or 2 for 128 bits).
-    ``keys`` is a list of plain keys, or an integer array for the in-memory store."""
+    """A batch of records to add: ``words`` is (n, w) uint64 (the fingerprint's 1 or 2 words,
+    then whatever else the index keeps per record); ``postings`` (n, columns) uint64, each
+    record's posting keys, computed by the index (every store but the index's own in-memory
+    one needs them). ``keys`` is a list of plain keys, or an integer array in memory."""
 
     keys: Sequence[Key]
     words: UInt64Array
     clusters: list[Key | None] | None = None
     signatures: list[bytes | None] | None = None
     digests: list[bytes | None] | None = None
+    postings: UInt64Array | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -101,6 +123,12 @@ class RecordBatch:
 
     def digest(self, row: int) -> bytes | None:
         return None if self.digests is None else self.digests[row]
+
+    def posting_keys(self) -> UInt64Array:
+        """:attr:`postings`, which a store needs to add the batch."""
+        if self.postings is None or self.postings.shape[0] != len(self.keys):
+            raise InputError("a batch added to a store needs one row of posting keys per record")
+        return self.postings
 
     def subset(self, rows: list[int]) -> RecordBatch:
         """The records at ``rows``, in that order."""
@@ -115,14 +143,16 @@ class RecordBatch:
             None if self.clusters is None else [self.clusters[row] for row in rows],
             None if self.signatures is None else [self.signatures[row] for row in rows],
             None if self.digests is None else [self.digests[row] for row in rows],
+            None if self.postings is None else self.postings[rows],
         )
 
 
 @dataclass(slots=True)
 class Candidates:
     """Records a backend found for a batch of queries through its postings: ``rows[i]`` is
-    the query that record i was found for. A record may appear more than once per query (one
-    per table that shares a block); :func:`verified` removes the repeats."""
+    the query that record i was found for, ``words[i]`` its stored words (at least the
+    fingerprint's). A record may appear more than once per query (once per column that
+    shares a posting key); the index removes the repeats."""
 
     rows: IntArray
     keys: list[Key]
@@ -132,29 +162,55 @@ class Candidates:
     records: dict[Key, StoredRecord] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class PostingCounts:
+    """One posting column's statistics: how many distinct keys it holds, the most records
+    under one key, and the mean."""
+
+    keys: int = 0
+    largest: int = 0
+    mean: float = 0.0
+
+    @classmethod
+    def of_sizes(cls, sizes: Sequence[int]) -> PostingCounts:
+        """The statistics of a column whose keys list ``sizes`` records each."""
+        return cls(len(sizes), max(sizes, default=0), sum(sizes) / len(sizes) if sizes else 0.0)
+
+
+def no_candidates(width: int) -> Candidates:
+    """An empty answer of stored words ``width`` words wide."""
+    return Candidates(np.empty(0, np.int64), [], np.empty((0, width), np.uint64))
+
+
 class Storage(ABC):
     """A home for one index's records, postings and meta. Subclasses are chosen by URL
-    (:func:`neardup.storage.open_storage`) and learn their block scheme from the index through
-    :meth:`attach` once the meta is settled."""
+    (:func:`neardup.storage.open_storage`) and learn the shape of the records from the
+    index through :meth:`attach`."""
 
     #: The URL scheme(s) this backend serves, for messages.
     name: str = "storage"
+    #: Queries per :meth:`candidates` call: large enough to amortise latency, small enough
+    #: that the statement stays well inside every server's limits.
+    query_batch = QUERY_BATCH
+    #: Whether :meth:`candidates` can read the found records in the same statement.
+    reads_records = False
 
     def __init__(self) -> None:
-        self._scheme: Scheme | None = None
+        self._shape: RecordShape | None = None
         self._local_lock = threading.RLock()
 
     # -- life cycle ----------------------------------------------------------------------
-    def attach(self, scheme: Scheme, mu: float) -> None:
-        """Called by the index after the meta is read or written; backends that lay out
-        postings per table create them here."""
-        self._scheme = scheme
+    def attach(self, shape: RecordShape) -> None:
+        """Learn the shape of the index's records. No I/O: the index attaches the shape a
+        new store is made for before :meth:`write_meta`, and the stored index's once the
+        meta is settled."""
+        self._shape = shape
 
     @property
-    def scheme(self) -> Scheme:
-        if self._scheme is None:
+    def shape(self) -> RecordShape:
+        if self._shape is None:
             raise ConfigError(f"{self.name}: the store is not attached to an index yet")
-        return self._scheme
+        return self._shape
 
     def close(self) -> None:  # noqa: B027 - most backends have nothing to release
         """Release connections; the store stays usable for a new open."""
@@ -191,7 +247,8 @@ class Storage(ABC):
 
     @abstractmethod
     def write_meta(self, meta: dict[str, Any]) -> None:
-        """Record the configuration of a new store (creating its tables or keys)."""
+        """Record the configuration of a new store, creating its tables or keys for the
+        attached :class:`RecordShape`."""
 
     # -- records -------------------------------------------------------------------------
     @abstractmethod
@@ -235,9 +292,10 @@ class Storage(ABC):
         """The stored record of each key (None where absent), in order."""
 
     @abstractmethod
-    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
-        """Records that share at least one table's block key with each query (``records``:
-        with their stored records too, where :attr:`reads_records`)."""
+    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
+        """The records that share at least one posting key with each query, given the
+        queries' (q, columns) posting keys: a key matches the same column's keys only
+        (``records``: with their stored records too, where :attr:`reads_records`)."""
 
     @abstractmethod
     def size(self) -> int:
@@ -263,9 +321,10 @@ class Storage(ABC):
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         """Forget the values of ``keys`` in the map ``name``; absent keys are ignored."""
 
-    def stats(self) -> BucketStats:
-        """Bucket statistics where the backend can afford them (the scheme otherwise)."""
-        return BucketStats(scheme=self.scheme.describe())
+    def posting_counts(self) -> list[PostingCounts]:
+        """Statistics of each posting column, where the backend can afford them (none
+        otherwise); the index adds what the columns mean."""
+        return []
 
     def drop(self) -> None:
         """Delete everything this store holds, meta included (tests, ``index drop``)."""
@@ -273,77 +332,17 @@ class Storage(ABC):
             f"{self.name} stores cannot be dropped by neardup; delete them yourself"
         )
 
-    # -- search --------------------------------------------------------------------------
-    #: Whether :meth:`candidates` can read the found records in the same statement.
-    reads_records = False
 
-    def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:
-        """(query rows, keys, fingerprint words) of every stored record within
-        ``max_distance`` of each query, each (row, key) once; the distance is recomputed by
-        the caller. Backends with their own fast path override this."""
-        found = self._search(words, max_distance, records=False)
-        return found.rows, found.keys, found.words
-
-    def search_records_many(self, words: UInt64Array, max_distance: int) -> Candidates:
-        """:meth:`search_many` with the stored record of every key found (their signatures
-        verify the matches, their cluster ids place a new record): read with the postings
-        where the store can (one statement fewer per batch), else by :meth:`get_many`."""
-        if self.reads_records:
-            return self._search(words, max_distance, records=True)
-        rows, keys, found = self.search_many(words, max_distance)
-        stored = self.get_many(list(dict.fromkeys(keys)))
-        return Candidates(rows, keys, found, {record.key: record for record in stored if record is not None})
-
-    def _search(self, words: UInt64Array, max_distance: int, *, records: bool) -> Candidates:
-        width = self.scheme.fingerprint_words
-        parts, read = [], {}
-        for start in range(0, words.shape[0], QUERY_BATCH):
-            found = self.candidates(words[start : start + QUERY_BATCH], records=records)
-            read.update(found.records)
-            parts.append(verified(found, words, max_distance, start, width))
-        if not parts:
-            return Candidates(np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64))
-        return Candidates(
-            np.concatenate([part.rows for part in parts]),
-            [key for part in parts for key in part.keys],
-            np.concatenate([part.words for part in parts]),
-            read,
-        )
-
-
-def verified(
-    found: Candidates, queries: UInt64Array, max_distance: int, offset: int = 0, width: int | None = None
-) -> Candidates:
-    """Keep candidates within ``max_distance`` of their query, once per (query, key);
-    ``offset`` is added to the rows (queries handed to the backend in slices). Distances are
-    taken over the first ``width`` words (the fingerprint's; a band index stores keys after)."""
-    if not found.keys:
-        return Candidates(found.rows + offset, [], found.words)
-    width = queries.shape[1] if width is None else width
-    distance = row_distances(found.words[:, :width] ^ queries[found.rows + offset, :width])
-    within = np.flatnonzero(distance <= max_distance)
-    # The first position of each (row, key), in numpy: near-identical records by the
-    # thousand put millions of (row, key) hits here, too many for a set of tuples.
-    everything = within.size == len(found.keys)
-    keys = found.keys if everything else [found.keys[position] for position in within.tolist()]
-    number = {key: place for place, key in enumerate(dict.fromkeys(keys))}
-    ids = np.fromiter(map(number.__getitem__, keys), dtype=np.int64, count=len(keys))
-    pairs = found.rows[within].astype(np.int64) * max(len(number), 1) + ids
-    firsts = np.sort(np.unique(pairs, return_index=True)[1])
-    chosen = within[firsts]
-    return Candidates(found.rows[chosen] + offset, [keys[i] for i in firsts.tolist()], found.words[chosen])
-
-
-def match_blocks(queries: UInt64Array, found: UInt64Array) -> tuple[IntArray, IntArray]:
-    """(query rows, found rows) of every pair that shares a block key in some table, given
-    (q, T) query keys and (c, T) keys of records a backend returned for the whole batch
-    (sorted search per table, so a batch costs O((q + c) log q), not q x c)."""
+def match_postings(queries: UInt64Array, found: UInt64Array) -> tuple[IntArray, IntArray]:
+    """(query rows, found rows) of every pair that shares a posting key in some column, given
+    (q, C) posting keys of the queries and (c, C) of records found for the whole batch
+    (sorted search per column, so a batch costs O((q + c) log q), not q x c)."""
     query_parts, found_parts = [], []
-    for table in range(queries.shape[1]):
-        order = np.argsort(queries[:, table], kind="stable")
-        ordered = queries[order, table]
-        low = np.searchsorted(ordered, found[:, table], side="left")
-        high = np.searchsorted(ordered, found[:, table], side="right")
+    for column in range(queries.shape[1]):
+        order = np.argsort(queries[:, column], kind="stable")
+        ordered = queries[order, column]
+        low = np.searchsorted(ordered, found[:, column], side="left")
+        high = np.searchsorted(ordered, found[:, column], side="right")
         counts = high - low
         if not counts.any():
             continue

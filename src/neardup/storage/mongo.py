@@ -51,7 +51,6 @@ from urllib.parse import SplitResult
 
 import numpy as np
 
-from ..blocks import BucketStats, TableStats
 from ..errors import (
     ConfigError,
     KeyExistsError,
@@ -59,10 +58,11 @@ from ..errors import (
     StorageConflictError,
     StorageUnavailableError,
 )
-from ..similarity.bands import scheme_from_dict
 from .base import (
     Candidates,
+    IntArray,
     Key,
+    PostingCounts,
     RecordBatch,
     Storage,
     StoredRecord,
@@ -77,7 +77,8 @@ from .base import (
     key_not_found_error,
     load_meta,
     lookable,
-    match_blocks,
+    match_postings,
+    no_candidates,
     plain_key,
     raced_key_error,
     to_signed,
@@ -187,7 +188,7 @@ class MongoStorage(Storage):
         return load_meta(str(document.get("value")), f"{self.where} collection {self.meta.name}")
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        tables = scheme_from_dict(meta["scheme"]).table_count
+        tables = self.shape.columns
         with self._errors("creating the store"):
             if self.layout == "records":
                 for table in range(tables):
@@ -267,7 +268,8 @@ class MongoStorage(Storage):
             raise KeyExistsError(f"key {twice!r} appears twice in the batch; nothing was added")
         token = secrets.token_hex(8)
         fingerprints = words_to_bytes(np.ascontiguousarray(batch.words, dtype=np.uint64))
-        blocks = to_signed(self.scheme.keys(batch.words)).tolist() if self.layout == "records" else None
+        postings = batch.posting_keys()
+        blocks = to_signed(postings).tolist() if self.layout == "records" else None
         documents: list[dict[str, Any]] = []
         for row, text in enumerate(ids):
             document: dict[str, Any] = {"_id": text, "fingerprint": fingerprints[row], "batch": token}
@@ -283,7 +285,7 @@ class MongoStorage(Storage):
                 for table, block in enumerate(blocks[row]):
                     document[f"b{table}"] = self._int64(block)
             documents.append(document)
-        buckets = self._bucket_entries(batch.words, ids, fingerprints) if self.layout == "buckets" else {}
+        buckets = bucket_entries(postings, ids, fingerprints) if self.layout == "buckets" else {}
         # The buckets layout updates documents shared between records, so its writes take
         # the writer lock (seed 002's read-modify-write of a bucket must not interleave).
         guard = self.exclusive() if self.layout == "buckets" else contextlib.nullcontext()
@@ -325,11 +327,11 @@ class MongoStorage(Storage):
                 raise key_not_found_error(missing[0], len(missing), self.where)
             removed: dict[str, set[str]] = {}
             if self.layout == "buckets":
-                width = self.scheme.words
-                words = bytes_to_words([bytes(document["fingerprint"]) for document in documents], width)
-                fingerprints = words_to_bytes(words)
+                # The buckets to rewrite, found from the records' stored words.
+                stored = [bytes(document["fingerprint"]) for document in documents]
+                postings = self.shape.postings_of(bytes_to_words(stored, self.shape.words))
                 texts = [str(document["_id"]) for document in documents]
-                for name, entries in self._bucket_entries(words, texts, fingerprints).items():
+                for name, entries in bucket_entries(postings, texts, stored).items():
                     removed[name] = {entry["textname"] for entry in entries}
 
             undo_buckets: list[Callable[[], None]] = []
@@ -412,36 +414,66 @@ class MongoStorage(Storage):
         with self._local_lock, self._errors("removing values"):
             self._atomically(write, lambda: None)
 
-    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
-        """One find per batch: by block fields (records) or bucket ``_id`` (buckets); the
-        members' block keys, recomputed from their fingerprints, pair them with the queries."""
-        blocks = self.scheme.keys(words)
-        members: dict[str, bytes] = {}
+    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
+        """One find per batch: by posting fields (records) or bucket ``_id`` (buckets); the
+        members' posting keys (their fields, or the buckets they were found in) pair them
+        with the queries."""
+        width = self.shape.words
         with self._errors("querying"):
             if self.layout == "records":
-                signed = to_signed(blocks)
-                conditions = [
-                    {f"b{table}": {"$in": [self._int64(v) for v in np.unique(signed[:, table]).tolist()]}}
-                    for table in range(signed.shape[1])
-                ]
-                for document in self.records.find({"$or": conditions}, {"fingerprint": 1}):
-                    members[document["_id"]] = document["fingerprint"]
+                documents = self._find_postings(postings)
+                found_words = [bytes(document["fingerprint"]) for document in documents]
+                keys = [decode_key(document["_id"]) for document in documents]
+                found = np.array(
+                    [
+                        [document[f"b{column}"] for column in range(postings.shape[1])]
+                        for document in documents
+                    ],
+                    dtype=np.int64,
+                ).reshape(len(documents), postings.shape[1])
+                query_rows, found_rows = match_postings(postings, found.view(np.uint64))
             else:
-                names = [
-                    bucket_id(table, block)
-                    for table in range(blocks.shape[1])
-                    for block in np.unique(blocks[:, table]).tolist()
-                ]
-                for document in self.buckets.find({"_id": {"$in": names}}, {"info": 1}):
-                    for entry in document.get("info", ()):
-                        members[entry["textname"]] = entry["hashcode"]
-        width = words.shape[1]
-        if not members:
-            return Candidates(np.empty(0, np.int64), [], np.empty((0, width), np.uint64))
-        found_words = bytes_to_words([bytes(value) for value in members.values()], width)
-        query_rows, found_rows = match_blocks(blocks, self.scheme.keys(found_words))
+                query_rows, found_rows, keys, found_words = self._find_buckets(postings)
+        if not keys:
+            return no_candidates(width)
+        words = bytes_to_words(found_words, width)
+        return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], words[found_rows])
+
+    def _find_postings(self, postings: UInt64Array) -> list[dict[str, Any]]:
+        """The record documents with one of the batch's keys in a posting field."""
+        signed = to_signed(postings)
+        conditions = [
+            {f"b{column}": {"$in": [self._int64(v) for v in np.unique(signed[:, column]).tolist()]}}
+            for column in range(signed.shape[1])
+        ]
+        fields = {"fingerprint": 1, **{f"b{column}": 1 for column in range(signed.shape[1])}}
+        return list(self.records.find({"$or": conditions}, fields))
+
+    def _find_buckets(self, postings: UInt64Array) -> tuple[IntArray, IntArray, list[Key], list[bytes]]:
+        """(query rows, member positions, member keys, member fingerprints) of the members of
+        the batch's bucket documents: a member of bucket (t, b) pairs with every query whose
+        key in column t is b."""
+        asking: dict[str, list[int]] = {}
+        for row, keys in enumerate(postings.tolist()):
+            for column, key in enumerate(keys):
+                asking.setdefault(bucket_id(column, key), []).append(row)
+        members: dict[str, int] = {}
+        prints: list[bytes] = []
+        query_rows: list[int] = []
+        found_rows: list[int] = []
+        listed = list(asking)
+        for start in range(0, len(listed), KEY_CHUNK):
+            names = listed[start : start + KEY_CHUNK]
+            for document in self.buckets.find({"_id": {"$in": names}}, {"info": 1}):
+                for entry in document.get("info", ()):
+                    position = members.setdefault(entry["textname"], len(members))
+                    if position == len(prints):
+                        prints.append(bytes(entry["hashcode"]))
+                    rows = asking[document["_id"]]
+                    query_rows += rows
+                    found_rows += [position] * len(rows)
         keys = [decode_key(text) for text in members]
-        return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows])
+        return np.asarray(query_rows, dtype=np.int64), np.asarray(found_rows, dtype=np.int64), keys, prints
 
     def size(self) -> int:
         with self._errors("counting records"):
@@ -460,29 +492,18 @@ class MongoStorage(Storage):
             condition = {"_id": {"$gt": documents[-1]["_id"]}}
             yield self._records(documents)
 
-    def stats(self) -> BucketStats:
-        sizes: list[list[int]] = [[] for _ in range(self.scheme.table_count)]
+    def posting_counts(self) -> list[PostingCounts]:
+        sizes: list[list[int]] = [[] for _ in range(self.shape.columns)]
         with self._errors("collecting bucket statistics"):
             if self.layout == "records":
-                for table, lengths in enumerate(sizes):
-                    pipeline = [{"$group": {"_id": f"$b{table}", "n": {"$sum": 1}}}]
+                for column, lengths in enumerate(sizes):
+                    pipeline = [{"$group": {"_id": f"$b{column}", "n": {"$sum": 1}}}]
                     lengths.extend(int(group["n"]) for group in self.records.aggregate(pipeline))
             else:
                 for document in self.buckets.find({}, {"table": 1, "info": 1}):
                     if document.get("info") and int(document["table"]) < len(sizes):
                         sizes[int(document["table"])].append(len(document["info"]))
-        stats = BucketStats(scheme=self.scheme.describe())
-        for table, lengths in enumerate(sizes):
-            stats.tables.append(
-                TableStats(
-                    table,
-                    self.scheme.tables[table].bit_count,
-                    len(lengths),
-                    max(lengths, default=0),
-                    sum(lengths) / len(lengths) if lengths else 0.0,
-                )
-            )
-        return stats
+        return [PostingCounts.of_sizes(lengths) for lengths in sizes]
 
     def drop(self) -> None:
         with self._errors("dropping the store"):
@@ -510,23 +531,18 @@ class MongoStorage(Storage):
     def _records(self, documents: Sequence[dict[str, Any]]) -> list[StoredRecord]:
         if not documents:
             return []
-        width = self.scheme.words
+        width = self.shape.words
         words = bytes_to_words([bytes(document["fingerprint"]) for document in documents], width)
         return [
             StoredRecord(
                 decode_key(document["_id"]),
-                words_to_int(words[position], self.scheme.fingerprint_words),
+                words_to_int(words[position], self.shape.fingerprint_words),
                 None if document.get("cluster") is None else decode_key(document["cluster"]),
                 None if document.get("signature") is None else bytes(document["signature"]),
                 None if document.get("digest") is None else bytes(document["digest"]),
             )
             for position, document in enumerate(documents)
         ]
-
-    def _bucket_entries(
-        self, words: UInt64Array, ids: Sequence[str], fingerprints: Sequence[bytes]
-    ) -> dict[str, list[dict[str, Any]]]:
-        return bucket_entries(self.scheme, words, ids, fingerprints)
 
     def _rewrite_buckets(
         self,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..similarity.bands import Scheme
 from .base import UInt64Array
 
 #: Keys per ``$in`` list (far below the 16 MB command limit even for long keys).
@@ -31,11 +30,12 @@ def _signed(value: int) -> int:
 
 
 def bucket_entries(
-    scheme: Scheme, words: UInt64Array, ids: Sequence[str], fingerprints: Sequence[bytes]
+    postings: UInt64Array, ids: Sequence[str], fingerprints: Sequence[bytes]
 ) -> dict[str, list[dict[str, Any]]]:
-    """Bucket ``_id`` → the ``info`` entries of these records, seed 002's shape."""
+    """Bucket ``_id`` → the ``info`` entries of these records (their (n, T) posting keys,
+    typed keys and stored words), seed 002's shape."""
     entries: dict[str, list[dict[str, Any]]] = {}
-    for row, blocks in enumerate(scheme.keys(words).tolist()):
+    for row, blocks in enumerate(postings.tolist()):
         entry = {"hashcode": fingerprints[row], "textname": ids[row]}
         for table, block in enumerate(blocks):
             entries.setdefault(bucket_id(table, block), []).append(entry)

@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import SplitResult, urlunsplit
 
 from ..errors import MissingDependencyError, StorageUnavailableError
-from ..similarity.bands import Scheme
 from . import check_options
 from .base import (
     RecordBatch,
@@ -53,8 +52,11 @@ class PostgresStorage(RunsStorage):
         self._counted = 0.0  # rows the planner knew of at the last ANALYZE
         self._added = 0  # rows added since
 
-    def attach(self, scheme: Scheme, mu: float) -> None:
-        super().attach(scheme, mu)
+    def _ready(self) -> None:
+        """The layout, and the planner's row count (analyzed first if it never was)."""
+        if self._opened:
+            return
+        super()._ready()
         with self._transaction() as cursor:
             cursor.execute(
                 "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (self.records_table,)

@@ -50,7 +50,6 @@ from urllib.parse import SplitResult, urlencode, urlunsplit
 
 import numpy as np
 
-from ..blocks import BucketStats, TableStats
 from ..errors import (
     ConfigError,
     IndexConfigMismatchError,
@@ -62,13 +61,12 @@ from ..errors import (
     StorageDamagedError,
     StorageUnavailableError,
 )
-from ..similarity.bands import scheme_from_dict
 from . import check_options, redis_scripts
 from .base import (
     DIGEST_BYTES,
     Candidates,
-    IntArray,
     Key,
+    PostingCounts,
     RecordBatch,
     Storage,
     StoredRecord,
@@ -81,8 +79,8 @@ from .base import (
     encode_key,
     key_not_found_error,
     load_meta,
+    no_candidates,
     plain_key,
-    verified,
     words_to_bytes,
 )
 from .lease import Lease
@@ -101,8 +99,6 @@ SOCKET_TIMEOUT_S = 120.0
 REMOVE_RETRIES = 5
 #: The bucket layout this module writes and reads (``P:layout``; see the module docstring).
 LAYOUT = "2"
-#: Queries per MGET of their buckets (16 buckets per query in the default band index).
-LOOKUP_QUERIES = 4096
 #: Fields per HSET, HMGET or HDEL of a value map.
 VALUE_FIELDS = 1000
 #: Value bytes per HSET at most (at least one field): a command stays far below Redis's
@@ -250,7 +246,6 @@ class RedisStorage(Storage):
         return load_meta(text, f"{self.where} key {self.meta_key}")
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        scheme_from_dict(meta["scheme"])  # refuse a bad scheme before anything is written
         with self._errors("writing the index meta"):
             created = self._create(keys=[self.meta_key, self.layout_key], args=[dump_meta(meta), LAYOUT])
         if not created:
@@ -294,13 +289,19 @@ class RedisStorage(Storage):
         return self.lease.token
 
     # -- buckets -------------------------------------------------------------------------
-    def _script_args(self, fields: list[bytes], records: list[bytes], words: UInt64Array) -> list[Any]:
+    def _script_args(
+        self, fields: list[bytes], records: list[bytes], words: UInt64Array, postings: UInt64Array
+    ) -> list[Any]:
         """ARGV of the add and remove scripts after the lock token."""
-        width = self.scheme.fingerprint_words
+        width = self.shape.fingerprint_words
         prints = words_to_bytes(words[:, :width])
         entries = [entry(fp, field) for fp, field in zip(prints, fields, strict=True)]
         head: list[Any] = [len(fields), 8 * width]
-        return head + fields + records + entries + bucket_args(self.prefix, self.scheme, words, entries)
+        return head + fields + records + entries + bucket_args(self.prefix, self._widths(), postings, entries)
+
+    def _widths(self) -> tuple[int, int]:
+        """The widths of this store's bucket names (:func:`~.redis_scripts.name_widths`)."""
+        return name_widths(self.shape.columns, self.shape.posting_bits)
 
     # -- records -------------------------------------------------------------------------
     def add_many(self, batch: RecordBatch) -> None:
@@ -314,7 +315,9 @@ class RedisStorage(Storage):
             pack_record(stored[row], batch.cluster(row), batch.signature(row), batch.digest(row))
             for row in range(len(fields))
         ]
-        answer = self._write(self._add, "added", self._script_args(fields, records, words))
+        answer = self._write(
+            self._add, "added", self._script_args(fields, records, words, batch.posting_keys())
+        )
         if answer[0] == 1:
             raise KeyExistsError(
                 f"key {decode_key(answer[1])!r} is already in {self.where}; nothing of the batch was "
@@ -327,7 +330,7 @@ class RedisStorage(Storage):
         self._check_layout()
         unique = list(dict.fromkeys(keys))
         fields = [_field(key) for key in unique]
-        width = self.scheme.words
+        width = self.shape.words
         with self._local_lock:
             for _attempt in range(REMOVE_RETRIES):
                 with self._errors("reading records to remove"):
@@ -337,7 +340,11 @@ class RedisStorage(Storage):
                     raise key_not_found_error(missing[0], len(missing), self.where)
                 values = cast("list[bytes]", packed)
                 words = bytes_to_words([value[: width * 8] for value in values], width)
-                answer = self._write(self._remove, "removed", self._script_args(fields, values, words))
+                # A removal finds the buckets to rewrite from the records' stored words.
+                postings = self.shape.postings_of(words)
+                answer = self._write(
+                    self._remove, "removed", self._script_args(fields, values, words, postings)
+                )
                 if answer[0] == 0:
                     return
                 if answer[0] == 1:
@@ -389,9 +396,9 @@ class RedisStorage(Storage):
         ]
 
     def _record(self, key: Key, packed: bytes) -> StoredRecord:
-        stored, cluster, signature, digest = unpack_record(key, packed, self.scheme.words)
+        stored, cluster, signature, digest = unpack_record(key, packed, self.shape.words)
         # The fingerprint is its first 1 or 2 little-endian words, low word first.
-        value = int.from_bytes(stored[: 8 * self.scheme.fingerprint_words], "little")
+        value = int.from_bytes(stored[: 8 * self.shape.fingerprint_words], "little")
         return StoredRecord(key, value, cluster, signature, digest)
 
     # -- values --------------------------------------------------------------------------
@@ -441,28 +448,17 @@ class RedisStorage(Storage):
             pipe.execute()
 
     # -- search --------------------------------------------------------------------------
-    def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:
-        """As :meth:`Storage.search_many`, one MGET per :data:`LOOKUP_QUERIES` queries (not per
-        256); the words returned are the fingerprint's."""
-        width = self.scheme.fingerprint_words
-        parts = [
-            verified(self.candidates(words[at : at + LOOKUP_QUERIES]), words, max_distance, at, width)
-            for at in range(0, words.shape[0], LOOKUP_QUERIES)
-        ] or [Candidates(np.empty(0, np.int64), [], np.empty((0, width), np.uint64))]
-        return (
-            np.concatenate([part.rows for part in parts]),
-            [key for part in parts for key in part.keys],
-            np.concatenate([part.words for part in parts]),
-        )
+    #: Queries per MGET of their buckets (16 buckets per query in the default band index).
+    query_batch = 4096
 
-    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
+    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
         """One MGET of each distinct (table, block) bucket of the batch; a member found in
-        bucket b is a candidate of every query whose block in b's table is b's. The words
-        returned are the members' fingerprint words (all that a bucket keeps)."""
+        bucket b is a candidate of every query whose posting key in b's table is b's. The
+        words returned are the members' fingerprint words (all that a bucket keeps)."""
         self._check_layout()
-        width = self.scheme.fingerprint_words
-        found = Buckets(self.scheme.keys(words))
-        rows = bucket_names(self.prefix, name_widths(self.scheme), found.tables, found.keys)
+        width = self.shape.fingerprint_words
+        found = Buckets(postings)
+        rows = bucket_names(self.prefix, self._widths(), found.tables, found.keys)
         names = cast("list[bytes]", rows.view(f"S{rows.shape[1]}").reshape(-1).tolist())
         with self._errors("querying"):
             values = cast("list[bytes | None]", self.client.mget(names)) if names else []
@@ -476,8 +472,8 @@ class RedisStorage(Storage):
                 prints += [entry[0] for entry in entries]
                 members += [entry[1] for entry in entries]
         if not members:
-            return Candidates(np.empty(0, np.int64), [], np.empty((0, width), np.uint64))
-        # Member i of bucket b is a candidate of each row that named b (its block in b's table).
+            return no_candidates(width)
+        # Member i of bucket b is a candidate of each row that named b (its key in b's table).
         at = np.asarray(positions, dtype=np.int64)
         sizes = found.counts[at]
         member_rows = np.repeat(np.arange(at.size), sizes)
@@ -511,11 +507,11 @@ class RedisStorage(Storage):
             if cursor == 0:
                 return
 
-    def stats(self) -> BucketStats:
+    def posting_counts(self) -> list[PostingCounts]:
         """Bucket sizes from a SCAN over the bucket keys and an MGET of each page of them."""
         self._check_layout()
-        sizes: list[list[int]] = [[] for _ in range(self.scheme.table_count)]
-        width = 8 * self.scheme.fingerprint_words
+        sizes: list[list[int]] = [[] for _ in range(self.shape.columns)]
+        width = 8 * self.shape.fingerprint_words
         with self._errors("collecting bucket statistics"):
             for names in self._keys_matching(f"{self.prefix}:b*"):
                 values = cast("list[bytes | None]", self.client.mget(names))
@@ -523,18 +519,7 @@ class RedisStorage(Storage):
                     table = int(name.split(b":")[-2][1:])
                     if value is not None and table < len(sizes):
                         sizes[table].append(len(bucket_entries(value, width, name)))
-        stats = BucketStats(scheme=self.scheme.describe())
-        for table, lengths in enumerate(sizes):
-            stats.tables.append(
-                TableStats(
-                    table,
-                    self.scheme.tables[table].bit_count,
-                    len(lengths),
-                    max(lengths, default=0),
-                    sum(lengths) / len(lengths) if lengths else 0.0,
-                )
-            )
-        return stats
+        return [PostingCounts.of_sizes(lengths) for lengths in sizes]
 
     def drop(self) -> None:
         """Every key under ``P:``: meta, records, buckets, value maps and the lock."""

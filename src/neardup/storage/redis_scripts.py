@@ -24,7 +24,6 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import StorageDamagedError
-from ..similarity.bands import Scheme
 
 #: Keys or (name, value) pairs per multi-key command inside a script.
 CHUNK = 1000
@@ -220,11 +219,11 @@ def bucket_entries(value: bytes, width: int, name: bytes | str = "") -> list[tup
     return entries
 
 
-def name_widths(scheme: Scheme) -> tuple[int, int]:
-    """Digits of the table number and hex digits of the block key in every bucket name of a
-    store (all names of a store are as long: the widest table's key sets the hex width)."""
-    bits = max(table.bit_count for table in scheme.tables)
-    return len(str(scheme.table_count - 1)), max(1, (bits + 3) // 4)
+def name_widths(columns: int, posting_bits: int) -> tuple[int, int]:
+    """Digits of the table (posting column) number and hex digits of the block (posting) key
+    in every bucket name of a store of ``columns`` columns whose widest key has
+    ``posting_bits`` bits (all names of a store are as long)."""
+    return len(str(columns - 1)), max(1, (posting_bits + 3) // 4)
 
 
 def bucket_names(
@@ -265,15 +264,14 @@ class Buckets:
 
 
 def bucket_args(
-    prefix: str, scheme: Scheme, words: npt.NDArray[np.uint64], entries: list[bytes]
+    prefix: str, widths: tuple[int, int], blocks: npt.NDArray[np.uint64], entries: list[bytes]
 ) -> list[Any]:
-    """The buckets part of a write script's ARGV (see ``_PRELUDE``): per table its bucket
-    names in one string and each bucket's value number ('' when the table's buckets are the
-    records', in order; records sharing a bucket are joined in an extra value)."""
+    """The buckets part of a write script's ARGV (see ``_PRELUDE``), given the records'
+    (n, T) posting keys and :func:`name_widths`: per table its bucket names in one string and
+    each bucket's value number ('' when the table's buckets are the records', in order;
+    records sharing a bucket are joined in an extra value)."""
     count = len(entries)
-    blocks = scheme.keys(words)
     tables = blocks.shape[1]
-    widths = name_widths(scheme)
     found = Buckets(blocks)
     in_order = bucket_names(prefix, widths, np.repeat(np.arange(tables), count), blocks.T.reshape(-1))
     distinct = bucket_names(prefix, widths, found.tables, found.keys)

@@ -25,10 +25,10 @@ _MIX_2 = np.uint64(0x94D049BB133111EB)
 
 
 def posting_keys(blocks: UInt64Array) -> IntArray:
-    """One signed 64-bit posting key per (row, table) of ``blocks``: the table number in the
-    top bits and the block key mixed (splitmix64's finaliser, a bijection) into the rest.
-    Two different block keys share a posting key with probability 2^-58; such a candidate is
-    verified like any other by the caller."""
+    """One signed 64-bit run key per (row, column) of a batch's posting keys ``blocks``: the
+    column (table) number in the top bits and the posting key mixed (splitmix64's finaliser,
+    a bijection) into the rest. Two different posting keys share a run key with probability
+    2^-58; such a candidate is checked like any other by the index."""
     mixed = _mixed(np.ascontiguousarray(blocks, dtype=np.uint64).view(np.int64))
     shift = np.uint64(64 - TABLE_BITS)
     tables = np.arange(blocks.shape[1], dtype=np.uint64)[None, :] << shift

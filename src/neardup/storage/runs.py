@@ -57,20 +57,21 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import BucketStats, TableStats
 from ..errors import StorageError
-from ..similarity.bands import Scheme
 from .base import (
     Candidates,
     IntArray,
     Key,
+    PostingCounts,
     RecordBatch,
+    RecordShape,
     UInt64Array,
     bytes_to_words,
     key_columns,
     key_exists_error,
     key_from_columns,
-    match_blocks,
+    match_postings,
+    no_candidates,
     raced_key_error,
     words_to_bytes,
     words_to_int,
@@ -518,8 +519,8 @@ class PostingRuns:
             self.recent.reset(state, keys, ids)
         return True
 
-    def stats(self, cursor: Any, bit_counts: list[int]) -> list[TableStats]:
-        """Bucket counts per table over the live postings."""
+    def stats(self, cursor: Any, columns: int) -> list[PostingCounts]:
+        """Posting counts per column over the live postings."""
         tables, _ = self.open_for_reading(cursor)
         union = " UNION ALL ".join(f"SELECT k, id FROM {table}" for table in tables)
         shift, mask = 64 - TABLE_BITS, (1 << TABLE_BITS) - 1
@@ -530,9 +531,9 @@ class PostingRuns:
         )
         found = {int(row[0]): row for row in cursor.fetchall()}
         stats = []
-        for table, bits in enumerate(bit_counts):
-            _, buckets, largest, mean = found.get(table, (table, 0, 0, 0.0))
-            stats.append(TableStats(table, bits, int(buckets or 0), int(largest or 0), float(mean or 0.0)))
+        for column in range(columns):
+            _, buckets, largest, mean = found.get(column, (column, 0, 0, 0.0))
+            stats.append(PostingCounts(int(buckets or 0), int(largest or 0), float(mean or 0.0)))
         return stats
 
     def drop(self, cursor: Any) -> None:
@@ -655,8 +656,8 @@ class RunsStorage(SqlStorage):
     #: The id column of a runs-layout records table (ids come from the meta row).
     runs_id_column = "id BIGINT PRIMARY KEY"
     runs: PostingRuns
-    #: Whether the attached store is in the runs layout (known at :meth:`attach`).
-    _runs_layout = False
+    #: Whether the store is in the runs layout (read with the rest of its layout).
+    _runs = False
 
     def _create_tables(self, cursor: Any, tables: int) -> None:
         if self.create_layout == LAYOUT:
@@ -664,13 +665,22 @@ class RunsStorage(SqlStorage):
         else:
             super()._create_tables(cursor, tables)
 
-    def attach(self, scheme: Scheme, mu: float) -> None:
-        super().attach(scheme, mu)
+    def attach(self, shape: RecordShape) -> None:
+        super().attach(shape)
         self.runs.on_commit = self._on_commit
+
+    def _read_layout(self) -> None:
+        super()._read_layout()
         with self._transaction() as cursor:
             cursor.execute(f"SELECT value FROM {self.meta_table} WHERE name = 'layout'")
             row = cursor.fetchone()
-        self._runs_layout = row is not None and row[0] == LAYOUT
+        self._runs = row is not None and row[0] == LAYOUT
+
+    @property
+    def _runs_layout(self) -> bool:
+        """Whether the store is in the runs layout (stores without the meta row are not)."""
+        self._ready()
+        return self._runs
 
     def add_many(self, batch: RecordBatch) -> None:
         if not self._runs_layout:
@@ -679,7 +689,7 @@ class RunsStorage(SqlStorage):
         if not len(batch):
             return
         self._check_keys(batch.keys)
-        keys = posting_keys(self.scheme.keys(batch.words))
+        keys = posting_keys(batch.posting_keys())
         fingerprints = words_to_bytes(batch.words)
         with self._transaction(write=True) as cursor:
             self._lock(cursor)  # one writer at a time: a cut rewrites the postings
@@ -739,6 +749,7 @@ class RunsStorage(SqlStorage):
 
     def remove_many(self, keys: Sequence[Key]) -> None:
         # The record rows go; their postings are skipped by reads and dropped by merges.
+        self._ready()
         with self._transaction(write=True) as cursor:
             if self._runs_layout:
                 self._lock(cursor)
@@ -746,22 +757,22 @@ class RunsStorage(SqlStorage):
             if self._runs_layout:
                 self.runs.note_removed(cursor, len(set(keys)))
 
-    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
+    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
         if not self._runs_layout:
-            return super().candidates(words, records=records)
-        keys = posting_keys(self.scheme.keys(words))
+            return super().candidates(postings, records=records)
+        keys = posting_keys(postings)
         with self._transaction() as cursor:
             self._prefer_indexes(cursor)
             rows = self.runs.find(cursor, keys, self.record_fields if records else ())
         if not rows:
-            return Candidates(np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64))
+            return no_candidates(self.shape.words)
         found = np.array([row[0] for row in rows], dtype=np.int64).view(np.uint64)
-        positions, found_rows = match_blocks(keys.reshape(-1, 1).view(np.uint64), found.reshape(-1, 1))
-        found_words = bytes_to_words([bytes(row[3]) for row in rows], words.shape[1])
+        positions, found_rows = match_postings(keys.reshape(-1, 1).view(np.uint64), found.reshape(-1, 1))
+        found_words = bytes_to_words([bytes(row[3]) for row in rows], self.shape.words)
         record_keys = [key_from_columns(row[1], row[2]) for row in rows]
         read = {}
         if records:
-            width = self.scheme.fingerprint_words
+            width = self.shape.fingerprint_words
             for position, row in enumerate(rows):
                 key = record_keys[position]
                 if key not in read:  # a record comes once per posting found
@@ -773,13 +784,11 @@ class RunsStorage(SqlStorage):
             read,
         )
 
-    def stats(self) -> BucketStats:
+    def posting_counts(self) -> list[PostingCounts]:
         if not self._runs_layout:
-            return super().stats()
-        stats = BucketStats(scheme=self.scheme.describe())
+            return super().posting_counts()
         with self._transaction() as cursor:
-            stats.tables.extend(self.runs.stats(cursor, [table.bit_count for table in self.scheme.tables]))
-        return stats
+            return self.runs.stats(cursor, self.shape.columns)
 
     def drop(self) -> None:
         if not self._runs_layout:
@@ -788,6 +797,7 @@ class RunsStorage(SqlStorage):
             self.runs.drop(cursor)
             self._drop_values(cursor)
             cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
+        self._opened = False
 
 
 def _between(after: Position, until: Position) -> tuple[str, list[int]]:

@@ -20,8 +20,8 @@ Tables (``<prefix>`` defaults to ``neardup``, set with ``?table=``):
   before it lack the table: reads find nothing there, and the first write creates it.
 
 A query batch is one statement per table, ``WHERE b0 IN (…) OR b1 IN (…) …``, which every
-engine runs as a union of index lookups; the rows are matched back to the queries and
-verified in numpy. An add is one transaction (existence check in both tables, then a
+engine runs as a union of index lookups; the rows are matched back to the queries by their
+posting columns in numpy. An add is one transaction (existence check in both tables, then a
 multi-row insert); the unique index on the key is the last line of defence against a
 concurrent writer. Dialects differ only in the small hooks at the end of :class:`SqlStorage`.
 """
@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from ..blocks import BucketStats, TableStats
 from ..errors import ConfigError, NeardupError, StorageDamagedError, StorageUnavailableError
-from ..similarity.bands import Scheme, scheme_from_dict
 from .base import (
     Candidates,
     Key,
+    PostingCounts,
     RecordBatch,
+    RecordShape,
     Storage,
     StoredRecord,
     UInt64Array,
@@ -57,7 +57,8 @@ from .base import (
     key_not_found_error,
     load_meta,
     lookable,
-    match_blocks,
+    match_postings,
+    no_candidates,
     plain_key,
     raced_key_error,
     to_signed,
@@ -68,7 +69,7 @@ from .urls import redacted
 
 DEFAULT_PREFIX = "neardup"
 _PREFIX_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
-#: More block columns than this would need more indexes than MySQL allows per table
+#: More posting columns than this would need more indexes than MySQL allows per table
 #: (64) and make every insert slow; such schemes belong to the in-memory index.
 MAX_SQL_TABLES = 48
 #: Keys per existence check or delete statement.
@@ -141,6 +142,8 @@ class SqlStorage(Storage):
         self._digests = False
         self._depth = 0
         self._block_columns: list[str] = []
+        #: Whether what the tables say of the layout has been read (see :meth:`_ready`).
+        self._opened = False
         self._committed: list[Callable[[], None]] = []
 
     # -- transactions --------------------------------------------------------------------
@@ -288,6 +291,7 @@ class SqlStorage(Storage):
             # transaction (and a transaction cannot use a table made after its first read) it
             # cannot be made inside: a store made before the table gets it here.
             self._make_values_table()
+        self._ready()  # outside the lock's transaction
         with self._transaction(exclusive=True):
             yield
 
@@ -315,7 +319,7 @@ class SqlStorage(Storage):
         return load_meta(row[0], self.where)
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        tables = scheme_from_dict(meta["scheme"]).table_count
+        tables = self.shape.columns
         if tables > MAX_SQL_TABLES:
             raise ConfigError(
                 f"the block scheme needs {tables} tables; SQL stores hold at most {MAX_SQL_TABLES} "
@@ -335,12 +339,13 @@ class SqlStorage(Storage):
                 ("config", dump_meta(meta), DIGESTS_ROW, DIGEST_KIND),
             )
             self._note_values_table(True)
+        self._opened = False
 
     def _create_tables(self, cursor: Any, tables: int) -> None:
         """The record tables with one indexed column per block table (PostgreSQL lays out
         its postings apart, see :mod:`neardup.storage.postgres_runs`)."""
         blocks = ", ".join(f"b{table} BIGINT NOT NULL" for table in range(tables))
-        for name in self.tables:
+        for name in (self.records_table, self.recent_table):
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {name} ({self.record_columns(self.id_column)}, {blocks}, "
                 f"UNIQUE (key_text, key_int)){self._table_options()}"
@@ -356,21 +361,33 @@ class SqlStorage(Storage):
             f"cluster_int SMALLINT, signature {self.signature_type()}, digest {self.blob_type}"
         )
 
-    def attach(self, scheme: Scheme, mu: float) -> None:
-        super().attach(scheme, mu)
-        self._block_columns = [f"b{table}" for table in range(scheme.table_count)]
+    def attach(self, shape: RecordShape) -> None:
+        super().attach(shape)
+        self._block_columns = [f"b{column}" for column in range(shape.columns)]
+        self._opened = False
+
+    def _ready(self) -> None:
+        """Read what the tables say of the store's layout, once, when it is first needed:
+        :meth:`attach` may come before the tables exist."""
+        if not self._opened:
+            self._read_layout()
+            self._opened = True
+
+    def _read_layout(self) -> None:
         # A store of format 1 (read by `neardup index rebuild`) has no recent table.
-        self._recent = self._table_exists(self.recent_table)
+        recent = self._table_exists(self.recent_table)
         with self._transaction() as cursor:
             cursor.execute(
                 f"SELECT value FROM {self.meta_table} WHERE name = {self.placeholder}", (DIGESTS_ROW,)
             )
             self._digests = cursor.fetchone() is not None
+        self._recent = recent
 
     @property
     def record_fields(self) -> tuple[str, ...]:
         """The columns of a record beyond its key and fingerprint, as :func:`stored_record`
         takes them: :data:`RECORD_COLUMNS`, and ``digest`` where the store has it."""
+        self._ready()
         return (*RECORD_COLUMNS, "digest") if self._digests else RECORD_COLUMNS
 
     def record_values(self, batch: RecordBatch, row: int) -> tuple[Any, ...]:
@@ -378,11 +395,13 @@ class SqlStorage(Storage):
         cluster = batch.cluster(row)
         cluster_text, cluster_int = (None, None) if cluster is None else key_columns(cluster)
         values = (cluster_text, cluster_int, batch.signature(row))
+        self._ready()
         return (*values, batch.digest(row)) if self._digests else values
 
     @property
     def tables(self) -> tuple[str, ...]:
         """The tables that hold records: the settled ones and the recent ones."""
+        self._ready()
         return (self.records_table, self.recent_table) if self._recent else (self.records_table,)
 
     # -- records -------------------------------------------------------------------------
@@ -390,7 +409,7 @@ class SqlStorage(Storage):
         if not len(batch):
             return
         self._check_keys(batch.keys)
-        blocks = to_signed(self.scheme.keys(batch.words)).tolist()
+        blocks = to_signed(batch.posting_keys()).tolist()
         fingerprints = words_to_bytes(batch.words)
         rows = [
             (*key_columns(key), fingerprints[row], *self.record_values(batch, row), *blocks[row])
@@ -431,6 +450,7 @@ class SqlStorage(Storage):
     def remove_many(self, keys: Sequence[Key]) -> None:
         if not keys:
             return
+        self._ready()
         with self._transaction(write=True) as cursor:
             stored = set(self._stored_keys(cursor, keys))
             missing = [key for key in keys if key not in stored]
@@ -445,7 +465,8 @@ class SqlStorage(Storage):
 
     def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
         found: dict[Key, StoredRecord] = {}
-        width = self.scheme.words
+        width = self.shape.words
+        self._ready()
         with self._transaction() as cursor:
             for chunk in _chunks(list(keys), KEY_CHUNK):
                 condition, values = self._one_of("key_text", list({key_columns(key)[0] for key in chunk}))
@@ -461,8 +482,8 @@ class SqlStorage(Storage):
 
     reads_records = True
 
-    def candidates(self, words: UInt64Array, *, records: bool = False) -> Candidates:
-        blocks = to_signed(self.scheme.keys(words))
+    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
+        blocks = to_signed(postings)
         conditions, values = [], []
         for table, column in enumerate(self._block_columns):
             condition, parameters = self._one_of(column, np.unique(blocks[:, table]).tolist())
@@ -476,16 +497,16 @@ class SqlStorage(Storage):
             for name in self.tables:
                 cursor.execute(f"SELECT {columns} FROM {name} WHERE {' OR '.join(conditions)}", values)
                 rows += cursor.fetchall()
+        width = self.shape.words
         if not rows:
-            return Candidates(np.empty(0, np.int64), [], np.empty((0, words.shape[1]), np.uint64))
+            return no_candidates(width)
         found_blocks = np.array([row[3 + len(extra) :] for row in rows], dtype=np.int64).view(np.uint64)
-        query_rows, found_rows = match_blocks(blocks.view(np.uint64), found_blocks)
-        found_words = bytes_to_words([bytes(row[2]) for row in rows], words.shape[1])
+        query_rows, found_rows = match_postings(blocks.view(np.uint64), found_blocks)
+        found_words = bytes_to_words([bytes(row[2]) for row in rows], width)
         keys = [key_from_columns(row[0], row[1]) for row in rows]
         if records:
             read = {
-                record.key: record
-                for record in self._records([row[: 3 + len(extra)] for row in rows], words.shape[1])
+                record.key: record for record in self._records([row[: 3 + len(extra)] for row in rows], width)
             }
         else:
             read = {}
@@ -493,6 +514,7 @@ class SqlStorage(Storage):
 
     def size(self) -> int:
         total = 0
+        self._ready()
         with self._transaction() as cursor:
             for name in self.tables:
                 cursor.execute(f"SELECT COUNT(*) FROM {name}")
@@ -502,7 +524,8 @@ class SqlStorage(Storage):
     def scan(self, batch_size: int = 10_000) -> Iterator[list[StoredRecord]]:
         """The settled records, then the recent ones (a move made by a writer meanwhile may
         show a record twice or not at all: scan a store no one writes to)."""
-        width = self.scheme.words
+        width = self.shape.words
+        self._ready()
         for name in self.tables:
             last = -1
             while True:
@@ -639,26 +662,18 @@ class SqlStorage(Storage):
                 raise
             self._values_made = True
 
-    def stats(self) -> BucketStats:
-        stats = BucketStats(scheme=self.scheme.describe())
+    def posting_counts(self) -> list[PostingCounts]:
+        counts = []
         with self._transaction() as cursor:
-            for table, column in enumerate(self._block_columns):
+            for column in self._block_columns:
                 both = " UNION ALL ".join(f"SELECT {column} AS b FROM {name}" for name in self.tables)
                 cursor.execute(
                     f"SELECT COUNT(*), MAX(n), AVG(n) FROM (SELECT COUNT(*) AS n FROM ({both}) AS every "
                     "GROUP BY b) AS buckets"
                 )
                 buckets, largest, mean = cursor.fetchone()
-                stats.tables.append(
-                    TableStats(
-                        table,
-                        self.scheme.tables[table].bit_count,
-                        int(buckets or 0),
-                        int(largest or 0),
-                        float(mean or 0.0),
-                    )
-                )
-        return stats
+                counts.append(PostingCounts(int(buckets or 0), int(largest or 0), float(mean or 0.0)))
+        return counts
 
     def drop(self) -> None:
         with self._transaction(write=True) as cursor:
@@ -666,6 +681,7 @@ class SqlStorage(Storage):
                 cursor.execute(f"DROP TABLE IF EXISTS {name}")
             self._drop_values(cursor)
             cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
+        self._opened = False
 
     def _drop_values(self, cursor: Any) -> None:
         cursor.execute(f"DROP TABLE IF EXISTS {self.values_table}")
@@ -698,7 +714,7 @@ class SqlStorage(Storage):
         return [
             stored_record(
                 key_from_columns(row[0], row[1]),
-                words_to_int(words[position], self.scheme.fingerprint_words),
+                words_to_int(words[position], self.shape.fingerprint_words),
                 row[3:],
             )
             for position, row in enumerate(rows)

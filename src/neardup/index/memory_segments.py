@@ -1,5 +1,5 @@
-"""The sealed segments of the in-memory store: per table, fingerprints sorted by their table
-key with a directory over the key's top bits, and the split buckets of seed 000."""
+"""The sealed segments of the in-memory block index: per table, fingerprints sorted by their
+table key with a directory over the key's top bits, and the split buckets of seed 000."""
 
 from __future__ import annotations
 
@@ -124,16 +124,22 @@ class _Segment:
                         rows.append(np.full(found.size, row, dtype=np.int64))
                         slots.append(found)
             query_rows = np.flatnonzero(plain)
-            lo = table.offsets[cells[query_rows]].astype(np.int64)
-            counts = table.offsets[cells[query_rows] + 1] - lo
-            total = int(counts.sum())
-            if total:
-                steps = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-                rows.append(np.repeat(query_rows, counts))
-                slots.append(table.entries[np.repeat(lo, counts) + steps])
+            found_rows, entries = self.bucket_members(table, cells[query_rows], query_rows)
+            rows.append(found_rows)
+            slots.append(entries)
         if not rows:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint64)
         return np.concatenate(rows), np.concatenate(slots)
+
+    @staticmethod
+    def bucket_members(table: _Table, cells: IntArray, rows: IntArray) -> tuple[IntArray, UInt64Array]:
+        """(row, entry) of every member of bucket ``cells[i]`` of ``table``, for each ``rows[i]``
+        (split buckets whole)."""
+        lo = table.offsets[cells].astype(np.int64)
+        counts = table.offsets[cells + 1] - lo
+        total = int(counts.sum())
+        steps = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        return np.repeat(rows, counts), table.entries[np.repeat(lo, counts) + steps]
 
     def table_stats(self) -> list[TableStats]:
         out = []
