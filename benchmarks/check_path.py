@@ -58,6 +58,9 @@ def main() -> None:
     assert answer.status_code == 200, answer.text
     modules = sorted({module for module, _ in CALLS})
     print(f"POST /v1/check into SQLite: {len(modules)} neardup modules, {len(CALLS)} functions")
+    if os.environ.get("CHECK_PATH_FUNCTIONS"):
+        for module, name in sorted(CALLS):
+            print(f"    {module} {name}")
     for module in modules:
         print(f"  {module:40} {sum(1 for name, _ in CALLS if name == module):4} functions")
 

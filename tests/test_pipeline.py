@@ -106,7 +106,7 @@ def test_stages_compose_to_the_same_result() -> None:
     pairs = measure_distances(collected, pairs, fingerprinter)
     clusters = cluster(collected, pairs, settings)
     assert collected.ids == whole.ids
-    assert candidates.search == whole.search and len(candidates.pairs) == whole.candidates
+    assert candidates.search == whole.search and candidates.size == whole.candidates
     for ours, theirs in zip(pairs, whole.pairs, strict=True):
         assert ours.tolist() == theirs.tolist()
     assert clusters.representative.tolist() == whole.clusters.representative.tolist()

@@ -23,6 +23,7 @@ from ..dedup.pipeline import MAX_TABLES as MAX_TABLES
 from ..dedup.pipeline import SEARCHES, DedupResult, DedupSettings, dedup_documents
 from ..dedup.pipeline import block_scheme_of as block_scheme_of
 from ..dedup.summary import Summary as Summary
+from ..dedup.workspace import MIN_MEMORY
 from ..errors import OutputError
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..io.output import write_jsonl
@@ -39,6 +40,7 @@ from .common import (
     input_options,
     open_records,
     output_option,
+    parse_size,
     progress_bar,
     progress_option,
     report_skipped,
@@ -69,6 +71,13 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
     if not match:
         raise click.BadParameter(f"{value!r} is not M,T (blocks, key blocks), e.g. 6,2", ctx, param)
     return int(match.group(1)), int(match.group(2))
+
+
+def _memory(ctx: click.Context, param: click.Parameter, value: str | int) -> int:
+    size = parse_size(ctx, param, value)
+    if size < MIN_MEMORY:
+        raise click.BadParameter(f"{value!r} is below the {MIN_MEMORY >> 20}M a run needs", ctx, param)
+    return size
 
 
 @click.command(short_help="Find near-duplicates: pairs, clusters and the deduplicated records.")
@@ -183,6 +192,20 @@ def _parse_scheme(ctx: click.Context, param: click.Parameter, value: str | None)
     help="MinHash functions per signature.",
 )
 @click.option(
+    "--memory",
+    callback=_memory,
+    default="4G",
+    show_default=True,
+    help="What the LSH search holds in memory (e.g. 4G, 512M); past it, band keys, check bins, "
+    "texts and candidate pairs go to files under --tmp-dir. The output is the same at any size.",
+)
+@click.option(
+    "--tmp-dir",
+    type=click.Path(exists=True, file_okay=False, writable=True),
+    help="Where the LSH search puts what exceeds --memory: a private directory, removed when the "
+    "run ends, however it ends [default: the system's temporary directory, e.g. $TMPDIR].",
+)
+@click.option(
     "--explain",
     is_flag=True,
     help="Add jaccard, metadata_jaccard, score and the top shared features to each --pairs line.",
@@ -214,6 +237,8 @@ def dedup(
     meta_fields: tuple[str, ...],
     num_perm: int,
     explain: bool,
+    memory: int,
+    tmp_dir: str | None,
     batch_size: int,
     progress: bool | None,
     **_: Any,
@@ -316,6 +341,8 @@ def dedup(
         meta_fields=meta_fields or None,
         batch_size=batch_size,
         search=search,
+        memory=given("memory", memory),
+        tmp_dir=tmp_dir,
     )
     check_applicable(ctx, settings)
     fingerprinter = _checked_fingerprinter(ctx, settings, pairs_path, targets)
@@ -382,6 +409,8 @@ SETTING_FLAGS = {
     "num_perm": "--num-perm",
     "meta_fields": "--meta-field",
     "threshold": "--threshold",
+    "memory": "--memory",
+    "tmp_dir": "--tmp-dir",
 }
 
 
@@ -403,6 +432,12 @@ def check_applicable(ctx: click.Context, settings: DedupSettings) -> None:
         chosen = "--search lsh" if settings.search else "the default search (--search lsh)"
         raise click.UsageError(
             f"{shown} applies to the Simhash search, not {chosen}: {fix}, or add --search simhash", ctx
+        )
+    if name in ("memory", "tmp_dir"):
+        raise click.UsageError(
+            f"{shown} applies to the LSH search (the default), which spills what exceeds the budget; "
+            "the Simhash search holds its fingerprints in memory: drop it",
+            ctx,
         )
     needs = {
         "content_weight": "--verify combined or --explain",
@@ -428,6 +463,10 @@ def _dedup_against_index(ctx: click.Context, url: str) -> None:
     params = ctx.params
     if params["explain"] or params["scheme"] is not None:
         raise click.UsageError("--explain and --scheme do not apply with --index", ctx)
+    for name in ("memory", "tmp_dir"):
+        if ctx.get_parameter_source(name) != ParameterSource.DEFAULT:
+            flag = SETTING_FLAGS[name]
+            raise click.UsageError(f"{flag} does not apply with --index: the index holds the records", ctx)
     run_incremental(
         ctx,
         url=url,

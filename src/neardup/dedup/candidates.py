@@ -69,8 +69,11 @@ from ..similarity.sketches import (
     oph_sketches,
 )
 from ..text.normalize import Normalizer
+from .band_keys import BandKeys
 from .batch import _runs_by_key, find_all_pairs, pairs_in_runs
 from .check_bins import CheckBins
+from .pair_tiles import PairTiles
+from .workspace import Workspace, unbounded
 
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
@@ -294,15 +297,16 @@ class CandidateSearch:
     each once, sorted.
     """
 
-    def __init__(self, settings: CandidateSettings | None = None) -> None:
+    def __init__(self, settings: CandidateSettings | None = None, workspace: Workspace | None = None) -> None:
         self.settings = settings or CandidateSettings()
+        self.workspace = workspace or unbounded()
         self.count = 0
-        self._keys: list[UInt32Array] = []
+        self._keys = BandKeys(self.workspace)
         self._owners: list[IntArray] = []
         self._short_hashes: list[UInt64Array] = []
         self._short_documents: list[IntArray] = []
         self._segments: list[tuple[UInt64Array, IntArray]] = []
-        self._checks = CheckBins(self.settings.check_bins)
+        self._checks = CheckBins(self.settings.check_bins, self.workspace)
         self._cached: tuple[Shingles, npt.NDArray[np.bool_], IntArray, CheckBins | None] | None = None
 
     def add(self, shingles: Shingles, texts: Sequence[str] | None = None) -> None:
@@ -337,24 +341,29 @@ class CandidateSearch:
 
     def pairs(self) -> IntArray:
         """Every candidate pair, (m, 2) int64, i < j, sorted and unique."""
+        return as_pairs(self.pair_tiles().all())
+
+    def pair_tiles(self) -> PairTiles:
+        """Every candidate pair as pair keys, in tiles that each read the check bins of two
+        spans of documents (one tile when they fit the budget's share)."""
         settings = self.settings
         if self.count >= 1 << 31:
             raise InputError(f"{self.count} documents exceed the 2^31 a candidate search numbers")
+        span = self.workspace.share("check_bins") // max(1, 2 * settings.check_bins)
+        found = PairTiles(self.count, span, self.workspace)
         hashes = np.concatenate(self._short_hashes) if self._short_hashes else np.zeros(0, np.uint64)
         documents = np.concatenate(self._short_documents) if self._short_documents else np.zeros(0, np.int64)
-        parts = [prefix_pairs(hashes, documents, settings.threshold, settings.max_bucket, settings.hub)]
+        found.add(prefix_pairs(hashes, documents, settings.threshold, settings.max_bucket, settings.hub))
         if self._segments:
             fingerprints = np.concatenate([part[0] for part in self._segments])
             owners = np.concatenate([part[1] for part in self._segments])
-            parts.append(_segment_candidates(fingerprints, owners, settings))
+            found.add(_segment_candidates(fingerprints, owners, settings))
         if self._keys:
             owners = np.concatenate(self._owners)
             for band in range(settings.band_count):
-                column = np.concatenate([keys[band] for keys in self._keys])
-                parts.append(keyed_pairs(column, owners, settings.max_bucket, settings.hub))
-                if len(parts) >= 16:
-                    parts = [_unique(parts)]
-        return as_pairs(_unique(parts))
+                found.add(keyed_pairs(self._keys.column(band), owners, settings.max_bucket, settings.hub))
+        found.finish()
+        return found
 
     def prepare(self) -> None:
         """Build what :meth:`similarities` reads, once (before forking workers that share it)."""
@@ -406,7 +415,7 @@ class CandidateSearch:
 
     def drop_band_keys(self) -> None:
         """Free the band keys once the pairs are taken (:meth:`pairs` cannot run again)."""
-        self._keys = []
+        self._keys.clear()
 
 
 def split_short(shingles: Shingles, settings: CandidateSettings) -> tuple[UInt64Array, IntArray, IntArray]:

@@ -34,9 +34,11 @@ from ..similarity.verify import Explanation, shared_features
 from ..text.normalize import Normalizer
 from . import shingle_sets
 from .batch import Pairs
-from .candidates import CandidateSearch, CandidateSettings, sketch_long, split_short
+from .candidates import CandidateSearch, CandidateSettings, as_pairs, sketch_long, split_short
+from .pair_tiles import PairTiles
 from .shingle_sets import ShingleSets, forked_map
 from .text_store import PackedTexts, TextStore, pack_texts
+from .workspace import Workspace
 
 IntArray = npt.NDArray[np.int64]
 
@@ -125,10 +127,15 @@ class Sketcher:
     order, so the outcome is the same as one process's."""
 
     def __init__(
-        self, settings: CandidateSettings, normalizer: Normalizer, workers: int | None = None
+        self,
+        settings: CandidateSettings,
+        normalizer: Normalizer,
+        workers: int | None = None,
+        workspace: Workspace | None = None,
     ) -> None:
         workers = default_workers() if workers is None else workers
-        self.sketches = Sketches(CandidateSearch(settings), TextStore(), [], 0, workers)
+        search, texts = CandidateSearch(settings, workspace), TextStore(workspace=workspace)
+        self.sketches = Sketches(search, texts, [], 0, workers)
         self.normalizer = normalizer
         self._pool: ProcessPoolExecutor | None = None
         self._pending: deque[Future[Sketched]] = deque()
@@ -188,30 +195,37 @@ class Sketcher:
             self._pool = None
 
 
-def band_candidates(sketches: Sketches) -> IntArray:
-    """(m, 2) candidate pairs, i < j: the records sharing a band key (or, short texts, enough
-    shingles). Once: the band keys are freed after."""
-    found = sketches.search.pairs()
+def band_candidates(sketches: Sketches) -> PairTiles:
+    """The candidate pairs: the records sharing a band key (or, short texts, enough
+    shingles), by tile. Once: the band keys are freed after."""
+    found = sketches.search.pair_tiles()
     sketches.search.drop_band_keys()
     return found
 
 
-def confirm(sketches: Sketches, found: IntArray, mode: str, normalizer: Normalizer) -> IntArray:
-    """The candidates kept, sorted. ``jaccard``: those whose sketch estimate lies more than
-    :data:`CHECK_MARGIN` from the threshold are decided by it, the rest by the exact shingle
-    Jaccard of their texts (as ``normalizer`` sees them); ``sketch``: the estimate decides
-    alone (as an index without texts decides); ``none``: every candidate is kept. Estimates
-    are taken in chunks, in forked workers when there are several, so memory stays bounded
-    however many there are."""
-    if mode == "none":
-        return found[np.lexsort((found[:, 1], found[:, 0]))]
+def confirm(sketches: Sketches, candidates: PairTiles, mode: str, normalizer: Normalizer) -> IntArray:
+    """The candidates kept, (m, 2), sorted. ``jaccard``: those whose sketch estimate lies
+    more than :data:`CHECK_MARGIN` from the threshold are decided by it, the rest by the exact
+    shingle Jaccard of their texts (as ``normalizer`` sees them); ``sketch``: the estimate
+    decides alone (as an index without texts decides); ``none``: every candidate is kept.
+    A tile at a time, its estimates in chunks (in forked workers when there are several), so
+    memory stays bounded however many candidates there are."""
+    kept: list[IntArray] = []
+    sketches.search.prepare()  # before the workers fork
+    for tile in candidates.tiles():
+        found = as_pairs(tile)
+        kept.append(found if mode == "none" else _confirm_tile(sketches, found, mode, normalizer))
+    pairs = np.concatenate(kept) if kept else np.empty((0, 2), dtype=np.int64)
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+
+
+def _confirm_tile(sketches: Sketches, found: IntArray, mode: str, normalizer: Normalizer) -> IntArray:
     margin = CHECK_MARGIN if mode == "jaccard" else 0.0
     search = sketches.search
     threshold = search.settings.threshold
     sure: list[IntArray] = []
     unsure: list[IntArray] = []
     chunks = _chunks(found, SKETCH_CHUNK)
-    search.prepare()  # before the workers fork
     workers = sketches.workers if len(chunks) > 1 else 1
     for chunk, similarity in zip(chunks, forked_map(_similarities, chunks, search, workers), strict=True):
         sure.append(chunk[similarity >= threshold + margin])
@@ -221,8 +235,7 @@ def confirm(sketches: Sketches, found: IntArray, mode: str, normalizer: Normaliz
         near = np.concatenate(unsure)
         if len(near):
             kept.append(near[exact_jaccard(sketches, near, normalizer) >= threshold])
-    pairs = np.concatenate(kept) if kept else found[:0]
-    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    return np.concatenate(kept) if kept else found[:0]
 
 
 def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -> npt.NDArray[np.float64]:

@@ -46,7 +46,9 @@ from .batch import DEFAULT_MU, BucketStats, Pairs, find_all_pairs
 from .candidates import CandidateSettings, bands_for
 from .clusters import Clusters, check_keep, cluster_records
 from .lsh import Sketcher, Sketches, band_candidates, confirm, explain_candidates, pair_distances
+from .pair_tiles import PairTiles
 from .summary import Summary
+from .workspace import DEFAULT_MEMORY, Workspace
 
 #: Records fingerprinted per batch, and the text size that also ends a batch: large enough to
 #: amortise the vectorised work, small enough to bound memory.
@@ -74,6 +76,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "num_perm": DEFAULT_NUM_PERM,
     "mu": DEFAULT_MU,
     "meta_fields": META_FIELDS,
+    "memory": DEFAULT_MEMORY,
 }
 
 #: ``progress(stage, advance, total)``: called with advance 0 (and the total when known) as a
@@ -106,6 +109,10 @@ class DedupSettings:
     meta_fields: tuple[str, ...] | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
     search: str | None = None
+    #: Bytes the LSH search holds in memory before it spills to ``tmp_dir`` (None: 4 GB).
+    memory: int | None = None
+    #: Where spilled parts go (None: the system's temporary directory).
+    tmp_dir: str | None = None
 
     @property
     def method(self) -> str:
@@ -132,6 +139,9 @@ class DedupSettings:
                 if getattr(self, name) is not None:
                     found.append((name, "it sets verify 'combined' or 'minhash' of Simhash candidates"))
             return found
+        for name in ("memory", "tmp_dir"):
+            if getattr(self, name) is not None:
+                found.append((name, "the Simhash search holds its fingerprints in memory; it never spills"))
         if verify == "auto" and self.max_distance is not None:
             verify = "none"  # a distance given by hand is searched as given, unchecked
         explained = self.explain
@@ -256,9 +266,12 @@ def collect(
     settings: DedupSettings = DEFAULT_SETTINGS,
     *,
     progress: Progress | None = None,
+    workspace: Workspace | None = None,
 ) -> Collected:
-    """Fingerprint every record (normalized by the fingerprinter's normalizer); ids are
-    checked for uniqueness as they arrive. Texts and metadata are kept only when pairs are
+    """Sketch (LSH) or fingerprint (Simhash) every record, normalized by the fingerprinter's
+    normalizer; ids are checked for uniqueness as they arrive. Under LSH the sketches hold
+    what exceeds ``workspace``'s budget in its directory (no workspace: all in memory), so
+    the workspace must stay open until the pairs are checked. Texts and metadata are kept only when pairs are
     verified or explained, and under the automatic search only while there are no more than
     :data:`~neardup.dedup.auto.AUTO_TEXT_LIMIT` records (beyond it, it does not verify)."""
     keep_texts = settings.keeps_texts
@@ -268,12 +281,12 @@ def collect(
     if settings.method == "lsh":
         # The sketches keep the texts themselves; only the records in pairs are fingerprinted.
         keep_texts, limit = False, None
-        sketcher = Sketcher(settings.lsh_settings(), fingerprinter.normalizer)
+        sketcher = Sketcher(settings.lsh_settings(), fingerprinter.normalizer, workspace=workspace)
     stage = "fingerprint" if sketcher is None else "sketch"
     parts: list[npt.NDArray[np.uint64]] = []
     first_seen: dict[RecordId, str] = {}
-    if progress is not None:
-        progress(stage, 0, None)
+    progress = progress or _no_progress
+    progress(stage, 0, None)
     try:
         for group in batches(records, settings.batch_size):
             _check_unique(group, first_seen)
@@ -296,8 +309,7 @@ def collect(
                 if limit is not None and len(collected.texts) > limit:
                     keep_texts = False
                     collected.texts, collected.metadata = [], []
-            if progress is not None:
-                progress(stage, len(group), None)
+            progress(stage, len(group), None)
     except BaseException:
         if sketcher is not None:
             sketcher.close()  # stop the sketching workers; the error goes on
@@ -308,6 +320,10 @@ def collect(
         collected.sketches = sketcher.finish()
         collected.empty = collected.sketches.empty
     return collected
+
+
+def _no_progress(stage: str, advance: int, total: int | None) -> None:
+    """What a stage reports to when nobody asked."""
 
 
 def _no_fingerprints(bits: int) -> npt.NDArray[np.uint64]:
@@ -331,12 +347,19 @@ def _check_unique(group: list[Record], first_seen: dict[RecordId, str]) -> None:
 
 class CandidatePairs(NamedTuple):
     """The candidate pairs, the search that found them (distance and the verification it
-    asks for), its block scheme and bucket statistics."""
+    asks for), its block scheme and bucket statistics. The Simhash search holds its pairs
+    with their distances (``pairs``); the LSH search's are in ``tiles`` (``pairs`` empty)."""
 
     pairs: Pairs
     search: Search
     scheme: BlockScheme | None
     stats: BucketStats
+    tiles: PairTiles | None = None
+
+    @property
+    def size(self) -> int:
+        """How many candidates there are."""
+        return self.tiles.count if self.tiles is not None else len(self.pairs)
 
 
 def search_candidates(
@@ -379,10 +402,10 @@ def _lsh_candidates(
     """The pairs of the shingle LSH (their distances are measured once they are checked)."""
     if progress is not None:
         progress("pairs", 0, None)
-    found = band_candidates(sketches)
-    i, j = found[:, 0], found[:, 1]
+    tiles = band_candidates(sketches)
     search = Search(collected.bits, verify, "lsh")
-    return CandidatePairs(Pairs(i, j, np.zeros(len(i), dtype=np.uint8)), search, None, BucketStats())
+    none = np.zeros(0, dtype=np.int64)
+    return CandidatePairs(Pairs(none, none, np.zeros(0, dtype=np.uint8)), search, None, BucketStats(), tiles)
 
 
 # -- stage 3: the check -------------------------------------------------------------------------
@@ -401,10 +424,9 @@ def check_candidates(
     Under the LSH search their distances are 0 until :func:`measure_distances`."""
     pairs, mode = candidates.pairs, candidates.search.verify
     if progress is not None:
-        progress("check", 0, len(pairs))
-    if collected.sketches is not None:
-        found = np.stack([pairs.i, pairs.j], axis=1)
-        kept = confirm(collected.sketches, found, mode, fingerprinter.normalizer)
+        progress("check", 0, candidates.size)
+    if collected.sketches is not None and candidates.tiles is not None:
+        kept = confirm(collected.sketches, candidates.tiles, mode, fingerprinter.normalizer)
         pairs = Pairs(kept[:, 0], kept[:, 1], np.zeros(len(kept), dtype=np.uint8))
     elif mode != "none" and len(pairs):
         _require_texts(collected, f"verify {mode}")
@@ -420,7 +442,7 @@ def check_candidates(
         kept_rows = result.kept
         pairs = Pairs(pairs.i[kept_rows], pairs.j[kept_rows], pairs.distance[kept_rows])
     if progress is not None:
-        progress("check", len(candidates.pairs), len(candidates.pairs))
+        progress("check", candidates.size, candidates.size)
     return pairs
 
 
@@ -537,33 +559,29 @@ def dedup_documents(
     settings: DedupSettings = DEFAULT_SETTINGS,
     progress: Progress | None = None,
 ) -> DedupResult:
-    """Find the near-duplicates of ``records`` (ids unique): fingerprints, candidate pairs,
-    verification, clusters and the keep policy, as ``neardup dedup`` does with the same
-    settings. ``fingerprinter`` defaults to ``Fingerprinter()``."""
+    """Find the near-duplicates of ``records`` (ids unique): sketches or fingerprints,
+    candidate pairs, their check and distances, clusters and the keep policy, as ``neardup
+    dedup`` does with the same settings, within ``settings.memory`` (what exceeds it goes to
+    files under ``settings.tmp_dir``, removed when the call returns or raises).
+    ``fingerprinter`` defaults to ``Fingerprinter()``."""
     fingerprinter = fingerprinter or Fingerprinter()
     settings.check(fingerprinter.bits)
-    seconds: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def lap(stage: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        seconds[stage], clock = now - clock, now
-
-    collected = collect(records, fingerprinter, settings, progress=progress)
-    lap("sketches" if collected.sketches is not None else "fingerprints")
-    candidates = search_candidates(collected, settings, progress=progress)
-    lap("candidates")
-    pairs = check_candidates(collected, candidates, fingerprinter, settings, progress=progress)
-    lap("verification")
-    pairs = measure_distances(collected, pairs, fingerprinter, progress=progress)
-    lap("distances")
-    clusters = cluster(collected, pairs, settings)
-    lap("clusters")
-    explanations = None
-    if settings.explain:
-        explanations = explain(collected, pairs, candidates.search, fingerprinter, settings)
-        lap("explanations")
+    timer = _StageTimer()
+    with Workspace(settings.option("memory"), settings.tmp_dir) as workspace:
+        collected = collect(records, fingerprinter, settings, progress=progress, workspace=workspace)
+        timer.lap("sketches" if collected.sketches is not None else "fingerprints")
+        candidates = search_candidates(collected, settings, progress=progress)
+        timer.lap("candidates")
+        pairs = check_candidates(collected, candidates, fingerprinter, settings, progress=progress)
+        timer.lap("verification")
+        pairs = measure_distances(collected, pairs, fingerprinter, progress=progress)
+        timer.lap("distances")
+        clusters = cluster(collected, pairs, settings)
+        timer.lap("clusters")
+        explanations = None
+        if settings.explain:
+            explanations = explain(collected, pairs, candidates.search, fingerprinter, settings)
+            timer.lap("explanations")
     search, sketches = candidates.search, collected.sketches
     summary = Summary.of(
         pairs,
@@ -572,7 +590,7 @@ def dedup_documents(
         max_distance=search.max_distance,
         keep=settings.keep,
         verify=search.verify,
-        rejected=len(candidates.pairs) - len(pairs),
+        rejected=candidates.size - len(pairs),
         method=search.method,
         threshold=LSH_THRESHOLD if sketches is None else sketches.search.settings.threshold,
     )
@@ -582,9 +600,21 @@ def dedup_documents(
         clusters=clusters,
         summary=summary,
         search=search,
-        candidates=len(candidates.pairs),
+        candidates=candidates.size,
         bucket_stats=candidates.stats,
-        seconds=seconds,
+        seconds=timer.seconds,
         records=collected.records if settings.keep_records else None,
         explanations=explanations,
     )
+
+
+class _StageTimer:
+    """Seconds per stage, each lap ending the stage named."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._clock = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage], self._clock = now - self._clock, now

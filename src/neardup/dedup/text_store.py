@@ -6,7 +6,8 @@ compresses 2-3x, so 10^6 news texts fit in about 1 GB). A block is compressed wh
 is sketched (a worker process), not by the reader, and compressing 4,096 texts at once costs
 a tenth of compressing each alone (zlib sets up 256 KB of state per call). Reads go through a
 one-block cache: the checks read their texts in record order, so each block is inflated about
-once per pass.
+once per pass. Past their share of the run's memory budget the compressed blocks move to a
+file, read back a block at a time.
 """
 
 from __future__ import annotations
@@ -14,13 +15,18 @@ from __future__ import annotations
 import zlib
 from bisect import bisect_right
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from .workspace import Workspace, unbounded
+
 #: Texts kept as they are before the store starts compressing (fast access for small inputs).
 PLAIN_TEXTS = 50_000
+#: The smallest text share of the budget that keeps the first texts plain (50,000 news texts).
+PLAIN_SHARE = 256 << 20
 
 
 class PackedTexts(NamedTuple):
@@ -40,12 +46,21 @@ class TextStore(Sequence[str]):
     """Texts by record number: whole batches as str until :data:`PLAIN_TEXTS` records are
     held, compressed blocks after (:meth:`packs_next` says which the next batch is)."""
 
-    def __init__(self, plain: int | None = None) -> None:
-        self._plain_limit = PLAIN_TEXTS if plain is None else plain
+    def __init__(self, plain: int | None = None, workspace: Workspace | None = None) -> None:
+        self.workspace = workspace or unbounded()
+        self._share = self.workspace.share("texts")
+        if plain is None:
+            plain = PLAIN_TEXTS if self._share >= PLAIN_SHARE else 0
+        self._plain_limit = plain
         self._plain: list[str] = []
-        self._blocks: list[PackedTexts] = []
+        #: Each block's compressed bytes, or where they lie in the file once written there.
+        self._blocks: list[bytes | tuple[int, int]] = []
+        self._ends: list[npt.NDArray[np.int64]] = []
         self._starts: list[int] = []  # record number of each block's first text
         self._count = 0
+        self._held = 0  # compressed bytes held in memory
+        self._file: Path | None = None
+        self._written = 0
         self._cached: tuple[int, bytes] = (-1, b"")
 
     def packs_next(self, already: int | None = None) -> bool:
@@ -65,8 +80,33 @@ class TextStore(Sequence[str]):
     def extend_packed(self, packed: PackedTexts) -> None:
         """Add a batch packed elsewhere (:func:`pack_texts`, e.g. in a worker process)."""
         self._starts.append(self._count)
-        self._blocks.append(packed)
+        self._blocks.append(packed.block)
+        self._ends.append(packed.ends)
         self._count += len(packed.ends)
+        self._held += len(packed.block)
+        if self._held > self._share:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Move the blocks held in memory to the file."""
+        if self._file is None:
+            self._file = self.workspace.file("texts")
+        with open(self._file, "ab") as out:
+            for number, block in enumerate(self._blocks):
+                if isinstance(block, bytes):
+                    out.write(block)
+                    self._blocks[number] = (self._written, len(block))
+                    self._written += len(block)
+        self._held = 0
+
+    def _block(self, number: int) -> bytes:
+        block = self._blocks[number]
+        if isinstance(block, bytes):
+            return block
+        assert self._file is not None
+        with open(self._file, "rb") as source:
+            source.seek(block[0])
+            return source.read(block[1])
 
     def __len__(self) -> int:
         return self._count
@@ -86,8 +126,8 @@ class TextStore(Sequence[str]):
             return self._plain[index]
         number = bisect_right(self._starts, index) - 1
         if self._cached[0] != number:
-            self._cached = (number, zlib.decompress(self._blocks[number].block))
-        ends = self._blocks[number].ends
+            self._cached = (number, zlib.decompress(self._block(number)))
+        ends = self._ends[number]
         row = index - self._starts[number]
         start = int(ends[row - 1]) if row else 0
         return self._cached[1][start : int(ends[row])].decode("utf-8", "surrogatepass")

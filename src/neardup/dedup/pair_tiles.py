@@ -1,0 +1,109 @@
+"""The candidate pairs of a batch run, gathered band by band and checked tile by tile.
+
+Pairs arrive as pair keys (i·2^32 + j, i < j) from every band, many of them found by several
+bands. Held in memory they are merged and deduplicated as they come; past their share of the
+run's memory budget each buffer is deduplicated and split by tile, ``(i // span, j // span)``,
+into a file per tile. A tile's pairs read the check bins and texts of two spans of documents
+only, so the check reads a tile with a bounded working set; tiles are given back sorted and
+unique, and together they are exactly the pairs held in memory would have been.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ..arrays import sorted_unique
+from .workspace import Workspace, unbounded
+
+IntArray = npt.NDArray[np.int64]
+#: Buffers merged into one at a time while the pairs are held in memory.
+MERGE_PARTS = 16
+#: At most this many spans along each side (so at most about 2,100 tile files).
+MAX_SPANS = 64
+
+
+def _unique(parts: list[IntArray]) -> IntArray:
+    if not parts:
+        return np.empty(0, dtype=np.int64)
+    return np.asarray(sorted_unique(np.concatenate(parts)), dtype=np.int64)
+
+
+class PairTiles:
+    """Pair keys of ``documents`` documents; ``span`` documents per tile side when spilled."""
+
+    def __init__(self, documents: int, span: int, workspace: Workspace | None = None) -> None:
+        self.workspace = workspace or unbounded()
+        self.span = max(1, span, -(-documents // MAX_SPANS))
+        self.sides = max(1, -(-documents // self.span))
+        self._parts: list[IntArray] = []
+        self._held = 0
+        self._files: dict[int, Path] = {}
+        self.count = 0
+        self._finished = False
+
+    @property
+    def spilled(self) -> bool:
+        return bool(self._files)
+
+    def add(self, keys: IntArray) -> None:
+        """More pair keys (any order, repeats allowed)."""
+        if not keys.size:
+            return
+        self._parts.append(keys)
+        self._held += keys.nbytes
+        if len(self._parts) >= MERGE_PARTS:
+            self._parts = [_unique(self._parts)]
+            self._held = self._parts[0].nbytes
+        if self._held > self.workspace.share("pairs"):
+            self._write(_unique(self._parts))
+            self._parts, self._held = [], 0
+
+    def _tile_of(self, keys: IntArray) -> IntArray:
+        return (keys >> 32) // self.span * self.sides + (keys & 0xFFFFFFFF) // self.span
+
+    def _write(self, keys: IntArray) -> None:
+        if not keys.size:
+            return
+        tiles = self._tile_of(keys)
+        order = np.argsort(tiles, kind="stable")
+        keys, tiles = keys[order], tiles[order]
+        bounds = np.flatnonzero(np.diff(tiles)) + 1
+        for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(keys)], strict=True):
+            tile = int(tiles[start])
+            if tile not in self._files:
+                self._files[tile] = self.workspace.file(f"pairs-{tile}")
+            with open(self._files[tile], "ab") as out:
+                out.write(keys[start:stop].tobytes())
+
+    def finish(self) -> None:
+        """Deduplicate what is held (and every tile file, in place) and count the pairs."""
+        held = _unique(self._parts)
+        self._parts, self._held = [held], held.nbytes
+        if self._files:
+            self._write(held)
+            self._parts, self._held = [], 0
+            self.count = 0
+            for path in self._files.values():
+                keys = _unique([np.fromfile(path, dtype=np.int64)])
+                keys.tofile(path)
+                self.count += len(keys)
+        else:
+            self.count = len(held)
+        self._finished = True
+
+    def tiles(self) -> Iterator[IntArray]:
+        """Each tile's pair keys, sorted and unique (one tile, all the pairs, when held)."""
+        assert self._finished, "finish() first"
+        if not self._files:
+            yield self._parts[0] if self._parts else np.empty(0, dtype=np.int64)
+            return
+        for tile in sorted(self._files):
+            yield np.fromfile(self._files[tile], dtype=np.int64)
+
+    def all(self) -> IntArray:
+        """Every pair key, sorted and unique (all in memory: for callers that want them all)."""
+        return _unique(list(self.tiles()))

@@ -1,0 +1,233 @@
+"""A memory budget changes where the LSH search keeps its parts, never what it finds: a tiny
+``--memory`` spills band keys, check bins, texts and candidate pairs to files and gives the
+same bytes as a run in memory; the spill directory goes away however the run ends."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from neardup.cli.main import main
+from neardup.dedup.band_keys import BandKeys
+from neardup.dedup.check_bins import CheckBins
+from neardup.dedup.pair_tiles import PairTiles
+from neardup.dedup.pipeline import DedupSettings, dedup_documents
+from neardup.dedup.workspace import Workspace
+from neardup.errors import ConfigError, InputError
+from neardup.io.read import read_records
+
+from .conftest import shared_file, write_lines
+
+
+@pytest.fixture
+def spilled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The kinds of file the runs of the test spill (band, check, texts, pairs)."""
+    made: list[str] = []
+    original = Workspace.file
+
+    def file(self: Workspace, stem: str) -> Path:
+        made.append(stem.split("-")[0])
+        return original(self, stem)
+
+    monkeypatch.setattr(Workspace, "file", file)
+    return made
+
+
+def _dedup(source: Path, out: Path, *extra: str) -> tuple[bytes, bytes]:
+    out.mkdir(exist_ok=True)
+    words = ["dedup", str(source), "--pairs", str(out / "p.jsonl"), "--clusters", str(out / "c.jsonl")]
+    result = CliRunner().invoke(main, [*words, *extra], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return (out / "p.jsonl").read_bytes(), (out / "c.jsonl").read_bytes()
+
+
+def _short_texts(path: Path, count: int = 3000) -> Path:
+    """Many short texts (titles, complaints): few words each, many near-copies."""
+    rng = np.random.default_rng(3)
+    words = [f"w{n}" for n in range(400)]
+    base = [" ".join(rng.choice(words, size=8)) for _ in range(count // 4)]
+    rows = []
+    for n in range(count):
+        text = base[int(rng.integers(len(base)))].split()
+        text[int(rng.integers(len(text)))] = words[int(rng.integers(len(words)))]
+        rows.append({"id": f"s{n}", "text": " ".join(text)})
+    return write_lines(path, *rows)
+
+
+@pytest.mark.parametrize("name", ["dev/zh_news.jsonl", "dev/en_news.jsonl", "dev/zh_short.jsonl"])
+def test_a_tiny_budget_gives_the_same_bytes_on_the_dev_sets(
+    name: str, tmp_path: Path, spilled: list[str]
+) -> None:
+    source = shared_file(name)
+    whole = _dedup(source, tmp_path / "memory")
+    assert not spilled
+    tmp = tmp_path / "spill"
+    tmp.mkdir()
+    assert _dedup(source, tmp_path / "tiny", "--memory", "1M", "--tmp-dir", str(tmp)) == whole
+    assert {"texts"} | ({"band", "check"} if "news" in name else set()) <= set(spilled)
+    assert list(tmp.iterdir()) == []
+
+
+def test_many_short_texts_spill_their_pairs_and_keep_the_bytes(tmp_path: Path, spilled: list[str]) -> None:
+    source = _short_texts(tmp_path / "short.jsonl")
+    whole = _dedup(source, tmp_path / "memory")
+    assert whole[0].count(b"\n") > 1000
+    assert _dedup(source, tmp_path / "tiny", "--memory", "1M") == whole
+    assert "pairs" in spilled
+
+
+def test_the_library_call_takes_the_budget_and_refuses_it_where_nothing_spills(tmp_path: Path) -> None:
+    source = shared_file("dev/zh_short.jsonl")
+    whole = dedup_documents(read_records(source))
+    tiny = dedup_documents(
+        read_records(source), settings=DedupSettings(memory=1 << 20, tmp_dir=str(tmp_path))
+    )
+    assert [p.tolist() for p in tiny.pairs] == [p.tolist() for p in whole.pairs]
+    assert tiny.candidates == whole.candidates and tiny.summary == whole.summary
+    with pytest.raises(ConfigError, match="memory does not apply to the simhash search"):
+        DedupSettings(search="simhash", memory=1 << 30).check(64)
+    with pytest.raises(ConfigError, match="below the 1 MB"):
+        dedup_documents(read_records(source), settings=DedupSettings(memory=1000))
+    with pytest.raises(ConfigError, match="does not exist"):
+        dedup_documents(read_records(source), settings=DedupSettings(tmp_dir=str(tmp_path / "absent")))
+
+
+def test_the_command_refuses_a_budget_it_cannot_use(tmp_path: Path) -> None:
+    source = str(shared_file("dev/zh_short.jsonl"))
+    pairs = str(tmp_path / "p.jsonl")
+    for extra, message in [
+        (["--memory", "lots"], "is not a size"),
+        (["--memory", "1000"], "below the 1M"),
+        (["--memory", "1G", "-k", "3"], "--memory applies to the LSH search"),
+        (["--tmp-dir", str(tmp_path), "--search", "simhash"], "--tmp-dir applies to the LSH search"),
+        (["--memory", "1G", "--index", str(tmp_path / "x.db")], "--memory does not apply with --index"),
+    ]:
+        result = CliRunner().invoke(main, ["dedup", source, "--pairs", pairs, *extra])
+        assert result.exit_code == 2, (extra, result.output)
+        assert message in result.output, (extra, result.output)
+    assert not (tmp_path / "x.db").exists() and not (tmp_path / "p.jsonl").exists()
+
+
+def _stop_at(stage: str) -> Any:
+    def progress(name: str, advance: int, total: int | None) -> None:
+        if name == stage:
+            raise KeyboardInterrupt
+
+    return progress
+
+
+@pytest.mark.parametrize("stage", ["pairs", "check", "distances"])
+def test_an_interrupted_run_leaves_no_files(tmp_path: Path, stage: str, spilled: list[str]) -> None:
+    settings = DedupSettings(memory=1 << 20, tmp_dir=str(tmp_path))
+    records = read_records(shared_file("dev/en_news.jsonl"))
+    with pytest.raises(KeyboardInterrupt):
+        dedup_documents(records, settings=settings, progress=_stop_at(stage))
+    assert spilled and list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_run_leaves_no_files(tmp_path: Path, spilled: list[str]) -> None:
+    rows = [json.loads(line) for line in shared_file("dev/en_news.jsonl").read_text().splitlines()]
+    source = write_lines(tmp_path / "input.jsonl", *rows, rows[0])  # its first id again, at the end
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    with pytest.raises(InputError, match="duplicate id"):
+        dedup_documents(read_records(source), settings=DedupSettings(memory=1 << 20, tmp_dir=str(spill)))
+    assert spilled and list(spill.iterdir()) == []
+
+
+def test_ctrl_c_on_the_command_removes_its_files(tmp_path: Path) -> None:
+    """A real SIGINT to a real ``neardup dedup`` once its spill directory exists."""
+    rows = [json.loads(line) for line in shared_file("dev/en_news.jsonl").read_text().splitlines()]
+    copies = [{**row, "id": f"{n}-{row['id']}"} for n in range(4) for row in rows]
+    source = write_lines(tmp_path / "input.jsonl", *copies)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    command = [sys.executable, "-m", "neardup", "dedup", str(source), "--pairs", str(tmp_path / "p.jsonl")]
+    process = subprocess.Popen(
+        [*command, "--memory", "1M", "--tmp-dir", str(spill)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not any(spill.iterdir()) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert process.poll() is None, "the run ended before it spilled"
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert list(spill.iterdir()) == []
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+# -- the parts, spilled and held, against each other -------------------------------------------
+
+
+def test_band_keys_read_the_same_held_or_in_runs(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    sizes = rng.integers(1, 1000, 20)
+    batches = [rng.integers(0, 1 << 32, size=(40, int(n)), dtype=np.uint32) for n in sizes]
+    held, runs = BandKeys(), BandKeys(Workspace(1 << 20, tmp_path))
+    for keys in batches:
+        held.append(keys)
+        runs.append(keys)
+    assert runs._runs, "nothing was written"
+    for band in range(40):
+        assert np.array_equal(held.column(band), np.concatenate([keys[band] for keys in batches]))
+        assert np.array_equal(runs.column(band), held.column(band))
+
+
+def test_check_bins_take_the_same_rows_held_or_written(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    rows = rng.integers(0, 256, size=(5000, 512), dtype=np.uint8)
+    held, written = CheckBins(512), CheckBins(512, Workspace(1 << 20, tmp_path))
+    for start in range(0, len(rows), 333):
+        held.extend(rows[start : start + 333])
+        written.extend(rows[start : start + 333])
+    assert any(block is None for block in written._blocks), "nothing was written"
+    wanted = rng.integers(0, len(rows), size=20000)
+    assert np.array_equal(written.take(wanted), rows[wanted])
+    assert np.array_equal(held.take(wanted), rows[wanted])
+
+
+def test_pair_tiles_give_every_pair_once_held_or_spilled(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    documents = 20000
+    parts = []
+    for _ in range(40):
+        i = rng.integers(0, documents - 1, size=5000)
+        j = np.minimum(documents - 1, i + 1 + rng.integers(0, 3000, size=5000))
+        parts.append((i << 32) | j)
+    expected = np.unique(np.concatenate(parts))
+    held, spilled = PairTiles(documents, 1 << 40), PairTiles(documents, 500, Workspace(1 << 20, tmp_path))
+    for keys in parts:
+        held.add(keys)
+        spilled.add(keys)
+    held.finish()
+    spilled.finish()
+    assert spilled.spilled and not held.spilled
+    assert held.count == spilled.count == len(expected)
+    tiles = list(spilled.tiles())
+    assert all(np.array_equal(tile, np.unique(tile)) for tile in tiles)
+    assert np.array_equal(np.sort(np.concatenate(tiles)), expected)
+    assert np.array_equal(held.all(), expected) and np.array_equal(spilled.all(), expected)
+    span = spilled.span
+    for tile in tiles:  # a tile reads two spans of documents
+        assert len(np.unique((tile >> 32) // span)) == 1 and len(np.unique((tile & 0xFFFFFFFF) // span)) == 1
+
+
+def test_a_workspace_makes_its_directory_only_when_something_spills(tmp_path: Path) -> None:
+    with Workspace(1 << 30, tmp_path) as space:
+        assert not space.spilled and list(tmp_path.iterdir()) == []
+        path = space.file("texts")
+        path.write_bytes(b"x")
+        assert space.spilled and path.parent.parent == tmp_path
+    assert list(tmp_path.iterdir()) == []
