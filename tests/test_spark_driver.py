@@ -5,6 +5,9 @@ row is collected to the driver, and the file outputs are written by the executor
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +24,11 @@ from .test_spark import _run, _spark_args, spark  # noqa: F401 - the session fix
 pytestmark = pytest.mark.spark
 
 from pyspark.sql import SparkSession  # noqa: E402 - after test_spark's skips
+from pyspark.sql import functions as F  # noqa: E402
 
+from neardup.errors import OutputError  # noqa: E402
 from neardup.spark.keyed import prefix_candidates  # noqa: E402
+from neardup.spark.output import part_names, write_single  # noqa: E402
 
 # -- the prefix search, distributed -------------------------------------------------------------
 
@@ -72,6 +78,69 @@ def test_spark_prefix_candidates_are_prefix_pairs(spark: SparkSession, threshold
     assert any((a, b) not in expected for a in copies for b in copies if a < b), "the hub rule never applied"
 
 
+# -- rows on the driver --------------------------------------------------------------------------
+
+#: Rows the job may collect whatever the corpus size: the counts, the pair totals and the
+#: cluster summary (one aggregate row each).
+DRIVER_ROWS = 3
+
+
+class Collected:
+    """Counts the rows (or Arrow batches) that reach the driver's Python: every collect, take,
+    first, toLocalIterator, toPandas and runJob reads them through pyspark.util's
+    ``_load_from_socket`` or ``_local_iterator_from_socket``, patched here in each pyspark
+    module that imported them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import pyspark.util
+
+        self.rows = 0
+        wrappers: dict[str, Callable[[Any], Any]] = {
+            "_load_from_socket": self._loader,
+            "_local_iterator_from_socket": self._iterator,
+        }
+        originals = {name: getattr(pyspark.util, name) for name in wrappers}
+        patched = 0
+        for module in [m for name, m in sys.modules.items() if name.startswith("pyspark") and m is not None]:
+            for name, wrap in wrappers.items():
+                original = originals[name]
+                if getattr(module, name, None) is original:
+                    monkeypatch.setattr(module, name, wrap(original))
+                    patched += 1
+        assert patched >= 4, "pyspark no longer reads results where this test looks"
+
+    def _counted(self, items: Iterable[Any]) -> Iterator[Any]:
+        for item in items:
+            self.rows += int(getattr(item, "num_rows", 1))
+            yield item
+
+    def _loader(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @contextlib.contextmanager
+        def load(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            with original(*args, **kwargs) as stream:
+                yield self._counted(stream)
+
+        return load
+
+    def _iterator(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda *args, **kwargs: self._counted(original(*args, **kwargs))
+
+
+def test_spark_collected_counts_every_way_rows_reach_the_driver(
+    spark: SparkSession,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The counter the next tests rely on sees each way of bringing rows to the driver."""
+    collected = Collected(monkeypatch)
+    frame = spark.range(40)
+    assert len(frame.collect()) == 40 and collected.rows == 40
+    assert len(list(frame.toLocalIterator())) == 40 and collected.rows == 80
+    assert frame.first() is not None and len(frame.take(3)) == 3 and collected.rows == 84
+    assert spark.sparkContext.parallelize(range(10), 2).collect() == list(range(10))
+    assert spark.sparkContext.parallelize(range(10), 2).take(2) == [0, 1]
+    assert len(list(frame.rdd.toLocalIterator())) == 40 and collected.rows == 136
+
+
 # -- a corpus of short documents ------------------------------------------------------------------
 
 
@@ -87,23 +156,88 @@ def _short_corpus(path: Path, fingerprinter: Fingerprinter, lines: int = 1200) -
     return write_lines(path, *kept[:600], *copies, *kept[600:])
 
 
-def test_spark_all_short_corpus_same_files_as_local(
+def test_spark_all_short_corpus_same_files_as_local_with_no_rows_on_the_driver(
     spark: SparkSession,  # noqa: F811
     tmp_path: Path,
     default_fingerprinter: Fingerprinter,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Every record short: the distributed prefix search gives local's pairs and clusters."""
+    """Every record short: the distributed prefix search gives local's pairs and clusters, and
+    the job (search, clusters, single-file outputs) collects a fixed few aggregate rows."""
     source = _short_corpus(tmp_path / "short.jsonl", default_fingerprinter)
     assert len(source.read_bytes().splitlines()) > 1000
     results = {}
     for kind in ("local", "spark"):
         outputs = [f"--pairs={tmp_path / f'{kind}.p.jsonl'}", f"--clusters={tmp_path / f'{kind}.c.jsonl'}"]
         args = ["dedup", str(source), *outputs]
+        if kind == "spark":
+            collected = Collected(monkeypatch)
         result = _run(_spark_args(*args[1:]) if kind == "spark" else args)
         assert result.exit_code == 0, result.output
         results[kind] = result.stderr.strip().splitlines()[-1]
+    assert collected.rows <= DRIVER_ROWS, f"{collected.rows} rows collected to the driver"
     assert results["spark"] == results["local"]
     assert "by LSH" in results["local"] and ", 0 pairs" not in results["local"]
     for output in ("p", "c"):
         local = (tmp_path / f"local.{output}.jsonl").read_bytes()
         assert (tmp_path / f"spark.{output}.jsonl").read_bytes() == local, output
+
+
+# -- single-file outputs, written by the executors ------------------------------------------------
+
+
+def _lines(spark: SparkSession, count: int) -> Any:  # noqa: F811
+    """A sorted ``line`` frame over several partitions, with non-ASCII text."""
+    frame = spark.range(count, numPartitions=3).select(
+        F.concat(F.lit('{"id":"'), F.col("id").cast("string"), F.lit('","t":"é中"}')).alias("line"), "id"
+    )
+    return frame.orderBy(F.col("id").desc()).select("line")
+
+
+def _expected(count: int) -> bytes:
+    return b"".join(f'{{"id":"{k}","t":"é中"}}\n'.encode() for k in reversed(range(count)))
+
+
+@pytest.mark.parametrize("staging", ["local", "remote"])
+def test_spark_single_file_is_joined_from_part_files_in_order(
+    spark: SparkSession,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsysbinary: pytest.CaptureFixture[bytes],
+    staging: str,
+) -> None:
+    """The executors write part files (beside the target, or in a folder every executor
+    reaches, copied to the driver part by part); the driver joins their bytes without a row
+    collected, and leaves no staged file behind."""
+    remote = (tmp_path / "remote").as_uri() if staging == "remote" else None
+    target = tmp_path / "out" / "lines.jsonl"
+    target.parent.mkdir()
+    collected = Collected(monkeypatch)
+    write_single(_lines(spark, 2500), str(target), remote)
+    write_single(_lines(spark, 0), str(tmp_path / "out" / "empty.jsonl"), remote)
+    write_single(_lines(spark, 3), "-", remote)
+    assert collected.rows == 0
+    assert target.read_bytes() == _expected(2500)
+    assert (tmp_path / "out" / "empty.jsonl").read_bytes() == b""
+    assert capsysbinary.readouterr().out == _expected(3)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["empty.jsonl", "lines.jsonl"]
+    assert not (tmp_path / "remote").exists()
+
+
+def test_spark_a_failed_single_file_write_keeps_the_old_file(
+    spark: SparkSession,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    target = write_lines(tmp_path / "pairs.jsonl", "the previous run")
+    line = F.when(F.col("id") == 77, F.raise_error(F.lit("boom"))).otherwise(F.col("id").cast("string"))
+    failing = spark.range(100, numPartitions=2).select(line.alias("line"))
+    with pytest.raises(OutputError, match="cannot write"):
+        write_single(failing, str(target))
+    assert target.read_bytes() == b"the previous run\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["pairs.jsonl"]
+
+
+def test_part_names_sort_by_partition_number() -> None:
+    names = ["_SUCCESS", "part-100000-x-c000.txt", "part-99999-x-c000.txt", ".part-00000-x.crc"]
+    names.append("part-00002-x")
+    assert part_names(names) == ["part-00002-x", "part-99999-x-c000.txt", "part-100000-x-c000.txt"]

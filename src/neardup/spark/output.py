@@ -2,18 +2,25 @@
 
 Lines are built in SQL from ids kept as their JSON text, so they are the bytes
 ``write_jsonl`` writes for ``neardup dedup``: ``{"a":id,"b":id,"distance":d}`` and
-``{"id":id,"cluster":id}``. A local path ending in .jsonl (or .json, .ndjson) or ``-`` gets
-one file, streamed in order through the driver one partition at a time into a temporary
-file renamed onto the target at the end (:func:`neardup.io.output.atomic_output`); any other target
-(``hdfs://…``, ``s3a://…``, a folder) gets Spark's folder of part files, written by the
-executors in parallel (part files in order, so concatenated they are the single file).
-Parquet (``--output-format parquet``) is always a folder, with typed id columns.
+``{"id":id,"cluster":id}``. The executors write every line: any target but a single file
+(``hdfs://…``, ``s3a://…``, a folder) gets Spark's folder of part files (in order, so
+concatenated they are the single file). A local path ending in .jsonl (or .json, .ndjson) or
+``-`` gets one file: the part files are staged and joined by the driver as bytes, so no row is
+collected to it (:func:`write_single`). Parquet (``--output-format parquet``) is always a
+folder, with typed id columns.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -24,8 +31,9 @@ from ..io.output import atomic_output, write_bytes
 LOCAL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 OUTPUT_FORMATS = ("auto", "jsonl", "parquet")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-#: Lines per write call when streaming a single file.
-WRITE_LINES = 4096
+#: Bytes per read and write when joining part files into a single file.
+COPY_BYTES = 1 << 20
+_PART = re.compile(r"^part-[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,7 @@ class Outputs:
 
 
 def is_single_file(target: str) -> bool:
-    """``-`` or a local path with a JSON-lines suffix: written as one file by the driver."""
+    """``-`` or a local path with a JSON-lines suffix: written as one file."""
     if target == "-":
         return True
     local = target[len("file:") :] if target.startswith("file:") else target
@@ -113,20 +121,77 @@ def _typed_id(name: str, integers: bool) -> Column:
 
 
 def _write_lines(frame: DataFrame, target: str) -> None:
-    """One ``line`` column written as text: one file through the driver, or part files."""
+    """One ``line`` column written as text by the executors: part files, or one file."""
     if not is_single_file(target):
-        try:
-            frame.write.text(target)
-        except Exception as exc:  # Spark's AnalysisException for an existing folder, I/O errors
-            raise OutputError(f"cannot write {target}: {str(exc).splitlines()[0]}") from exc
+        _write_text(frame, target, target)
         return
+    context = frame.sparkSession.sparkContext
+    remote = None if str(context.master).startswith("local") else _remote_staging(frame)
+    write_single(frame, target, remote)
+
+
+def write_single(frame: DataFrame, target: str, remote: str | None = None) -> None:
+    """``target`` (a local path or ``-``) as one file: the executors write part files, which
+    the driver joins in partition order, a chunk at a time, into a file that replaces the
+    target only when it is whole (:func:`~neardup.io.output.atomic_output`).
+
+    With ``remote`` None the executors share the driver's disk (local mode) and write beside
+    the target; else they write to the folder ``remote`` (a URI on a file system all of them
+    reach) and each part file is copied to the driver's disk before it is joined."""
     local = target[len("file:") :] if target.startswith("file:") else target
-    with atomic_output(local) as stream:  # a failed run leaves the previous file whole
-        buffer: list[bytes] = []
-        for row in frame.toLocalIterator(prefetchPartitions=True):
-            buffer.append(row[0].encode("utf-8"))
-            if len(buffer) >= WRITE_LINES:
-                write_bytes(stream, b"\n".join(buffer) + b"\n", target)
-                buffer.clear()
-        if buffer:
-            write_bytes(stream, b"\n".join(buffer) + b"\n", target)
+    with atomic_output(local) as stream:
+        near = None if local == "-" else os.path.dirname(os.path.realpath(local))
+        folder = tempfile.mkdtemp(prefix=".neardup-", suffix=".parts", dir=near)
+        try:
+            for part in _staged_parts(frame, target, folder, remote):
+                with open(part, "rb") as handle:
+                    while chunk := handle.read(COPY_BYTES):
+                        write_bytes(stream, chunk, target)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _staged_parts(frame: DataFrame, target: str, folder: str, remote: str | None) -> Iterator[str]:
+    """The local paths of the part files of ``frame``'s lines, in partition order."""
+    if remote is None:
+        staged = os.path.join(folder, "parts")
+        _write_text(frame, Path(staged).as_uri(), target)
+        yield from (os.path.join(staged, name) for name in part_names(os.listdir(staged)))
+        return
+    context = frame.sparkSession.sparkContext
+    hadoop: Any = context._jvm.org.apache.hadoop.fs  # type: ignore[union-attr]
+    path = hadoop.Path(remote)
+    system = path.getFileSystem(context._jsc.hadoopConfiguration())
+    try:
+        _write_text(frame, remote, target)
+        names = part_names([status.getPath().getName() for status in system.listStatus(path)])
+        for name in names:
+            copy = os.path.join(folder, name)
+            system.copyToLocalFile(False, hadoop.Path(path, name), hadoop.Path(Path(copy).as_uri()), True)
+            yield copy
+            os.unlink(copy)
+    finally:
+        system.delete(path, True)
+
+
+def _remote_staging(frame: DataFrame) -> str:
+    """A new folder in the default file system's working directory (e.g. hdfs:///user/NAME),
+    where every executor can write and the driver can read."""
+    context = frame.sparkSession.sparkContext
+    hadoop: Any = context._jvm.org.apache.hadoop.fs  # type: ignore[union-attr]
+    system = hadoop.FileSystem.get(context._jsc.hadoopConfiguration())
+    return str(system.getWorkingDirectory().toString()) + f"/.neardup-staging-{uuid.uuid4().hex}"
+
+
+def part_names(names: Iterable[str]) -> list[str]:
+    """Spark's part files among ``names``, by partition number (not by name: part-100000
+    sorts before part-99999)."""
+    parts = [name for name in names if _PART.match(name)]
+    return sorted(parts, key=lambda name: int(name.split("-")[1]))
+
+
+def _write_text(frame: DataFrame, uri: str, target: str) -> None:
+    try:
+        frame.write.option("compression", "none").text(uri)
+    except Exception as exc:  # Spark's AnalysisException for an existing folder, I/O errors
+        raise OutputError(f"cannot write {target}: {str(exc).splitlines()[0]}") from exc
