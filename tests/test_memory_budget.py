@@ -21,9 +21,11 @@ from neardup.dedup.band_keys import BandKeys
 from neardup.dedup.check_bins import CheckBins
 from neardup.dedup.pair_tiles import PairTiles
 from neardup.dedup.pipeline import DedupSettings, dedup_documents
+from neardup.dedup.seen_ids import SeenIds
 from neardup.dedup.workspace import Workspace
 from neardup.errors import ConfigError, InputError
 from neardup.io.read import read_records
+from neardup.io.record import Record
 
 from .conftest import shared_file, write_lines
 
@@ -231,3 +233,32 @@ def test_a_workspace_makes_its_directory_only_when_something_spills(tmp_path: Pa
         path.write_bytes(b"x")
         assert space.spilled and path.parent.parent == tmp_path
     assert list(tmp_path.iterdir()) == []
+
+
+def test_seen_ids_refuse_exactly_the_repeats_with_where_the_first_was_read() -> None:
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        count = int(rng.integers(2, 3000))
+        ids: list[Any] = [f"r{n}" if n % 3 else n for n in range(count)]
+        repeat = int(rng.integers(1, count))
+        first = int(rng.integers(0, repeat))
+        ids[repeat] = ids[first]
+        records = [
+            Record(record_id, "text", None, f"in.jsonl:{n + 1}", {}) for n, record_id in enumerate(ids)
+        ]
+        seen_list: list[Any] = []
+        seen = SeenIds(seen_list)
+        size = int(rng.integers(1, 200))
+        with pytest.raises(InputError) as error:
+            for start in range(0, count, size):
+                group = records[start : start + size]
+                seen.check(group, len(seen_list))
+                seen_list.extend(record.id for record in group)
+        assert error.value.location == f"in.jsonl:{repeat + 1}", trial
+        assert f"first seen at in.jsonl:{first + 1};" in str(error.value), trial
+    unique = [Record(n, "t", None, "<stdin>", {}) for n in range(5000)]
+    kept: list[Any] = []
+    seen = SeenIds(kept)
+    for start in range(0, 5000, 64):
+        seen.check(unique[start : start + 64], len(kept))
+        kept.extend(record.id for record in unique[start : start + 64])

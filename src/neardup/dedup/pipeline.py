@@ -27,6 +27,7 @@ that changes a result.
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -35,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..blocks import DEFAULT_MAX_TABLES, BlockScheme
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..io.read import batches
 from ..io.record import Record, RecordId
@@ -47,6 +48,7 @@ from .candidates import CandidateSettings, bands_for
 from .clusters import Clusters, check_keep, cluster_records
 from .lsh import Sketcher, Sketches, band_candidates, confirm, explain_candidates, pair_distances
 from .pair_tiles import PairTiles
+from .seen_ids import SeenIds
 from .summary import Summary
 from .workspace import DEFAULT_MEMORY, Workspace
 
@@ -246,7 +248,8 @@ class Collected:
     bits: int
     fingerprints: npt.NDArray[np.uint64]
     ids: list[RecordId] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
+    #: Text lengths, kept for ``keep="longest"`` only (8 bytes each).
+    lengths: array[int] = field(default_factory=lambda: array("q"))
     records: list[Record] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     metadata: list[list[str] | None] = field(default_factory=list)
@@ -284,12 +287,12 @@ def collect(
         sketcher = Sketcher(settings.lsh_settings(), fingerprinter.normalizer, workspace=workspace)
     stage = "fingerprint" if sketcher is None else "sketch"
     parts: list[npt.NDArray[np.uint64]] = []
-    first_seen: dict[RecordId, str] = {}
+    seen = SeenIds(collected.ids)
     progress = progress or _no_progress
     progress(stage, 0, None)
     try:
         for group in batches(records, settings.batch_size):
-            _check_unique(group, first_seen)
+            seen.check(group, len(collected.ids))
             if sketcher is not None:
                 sketcher.add(group)
             else:
@@ -299,7 +302,8 @@ def collect(
                 collected.featureless.extend((blank + len(collected.ids)).tolist())
                 collected.empty += len(blank)
             collected.ids.extend(record.id for record in group)
-            collected.lengths.extend(len(record.text) for record in group)
+            if settings.keep == "longest":
+                collected.lengths.extend(len(record.text) for record in group)
             if settings.keep_records:
                 collected.records.extend(group)
             if keep_texts:
@@ -328,18 +332,6 @@ def _no_progress(stage: str, advance: int, total: int | None) -> None:
 
 def _no_fingerprints(bits: int) -> npt.NDArray[np.uint64]:
     return np.empty((0, 2) if bits == 128 else (0,), dtype=np.uint64)
-
-
-def _check_unique(group: list[Record], first_seen: dict[RecordId, str]) -> None:
-    for record in group:
-        if record.id in first_seen:
-            raise InputError(
-                f"duplicate id {record.id!r}, first seen at {first_seen[record.id]}; pairs and "
-                f"clusters name records by id, so ids must be unique (choose another field as "
-                f"id_field)",
-                record.location,
-            )
-        first_seen[record.id] = record.location
 
 
 # -- stage 2: candidates -----------------------------------------------------------------------
