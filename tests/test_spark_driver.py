@@ -29,6 +29,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from neardup.errors import OutputError  # noqa: E402
 from neardup.spark.keyed import prefix_candidates  # noqa: E402
 from neardup.spark.output import part_names, write_single  # noqa: E402
+from neardup.spark.session import session_settings  # noqa: E402
 
 # -- the prefix search, distributed -------------------------------------------------------------
 
@@ -241,3 +242,38 @@ def test_part_names_sort_by_partition_number() -> None:
     names = ["_SUCCESS", "part-100000-x-c000.txt", "part-99999-x-c000.txt", ".part-00000-x.crc"]
     names.append("part-00002-x")
     assert part_names(names) == ["part-00002-x", "part-99999-x-c000.txt", "part-100000-x-c000.txt"]
+
+
+# -- the session ---------------------------------------------------------------------------------
+
+
+def test_spark_local_driver_binds_the_loopback_address(spark: SparkSession) -> None:  # noqa: F811
+    """The tests' local[2] session (built by build_session): the driver's RPC port listens
+    on 127.0.0.1 only, as IPv4 or IPv4-mapped IPv6 (read from the kernel's socket tables)."""
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.driver.host") == "127.0.0.1"
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    table = Path("/proc/net/tcp")
+    if not table.exists():  # pragma: no cover - Linux is where the tests run
+        pytest.skip("needs /proc/net/tcp")
+    port = f"{int(str(conf.get('spark.driver.port'))):04X}"
+    rows = [Path(f"/proc/net/{name}").read_text().splitlines()[1:] for name in ("tcp", "tcp6")]
+    listening = [row.split()[1] for rows_of in rows for row in rows_of if row.split()[3] == "0A"]
+    addresses = [local.rsplit(":", 1)[0] for local in listening if local.endswith(f":{port}")]
+    assert addresses and set(addresses) <= {"0100007F", "0000000000000000FFFF00000100007F"}, addresses
+
+
+def test_spark_session_settings_bind_loopback_in_local_mode_only(spark: SparkSession) -> None:  # noqa: F811
+    from pyspark import SparkConf
+
+    nothing = SparkConf(loadDefaults=False)
+    for master in ("local[2]", "local", None):
+        assert session_settings(master, None, None, nothing)["spark.driver.host"] == "127.0.0.1"
+    for master in ("yarn", "spark://host:7077", "k8s://https://host"):
+        assert "spark.driver.host" not in session_settings(master, None, None, nothing)
+    yarn = SparkConf(loadDefaults=False).setMaster("yarn")
+    assert "spark.driver.bindAddress" not in session_settings(None, None, None, yarn)
+    mine = session_settings("local[2]", 4, {"spark.driver.host": "10.1.2.3"}, nothing)
+    assert mine["spark.driver.host"] == "10.1.2.3" and mine["spark.sql.shuffle.partitions"] == "4"
+    submitted = SparkConf(loadDefaults=False).set("spark.driver.bindAddress", "0.0.0.0")
+    assert "spark.driver.bindAddress" not in session_settings("local[2]", None, None, submitted)

@@ -3,14 +3,15 @@
 Under ``spark-submit`` the session comes from spark-submit's settings (``--master``,
 ``--conf``); the command's own ``--master`` and ``--conf`` only add to them. A few defaults
 suit this job: small input files are still cut into several splits (so every core
-fingerprints), and the console progress bar follows ``--progress``.
+fingerprints), Spark's own console progress bar is off (the command reports each stage), and
+in local mode the driver binds the loopback address.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 #: Defaults applied unless the caller sets them: a lower open cost lets Spark cut a few-MB
@@ -19,6 +20,44 @@ DEFAULTS: Mapping[str, str] = {
     "spark.sql.files.openCostInBytes": "1048576",
     "spark.ui.showConsoleProgress": "false",
 }
+#: Local mode runs driver and executors in one JVM: on the loopback address its ports are not
+#: open to the network, and a host name that does not resolve cannot stop the job.
+LOCAL_DRIVER: Mapping[str, str] = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+
+
+def session_settings(
+    master: str | None,
+    partitions: int | None,
+    conf: Mapping[str, str] | None,
+    submitted: SparkConf,
+) -> dict[str, str]:
+    """The settings the session gets: the defaults (and in local mode the loopback driver)
+    unless ``submitted`` (the JVM's settings: spark-submit's, spark-defaults.conf) or ``conf``
+    sets them, then ``conf``, then the partition count. The master is ``master``, else the
+    JVM's, else pyspark's local[*]."""
+    chosen = master or submitted.get("spark.master", None) or "local[*]"
+    defaults = {**DEFAULTS, **(LOCAL_DRIVER if chosen.startswith("local") else {})}
+    settings = {key: value for key, value in defaults.items() if not submitted.contains(key)}
+    settings.update(conf or {})
+    if partitions:
+        settings["spark.sql.shuffle.partitions"] = str(partitions)
+        settings["spark.sql.files.minPartitionNum"] = str(partitions)
+    return settings
+
+
+def _submitted(master: str | None, conf: Mapping[str, str] | None) -> SparkConf:
+    """The settings the JVM starts with, read before the session exists: spark-submit's JVM
+    is joined, else one is launched with ``conf`` (which may size it) and the master, as the
+    session would launch it, and spark-defaults.conf is read on the way. Before a JVM is up,
+    ``SparkConf()`` is empty, and a master chosen by spark-submit would go unseen."""
+    launch = SparkConf().setAll(list((conf or {}).items()))
+    if master:
+        launch.setMaster(master)
+    SparkContext._ensure_initialized(conf=launch)
+    return SparkConf()  # loaded from the JVM's system properties
 
 
 def build_session(
@@ -29,12 +68,7 @@ def build_session(
 ) -> SparkSession:
     """A session for the job (an existing one is reused, with the settings applied); the
     defaults give way to anything spark-submit or ``conf`` sets."""
-    submitted = SparkConf()  # spark-submit's settings, passed as Java system properties
-    settings = {key: value for key, value in DEFAULTS.items() if not submitted.contains(key)}
-    settings.update(conf or {})
-    if partitions:
-        settings["spark.sql.shuffle.partitions"] = str(partitions)
-        settings["spark.sql.files.minPartitionNum"] = str(partitions)
+    settings = session_settings(master, partitions, conf, _submitted(master, conf))
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
