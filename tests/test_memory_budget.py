@@ -127,7 +127,7 @@ def _stop_at(stage: str) -> Any:
     return progress
 
 
-@pytest.mark.parametrize("stage", ["pairs", "check", "distances"])
+@pytest.mark.parametrize("stage", ["bands", "check", "distances"])
 def test_an_interrupted_run_leaves_no_files(tmp_path: Path, stage: str, spilled: list[str]) -> None:
     settings = DedupSettings(memory=1 << 20, tmp_dir=str(tmp_path))
     records = read_records(shared_file("dev/en_news.jsonl"))

@@ -146,11 +146,17 @@ def test_to_simplified_verifies_with_the_same_normalizer_library(tmp_path: Path,
 def test_progress_reports_every_stage_that_runs() -> None:
     """Each stage of the default search says when it starts, in the order the stages run."""
     seen: list[str] = []
+    done: dict[str, int] = {}
+    totals: dict[str, int | None] = {}
 
     def progress(stage: str, advance: int, total: int | None) -> None:
         if not seen or seen[-1] != stage:
             seen.append(stage)
+        done[stage] = done.get(stage, 0) + advance
+        totals[stage] = total
 
     result = dedup_documents(read_records(shared_file("dev/zh_short.jsonl")), progress=progress)
-    assert seen == ["sketch", "pairs", "check", "distances"]
+    assert seen == ["sketch", "bands", "check", "distances"]
+    assert done["sketch"] == len(result.ids) and done["check"] == totals["check"] == result.candidates
+    assert done["bands"] == totals["bands"] == DedupSettings().lsh_settings().band_count + 1
     assert set(result.seconds) == {"sketches", "candidates", "verification", "distances", "clusters"}

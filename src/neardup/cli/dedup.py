@@ -501,7 +501,12 @@ def _checked_fingerprinter(
 class _Bars:
     """The pipeline's progress as tqdm bars on stderr, one per stage in turn."""
 
-    UNITS: ClassVar[dict[str, str]] = {"pairs": " tables", "check": " pairs", "distances": " pairs"}
+    UNITS: ClassVar[dict[str, str]] = {
+        "pairs": " tables",
+        "bands": " bands",
+        "check": " pairs",
+        "distances": " pairs",
+    }
 
     def __init__(self, show: bool | None) -> None:
         self.show = show

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -343,9 +343,10 @@ class CandidateSearch:
         """Every candidate pair, (m, 2) int64, i < j, sorted and unique."""
         return as_pairs(self.pair_tiles().all())
 
-    def pair_tiles(self) -> PairTiles:
+    def pair_tiles(self, done: Callable[[int], object] | None = None) -> PairTiles:
         """Every candidate pair as pair keys, in tiles that each read the check bins of two
-        spans of documents (one tile when they fit the budget's share)."""
+        spans of documents (one tile when they fit the budget's share); ``done(1)`` after the
+        short documents and after each band."""
         settings = self.settings
         if self.count >= 1 << 31:
             raise InputError(f"{self.count} documents exceed the 2^31 a candidate search numbers")
@@ -354,6 +355,8 @@ class CandidateSearch:
         hashes = np.concatenate(self._short_hashes) if self._short_hashes else np.zeros(0, np.uint64)
         documents = np.concatenate(self._short_documents) if self._short_documents else np.zeros(0, np.int64)
         found.add(prefix_pairs(hashes, documents, settings.threshold, settings.max_bucket, settings.hub))
+        done = done or (lambda _: None)
+        done(1)
         if self._segments:
             fingerprints = np.concatenate([part[0] for part in self._segments])
             owners = np.concatenate([part[1] for part in self._segments])
@@ -362,6 +365,7 @@ class CandidateSearch:
             owners = np.concatenate(self._owners)
             for band in range(settings.band_count):
                 found.add(keyed_pairs(self._keys.column(band), owners, settings.max_bucket, settings.hub))
+                done(1)
         found.finish()
         return found
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -195,15 +195,22 @@ class Sketcher:
             self._pool = None
 
 
-def band_candidates(sketches: Sketches) -> PairTiles:
+def band_candidates(sketches: Sketches, done: Callable[[int], object] | None = None) -> PairTiles:
     """The candidate pairs: the records sharing a band key (or, short texts, enough
-    shingles), by tile. Once: the band keys are freed after."""
-    found = sketches.search.pair_tiles()
+    shingles), by tile. Once: the band keys are freed after. ``done(1)`` after the short
+    texts and after each band."""
+    found = sketches.search.pair_tiles(done)
     sketches.search.drop_band_keys()
     return found
 
 
-def confirm(sketches: Sketches, candidates: PairTiles, mode: str, normalizer: Normalizer) -> IntArray:
+def confirm(
+    sketches: Sketches,
+    candidates: PairTiles,
+    mode: str,
+    normalizer: Normalizer,
+    done: Callable[[int], object] | None = None,
+) -> IntArray:
     """The candidates kept, (m, 2), sorted. ``jaccard``: those whose sketch estimate lies
     more than :data:`CHECK_MARGIN` from the threshold are decided by it, the rest by the exact
     shingle Jaccard of their texts (as ``normalizer`` sees them); ``sketch``: the estimate
@@ -215,6 +222,8 @@ def confirm(sketches: Sketches, candidates: PairTiles, mode: str, normalizer: No
     for tile in candidates.tiles():
         found = as_pairs(tile)
         kept.append(found if mode == "none" else _confirm_tile(sketches, found, mode, normalizer))
+        if done is not None:
+            done(len(found))
     pairs = np.concatenate(kept) if kept else np.empty((0, 2), dtype=np.int64)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 

@@ -83,8 +83,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 
 #: ``progress(stage, advance, total)``: called with advance 0 (and the total when known) as a
 #: stage starts, then with the work done since the last call. Stages: ``sketch`` (LSH) or
-#: ``fingerprint`` (Simhash), in records; ``pairs`` (block tables under Simhash); ``check``
-#: and ``distances`` (pairs).
+#: ``fingerprint`` (Simhash), in records; ``bands`` (LSH: the bands paired, and the short
+#: texts) or ``pairs`` (Simhash: block tables); ``check`` and ``distances`` (pairs).
 Progress = Callable[[str, int, "int | None"], object]
 
 
@@ -392,9 +392,10 @@ def _lsh_candidates(
     collected: Collected, sketches: Sketches, verify: str, progress: Progress | None
 ) -> CandidatePairs:
     """The pairs of the shingle LSH (their distances are measured once they are checked)."""
-    if progress is not None:
-        progress("pairs", 0, None)
-    tiles = band_candidates(sketches)
+    report = progress or _no_progress
+    bands = sketches.search.settings.band_count + 1  # and the short texts
+    report("bands", 0, bands)
+    tiles = band_candidates(sketches, lambda done: report("bands", done, bands))
     search = Search(collected.bits, verify, "lsh")
     none = np.zeros(0, dtype=np.int64)
     return CandidatePairs(Pairs(none, none, np.zeros(0, dtype=np.uint8)), search, None, BucketStats(), tiles)
@@ -418,7 +419,10 @@ def check_candidates(
     if progress is not None:
         progress("check", 0, candidates.size)
     if collected.sketches is not None and candidates.tiles is not None:
-        kept = confirm(collected.sketches, candidates.tiles, mode, fingerprinter.normalizer)
+        report = progress or _no_progress
+        total = candidates.size
+        step = lambda done: report("check", done, total)  # noqa: E731 - a callback
+        kept = confirm(collected.sketches, candidates.tiles, mode, fingerprinter.normalizer, step)
         pairs = Pairs(kept[:, 0], kept[:, 1], np.zeros(len(kept), dtype=np.uint8))
     elif mode != "none" and len(pairs):
         _require_texts(collected, f"verify {mode}")
@@ -433,7 +437,7 @@ def check_candidates(
         )
         kept_rows = result.kept
         pairs = Pairs(pairs.i[kept_rows], pairs.j[kept_rows], pairs.distance[kept_rows])
-    if progress is not None:
+    if progress is not None and collected.sketches is None:
         progress("check", candidates.size, candidates.size)
     return pairs
 
