@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from neardup import Fingerprinter
+from neardup import FingerprintConfig, Fingerprinter
 from neardup.dedup.candidates import CandidateSettings, as_pairs, prefix_pairs
 from neardup.similarity.shingles import shingles_of
 
 from .conftest import read_jsonl, shared_file, write_lines
-from .test_spark import _run, _spark_args, spark  # noqa: F401 - the session fixture
+from .test_spark import _default_fixture, _run, _spark_args, spark  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.spark
 
@@ -27,9 +27,12 @@ from pyspark.sql import SparkSession  # noqa: E402 - after test_spark's skips
 from pyspark.sql import functions as F  # noqa: E402
 
 from neardup.errors import OutputError  # noqa: E402
+from neardup.spark.job import DedupJob, run_dedup  # noqa: E402
 from neardup.spark.keyed import prefix_candidates  # noqa: E402
-from neardup.spark.output import part_names, write_single  # noqa: E402
+from neardup.spark.output import Outputs, part_names, write_single  # noqa: E402
+from neardup.spark.progress import StageProgress  # noqa: E402
 from neardup.spark.session import session_settings  # noqa: E402
+from neardup.spark.tasks import ReadSettings  # noqa: E402
 
 # -- the prefix search, distributed -------------------------------------------------------------
 
@@ -277,3 +280,69 @@ def test_spark_session_settings_bind_loopback_in_local_mode_only(spark: SparkSes
     assert mine["spark.driver.host"] == "10.1.2.3" and mine["spark.sql.shuffle.partitions"] == "4"
     submitted = SparkConf(loadDefaults=False).set("spark.driver.bindAddress", "0.0.0.0")
     assert "spark.driver.bindAddress" not in session_settings("local[2]", None, None, submitted)
+    # pyspark's own launch turns Spark's console bar on; the command's stage bars replace it.
+    shell = SparkConf(loadDefaults=False).set("spark.ui.showConsoleProgress", "true")
+    assert session_settings(None, None, None, shell)["spark.ui.showConsoleProgress"] == "false"
+    wanted = {"spark.ui.showConsoleProgress": "true"}
+    assert session_settings(None, None, wanted, shell)["spark.ui.showConsoleProgress"] == "true"
+
+
+# -- progress per stage ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "stages"),
+    [
+        ("--progress", ["fingerprints", "pairs", "clusters", "output"]),
+        (None, ["fingerprints", "buckets", "pairs", "clusters", "output"]),
+        ("--no-progress", []),
+    ],
+)
+def test_spark_dedup_reports_each_stage_on_stderr(
+    spark: SparkSession,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    flag: str | None,
+    stages: list[str],
+) -> None:
+    """A bar per stage (--progress, as on a terminal), plain lines off a terminal (every
+    line, with the interval at 0: each stage's last says all its tasks are done), none with
+    --no-progress; each with the stage's records/s."""
+    monkeypatch.setattr("neardup.cli.common.PROGRESS_INTERVAL", 0.0)
+    source = _default_fixture(tmp_path / "docs.jsonl")
+    args = [str(source), f"--pairs={tmp_path / 'p.jsonl'}", *([flag] if flag else ["-k", "3"])]
+    result = _run(_spark_args(*args))
+    assert result.exit_code == 0, result.output
+    text = result.stderr
+    named = [
+        name
+        for name in ("fingerprints", "buckets", "pairs", "clusters", "output")
+        if f"spark {name}:" in text
+    ]
+    assert named == stages and (not stages or "records/s" in text)
+    positions = [text.index(f"spark {name}:") for name in stages]
+    assert positions == sorted(positions)
+    if flag is None:
+        lines = [line for line in text.splitlines() if line.startswith("neardup: spark ")]
+        for name in stages:
+            last = [line for line in lines if line.startswith(f"neardup: spark {name}:")][-1]
+            assert "tasks (100%)" in last, last
+        assert any(
+            line.startswith("neardup: spark fingerprints:") and " 0 records/s" not in line for line in lines
+        )
+
+
+def test_spark_run_dedup_reports_stages_with_records(spark: SparkSession, tmp_path: Path) -> None:  # noqa: F811
+    """The library call's ``progress``: every stage ends with a finished report, in order; the
+    fingerprint stage counts the records, which the later stages carry."""
+    source = _default_fixture(tmp_path / "docs.jsonl")
+    job = DedupJob(
+        input=str(source), read=ReadSettings(format="jsonl"), config=FingerprintConfig(), max_distance=None
+    )
+    reports: list[StageProgress] = []
+    result = run_dedup(spark, job, Outputs(pairs=str(tmp_path / "p.jsonl")), progress=reports.append)
+    finished = [report for report in reports if report.finished]
+    assert [report.stage for report in finished] == ["fingerprints", "pairs", "clusters", "output"]
+    assert list(result.seconds) == [report.stage for report in finished]
+    assert all(report.done == report.tasks > 0 and report.records == result.records for report in finished)
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None

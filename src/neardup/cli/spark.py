@@ -8,6 +8,7 @@ only when the command runs; without it the command prints the install line.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..io.read import detect_format
 from ..io.record import ErrorReport
 from ..spark import require_pyspark
 from ..spark.dedup import check_input, dedup, is_local
-from .common import report_skipped, text_config
+from .common import ProgressLines, progress_bar, report_skipped, text_config
 from .dedup import Summary, block_scheme_of, check_directory, check_outputs, parse_distance
 from .dedup import dedup as local_dedup
 
@@ -104,17 +105,72 @@ def _spark_dedup(**params: Any) -> None:
     input_format = detect_format(source, params["input_format"])
     check_input(source, input_format)  # before the job's modules import pyspark
     job, outputs = _job_of(params, source, input_format, config, block_scheme)
-    conf = dict(params["spark_conf"])
-    if params["progress"] is not None:
-        conf.setdefault("spark.ui.showConsoleProgress", str(params["progress"]).lower())
     ready = time.perf_counter()
-    result = dedup(job, outputs, master=params["master"], conf=conf, stats=params["stats"])
+    with _StageBars(params["progress"]) as bars:
+        result = dedup(
+            job,
+            outputs,
+            master=params["master"],
+            conf=params["spark_conf"],
+            stats=params["stats"],
+            progress=None if params["progress"] is False else bars,
+        )
     summary = _summary_of(result, params, config.bits)
     if params["stats"]:
         _echo_stats(result, summary, ready - started + result.session_seconds)
     else:
         click.echo(summary.line(), err=True)
     report_skipped(ErrorReport(count=result.skipped, messages=result.messages))
+
+
+class _StageLines(ProgressLines):
+    """ProgressLines with the stage's records per second."""
+
+    rate = ""
+
+    def line(self, seconds: float) -> str:
+        return f"{super().line(seconds)}, {self.rate}"
+
+
+class _StageBars:
+    """The job's stages on stderr, one after another, as ``neardup dedup`` shows its own:
+    each stage's tasks done of those known, with records/s, as a bar on a terminal (or with
+    --progress), else as a line every few seconds."""
+
+    def __init__(self, show: bool | None) -> None:
+        self.show = show
+        self.stage: str | None = None
+        self.bar: Any = None
+        self.done = 0
+
+    def __call__(self, status: Any) -> None:
+        if status.stage != self.stage:
+            self.close()
+            self.stage, self.done = status.stage, 0
+            description = f"spark {status.stage}"
+            if self.show is None and not sys.stderr.isatty():
+                self.bar = _StageLines(description, unit=" tasks")
+            else:
+                self.bar = progress_bar(self.show, description, unit=" tasks")
+        rate = f"{status.rate:,.0f} records/s"
+        if isinstance(self.bar, _StageLines):
+            self.bar.rate = rate
+        else:
+            self.bar.set_postfix_str(rate, refresh=False)
+        self.bar.total = status.tasks or None
+        self.bar.update(max(0, status.done - self.done))
+        self.done = max(self.done, status.done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self) -> _StageBars:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def _job_of(

@@ -17,6 +17,7 @@ from . import require_pyspark
 if TYPE_CHECKING:  # the job's modules import pyspark
     from .job import DedupJob, DedupResult
     from .output import Outputs
+    from .progress import Report
 
 #: Spark reads these formats (CSV through Spark would not keep ``neardup dedup``'s rules).
 SPARK_FORMATS = ("jsonl", "parquet")
@@ -44,11 +45,13 @@ def dedup(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     stats: bool = False,
+    progress: Report | None = None,
 ) -> DedupResult:
     """Run ``job`` on Spark and write ``outputs``: the pairs and clusters ``neardup dedup``
     finds (``stats``: bucket statistics too). ``master`` (e.g. ``local[*]``, ``yarn``)
     defaults to spark-submit's, else local; ``conf`` adds Spark settings; the job's
-    ``partitions`` sets the shuffle partitions."""
+    ``partitions`` sets the shuffle partitions; ``progress`` is called with each stage's
+    :class:`~neardup.spark.progress.StageProgress` while it runs."""
     require_pyspark()
     check_input(job.input, job.read.format)
     from .job import run_dedup
@@ -57,6 +60,6 @@ def dedup(
     started = time.perf_counter()
     session = build_session(master, job.partitions, conf)
     session_seconds = time.perf_counter() - started
-    result = run_dedup(session, job, outputs, stats=stats)
+    result = run_dedup(session, job, outputs, stats=stats, progress=progress)
     result.session_seconds = session_seconds
     return result

@@ -1,6 +1,7 @@
 """``neardup dedup`` as a Spark job: the same fingerprints, pairs and clusters, distributed.
 
-Stages, each materialised once so its time can be reported:
+Stages, each materialised once so its time and progress can be reported
+(:mod:`neardup.spark.progress`):
 
 1. *fingerprints* — input rows (Spark's text or Parquet source, with each row's file and
    split) go through :mod:`neardup.spark.tasks` in ``mapPartitions``: the record checks of
@@ -13,14 +14,16 @@ Stages, each materialised once so its time can be reported:
    by group, verified in Python by :func:`~neardup.spark.groups.verify_groups`.
 4. *clusters* — connected components by large-star/small-star over DataFrames, then the
    keep policy.
-5. *output* — lines built in SQL exactly as ``write_jsonl`` writes them.
+5. *output* — lines built in SQL exactly as ``write_jsonl`` writes them, written by the
+   executors (:mod:`neardup.spark.output`).
+
+Only counts and a few aggregate rows reach the driver; nothing per record.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +48,7 @@ from .groups import VerifyPlan
 from .lsh import lsh_search
 from .output import Outputs, write_outputs
 from .pairs import PairSearch, pair_stats
+from .progress import Report, Stages
 from .tasks import (
     POSITION_BITS,
     POSITION_MASK,
@@ -117,51 +121,63 @@ class DedupResult:
     session_seconds: float = 0.0
 
 
-class _Timer:
-    def __init__(self, seconds: dict[str, float]) -> None:
-        self.seconds = seconds
-        self.last = time.perf_counter()
-
-    def mark(self, stage: str) -> None:
-        now = time.perf_counter()
-        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self.last
-        self.last = now
-
-
-def run_dedup(spark: SparkSession, job: DedupJob, outputs: Outputs, *, stats: bool = False) -> DedupResult:
+def run_dedup(
+    spark: SparkSession,
+    job: DedupJob,
+    outputs: Outputs,
+    *,
+    stats: bool = False,
+    progress: Report | None = None,
+) -> DedupResult:
     """Run the job and write ``outputs``; raises :class:`InputError` for bad records
-    (``on_error="fail"``) and repeated ids, naming file and line as ``neardup dedup`` does."""
+    (``on_error="fail"``) and repeated ids, naming file and line as ``neardup dedup`` does.
+    ``progress`` receives each stage's progress (:class:`~neardup.spark.progress.Stages`)."""
     result = DedupResult()
-    timer = _Timer(result.seconds)
+    stages = Stages(spark.sparkContext, result.seconds, progress)
+    try:
+        _run(spark, job, outputs, stats, stages, result)
+    finally:
+        stages.close()
+    return result
+
+
+def _run(
+    spark: SparkSession, job: DedupJob, outputs: Outputs, stats: bool, stages: Stages, result: DedupResult
+) -> None:
+    stages.begin("fingerprints")
     partitions = job.partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
     try:
         source, read = _source(spark, job)
     except AnalysisException as exc:  # a missing path or an unreadable file, as Spark words it
         raise InputError(f"cannot read {job.input}: {str(exc).splitlines()[0]}") from exc
     workers = _Workers.of(spark.sparkContext, job.config)
-    fingerprints = _fingerprints(spark, source, job, read, workers).persist()
+    counter = spark.sparkContext.accumulator(0)
+    stages.records = lambda: int(counter.value)
+    fingerprints = _fingerprints(spark, source, job, read, workers, counter).persist()
     _check_records(spark, fingerprints, job, read, result)
-    timer.mark("fingerprints")
+    total = result.records + result.skipped
+    stages.records = lambda: total
 
     records = fingerprints.where(F.col("error").isNull()).drop("error")
     if job.max_distance is None:
+        stages.begin("pairs")
         pairs = _lsh_pairs(spark, records, workers, result, partitions)
     else:
-        pairs = _simhash_pairs(spark, records, job, result, partitions, stats, timer)
-    timer.mark("pairs")
+        stages.begin("buckets")
+        pairs = _simhash_pairs(spark, records, job, result, partitions, stats, lambda: stages.begin("pairs"))
 
+    stages.begin("clusters")
     rounds: list[int] = []
     labels = connected_components(pairs.select(F.col("a").alias("u"), F.col("b").alias("v")), rounds=rounds)
     clusters = _clusters(records, labels, job.keep).persist()
     _cluster_summary(clusters, result)
     result.rounds = rounds[0] if rounds else 0
-    timer.mark("clusters")
 
+    stages.begin("output")
     write_outputs(records, pairs, clusters, outputs)
-    timer.mark("output")
+    stages.end()
     for frame in (fingerprints, pairs, clusters):
         frame.unpersist()
-    return result
 
 
 def _simhash_pairs(
@@ -171,7 +187,7 @@ def _simhash_pairs(
     result: DedupResult,
     partitions: int,
     stats: bool,
-    timer: _Timer,
+    on_buckets: Callable[[], object],
 ) -> DataFrame:
     """The pairs within ``-k`` bits, by block keys (persisted), as ``neardup dedup -k K``.
 
@@ -185,9 +201,7 @@ def _simhash_pairs(
     searched = records.where(~F.col("empty"))
     count = result.records - result.empty
     search = PairSearch(VerifyPlan(scheme, job.max_distance), count, job.mu, partitions)
-    pairs = search.run(
-        spark, searched, result.stats if stats else None, lambda: timer.mark("buckets")
-    ).persist()
+    pairs = search.run(spark, searched, result.stats if stats else None, on_buckets).persist()
     _pair_totals(pairs, result)
     if stats:
         pair_stats(result.stats, pairs, search.candidates)
@@ -270,16 +284,21 @@ def _source(spark: SparkSession, job: DedupJob) -> tuple[DataFrame, ReadSettings
 
 
 def _fingerprints(
-    spark: SparkSession, rows: DataFrame, job: DedupJob, read: ReadSettings, workers: _Workers
+    spark: SparkSession, rows: DataFrame, job: DedupJob, read: ReadSettings, workers: _Workers, counter: Any
 ) -> DataFrame:
-    """One row per input record (FINGERPRINT_SCHEMA), computed in ``mapPartitions``."""
+    """One row per input record (FINGERPRINT_SCHEMA), computed in ``mapPartitions``; each
+    task adds its row count to the accumulator ``counter`` (for progress) as it ends."""
     batch_size, characters, lsh = job.batch_size, job.batch_characters, job.max_distance is None
     parse = jsonl_records if read.format == "jsonl" else parquet_records
 
     def task(partition: Iterable[Any]) -> Iterator[Any]:
         fingerprinter = workers.fingerprinter()
         records: Iterator[tuple[int, Record | InputError]] = parse((tuple(row) for row in partition), read)
-        return fingerprint_records(records, fingerprinter, read, batch_size, characters, lsh)
+        count = 0
+        for row in fingerprint_records(records, fingerprinter, read, batch_size, characters, lsh):
+            count += 1
+            yield row
+        counter.add(count)
 
     return spark.createDataFrame(rows.rdd.mapPartitions(task), FINGERPRINT_SCHEMA, verifySchema=False)
 

@@ -16,10 +16,10 @@ from pyspark.sql import SparkSession
 
 #: Defaults applied unless the caller sets them: a lower open cost lets Spark cut a few-MB
 #: input into one split per core instead of one split in all.
-DEFAULTS: Mapping[str, str] = {
-    "spark.sql.files.openCostInBytes": "1048576",
-    "spark.ui.showConsoleProgress": "false",
-}
+DEFAULTS: Mapping[str, str] = {"spark.sql.files.openCostInBytes": "1048576"}
+#: Applied unless ``conf`` sets them, whatever the JVM says: the command reports each stage
+#: itself, and pyspark turns Spark's console bar on for the JVM it launches.
+OWN: Mapping[str, str] = {"spark.ui.showConsoleProgress": "false"}
 #: Local mode runs driver and executors in one JVM: on the loopback address its ports are not
 #: open to the network, and a host name that does not resolve cannot stop the job.
 LOCAL_DRIVER: Mapping[str, str] = {
@@ -35,12 +35,13 @@ def session_settings(
     submitted: SparkConf,
 ) -> dict[str, str]:
     """The settings the session gets: the defaults (and in local mode the loopback driver)
-    unless ``submitted`` (the JVM's settings: spark-submit's, spark-defaults.conf) or ``conf``
-    sets them, then ``conf``, then the partition count. The master is ``master``, else the
+    unless ``submitted`` (the JVM's settings: spark-submit's, spark-defaults.conf) sets them,
+    then OWN, then ``conf``, then the partition count. The master is ``master``, else the
     JVM's, else pyspark's local[*]."""
     chosen = master or submitted.get("spark.master", None) or "local[*]"
     defaults = {**DEFAULTS, **(LOCAL_DRIVER if chosen.startswith("local") else {})}
     settings = {key: value for key, value in defaults.items() if not submitted.contains(key)}
+    settings.update(OWN)
     settings.update(conf or {})
     if partitions:
         settings["spark.sql.shuffle.partitions"] = str(partitions)
