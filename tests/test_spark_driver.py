@@ -6,6 +6,8 @@ row is collected to the driver, and the file outputs are written by the executor
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -250,20 +252,67 @@ def test_part_names_sort_by_partition_number() -> None:
 # -- the session ---------------------------------------------------------------------------------
 
 
+#: 127.0.0.1 in the kernel's socket tables, as IPv4 and as IPv4-mapped IPv6.
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}
+
+
+def _listening(port: int) -> list[str]:
+    """The local addresses (hex, as /proc/net/tcp* show them) listening on ``port``."""
+    tables = [Path(f"/proc/net/{name}") for name in ("tcp", "tcp6")]
+    if not tables[0].exists():  # pragma: no cover - Linux is where the tests run
+        pytest.skip("needs /proc/net/tcp")
+    rows = [row.split() for table in tables if table.exists() for row in table.read_text().splitlines()[1:]]
+    return [row[1].rsplit(":", 1)[0] for row in rows if row[3] == "0A" and row[1].endswith(f":{port:04X}")]
+
+
 def test_spark_local_driver_binds_the_loopback_address(spark: SparkSession) -> None:  # noqa: F811
     """The tests' local[2] session (built by build_session): the driver's RPC port listens
-    on 127.0.0.1 only, as IPv4 or IPv4-mapped IPv6 (read from the kernel's socket tables)."""
+    on 127.0.0.1 only."""
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.driver.host") == "127.0.0.1"
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
-    table = Path("/proc/net/tcp")
-    if not table.exists():  # pragma: no cover - Linux is where the tests run
-        pytest.skip("needs /proc/net/tcp")
-    port = f"{int(str(conf.get('spark.driver.port'))):04X}"
-    rows = [Path(f"/proc/net/{name}").read_text().splitlines()[1:] for name in ("tcp", "tcp6")]
-    listening = [row.split()[1] for rows_of in rows for row in rows_of if row.split()[3] == "0A"]
-    addresses = [local.rsplit(":", 1)[0] for local in listening if local.endswith(f":{port}")]
-    assert addresses and set(addresses) <= {"0100007F", "0000000000000000FFFF00000100007F"}, addresses
+    addresses = _listening(int(str(conf.get("spark.driver.port"))))
+    assert addresses and set(addresses) <= LOOPBACK, addresses
+
+
+#: A session of its own with the web UI on: prints the UI's and the driver's ports, then
+#: waits for a line on stdin before it stops.
+UI_PROBE = """
+import sys
+from urllib.parse import urlsplit
+from neardup.spark.session import build_session
+session = build_session("local[1]", 1, {"spark.ui.enabled": "true", "spark.driver.memory": "512m"})
+context = session.sparkContext
+print(urlsplit(context.uiWebUrl).port, context.getConf().get("spark.driver.port"), flush=True)
+sys.stdin.readline()
+session.stop()
+"""
+
+
+def test_spark_local_web_ui_listens_on_the_loopback_only(tmp_path: Path) -> None:
+    """A JVM launched for a local master: its web UI, which binds by SPARK_LOCAL_IP alone,
+    listens on 127.0.0.1 too."""
+    environment = {key: value for key, value in os.environ.items() if key != "SPARK_LOCAL_IP"}
+    with subprocess.Popen(
+        [sys.executable, "-c", UI_PROBE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=environment,
+        cwd=tmp_path,
+    ) as probe:
+        assert probe.stdin is not None and probe.stdout is not None
+        ports = [int(port) for port in probe.stdout.readline().split()]
+        try:
+            assert len(ports) == 2, "the probe session did not start"
+            for port in ports:
+                addresses = _listening(port)
+                assert addresses and set(addresses) <= LOOPBACK, (port, addresses)
+        finally:
+            probe.stdin.write("\n")
+            probe.stdin.close()
+            probe.wait(timeout=120)
 
 
 def test_spark_session_settings_bind_loopback_in_local_mode_only(spark: SparkSession) -> None:  # noqa: F811

@@ -156,7 +156,9 @@ def _staged_parts(frame: DataFrame, target: str, folder: str, remote: str | None
     if remote is None:
         staged = os.path.join(folder, "parts")
         _write_text(frame, Path(staged).as_uri(), target)
-        yield from (os.path.join(staged, name) for name in part_names(os.listdir(staged)))
+        for name in part_names(os.listdir(staged)):
+            yield os.path.join(staged, name)
+            os.unlink(os.path.join(staged, name))  # room for the joined file
         return
     context = frame.sparkSession.sparkContext
     hadoop: Any = context._jvm.org.apache.hadoop.fs  # type: ignore[union-attr]

@@ -9,7 +9,9 @@ in local mode the driver binds the loopback address.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -57,8 +59,26 @@ def _submitted(master: str | None, conf: Mapping[str, str] | None) -> SparkConf:
     launch = SparkConf().setAll(list((conf or {}).items()))
     if master:
         launch.setMaster(master)
-    SparkContext._ensure_initialized(conf=launch)
+    with _loopback_launch(master):
+        SparkContext._ensure_initialized(conf=launch)
     return SparkConf()  # loaded from the JVM's system properties
+
+
+@contextmanager
+def _loopback_launch(master: str | None) -> Iterator[None]:
+    """SPARK_LOCAL_IP=127.0.0.1 in the environment of a JVM launched here for a master given
+    as local: the web UI binds by it alone (``spark.driver.bindAddress`` covers the other
+    ports), and only a launch reads it. A master left to spark-defaults.conf is known only
+    after the launch, so the UI of such a run follows the user's SPARK_LOCAL_IP."""
+    launching = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+    if not launching or not (master or "").startswith("local") or "SPARK_LOCAL_IP" in os.environ:
+        yield
+        return
+    os.environ["SPARK_LOCAL_IP"] = LOCAL_DRIVER["spark.driver.host"]
+    try:
+        yield
+    finally:
+        del os.environ["SPARK_LOCAL_IP"]
 
 
 def build_session(
