@@ -15,9 +15,9 @@ from neardup.errors import KeyExistsError
 from neardup.index.config import IndexConfig
 from neardup.similarity.bands import SKETCH_BYTES, BandScheme
 from neardup.similarity.minhash import signature_from_bytes
-from neardup.storage.postgres import PostgresStorage
-from neardup.storage.runs import RunsStorage
+from neardup.storage.postgres import PostgresDialect
 from neardup.storage.sql import SqlStorage
+from neardup.storage.sql_dialects import SqlDialect
 
 RECENT = 40
 
@@ -31,11 +31,11 @@ def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
 
 @pytest.fixture
 def small_moves(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for store in (SqlStorage, PostgresStorage):  # PostgreSQL sets its own
-        monkeypatch.setattr(store, "recent_rows", RECENT)
+    for dialect in (SqlDialect, PostgresDialect):  # PostgreSQL sets its own
+        monkeypatch.setattr(dialect, "recent_rows", RECENT)
     # New PostgreSQL and SQLite stores keep postings in runs (tests/test_sql_runs.py); stores
     # of the column layout are still served, by this code (SQLite's URL asks for it).
-    monkeypatch.setattr(RunsStorage, "create_layout", "columns")
+    monkeypatch.setattr(PostgresDialect, "layouts", ("columns",))
     yield
 
 

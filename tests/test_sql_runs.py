@@ -21,8 +21,10 @@ from neardup.index.config import IndexConfig
 from neardup.similarity.bands import BandScheme
 from neardup.storage import runs as runs_module
 from neardup.storage.base import Key
+from neardup.storage.postgres import PostgresDialect
 from neardup.storage.run_filters import build_filter, may_contain, posting_keys
-from neardup.storage.runs import LAYOUT, RunsStorage
+from neardup.storage.runs import LAYOUT, PostingRuns, RunsLayout
+from neardup.storage.sql import SqlStorage
 from neardup.storage.sqlite import _foreign_tables
 
 from .test_sql_recent import sketches
@@ -44,16 +46,22 @@ def small_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def storage_of(index: SimhashIndex) -> RunsStorage:
+def storage_of(index: SimhashIndex) -> SqlStorage:
     storage = index.storage
-    assert isinstance(storage, RunsStorage)
+    assert isinstance(storage, SqlStorage)
     return storage
+
+
+def runs_of(storage: SqlStorage) -> PostingRuns:
+    """The runs of a store of the runs layout."""
+    assert isinstance(storage.layout, RunsLayout)
+    return storage.layout.runs
 
 
 def runs_state(index: SimhashIndex) -> dict[str, object]:
     storage = storage_of(index)
     with storage._transaction() as cursor:
-        return storage.runs.state(cursor)
+        return runs_of(storage).state(cursor)
 
 
 def expected_matches(
@@ -134,9 +142,9 @@ def test_merges_drop_the_postings_of_removed_records(url: str, small_runs: None)
             )
         storage = storage_of(index)
         with storage._transaction() as cursor:
-            state = storage.runs.state(cursor)
+            state = runs_of(storage).state(cursor)
             total = 0
-            for table in storage.runs.tables(state):
+            for table in runs_of(storage).tables(state):
                 cursor.execute(f"SELECT COUNT(*) FROM {table}")
                 total += int(cursor.fetchone()[0])
         # Every run was merged into one by now: only the live records' postings are left.
@@ -206,10 +214,10 @@ def test_each_process_finds_what_another_added(
                 assert all(row in {match.key for match in matches} for row, matches in enumerate(found))
 
 
-def recent_postings(storage: RunsStorage) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]]]:
+def recent_postings(storage: SqlStorage) -> tuple[str, list[tuple[int, int]], list[tuple[int, int]]]:
     """How the process's copy of the recent postings relates to the store, what it holds and
     what the postings table holds, as sorted (key, id) pairs."""
-    runs = storage.runs
+    runs = runs_of(storage)
     with storage._transaction() as cursor:
         state = runs.state(cursor)
         usable = runs.recent.usable_for(state)
@@ -231,8 +239,8 @@ def test_a_writer_keeps_its_copy_of_the_recent_postings_exact(
     with SimhashIndex.open(url, BANDS) as index:
         storage = storage_of(index)
         reads: list[object] = []
-        counted = _counting(storage.runs._postings_between, reads)
-        monkeypatch.setattr(storage.runs, "_postings_between", counted)
+        counted = _counting(runs_of(storage)._postings_between, reads)
+        monkeypatch.setattr(runs_of(storage), "_postings_between", counted)
         sizes = []
         for start in range(0, 70, 7):
             rows = slice(start, start + 7)
@@ -244,7 +252,7 @@ def test_a_writer_keeps_its_copy_of_the_recent_postings_exact(
         assert len(reads) == 10  # recent_postings() read them; the queries never did
         assert 0 in sizes and max(sizes) >= 7 * 16  # across cuts
         with monkeypatch.context() as patch:
-            patch.setattr(storage.runs, "cut_if_full", _failing)
+            patch.setattr(runs_of(storage), "cut_if_full", _failing)
             with pytest.raises(RuntimeError, match="cut failed"):
                 index.add_many([70], values[70:71], signatures=sketch[70:71])
         usable, held, stored = recent_postings(storage)
@@ -272,12 +280,12 @@ def test_a_store_of_the_column_layout_is_still_served(url: str, monkeypatch: pyt
     values = np.random.default_rng(9).integers(0, 2**63, size=60, dtype=np.uint64)
     sketch = sketches(60, seed=10)
     with monkeypatch.context() as patch:
-        patch.setattr(RunsStorage, "create_layout", "columns")  # PostgreSQL's default before
+        patch.setattr(PostgresDialect, "layouts", ("columns",))  # PostgreSQL's default before
         with SimhashIndex.open(url.replace("?layout=runs", "?layout=columns"), BANDS) as index:
             index.add_many(list(range(30)), values[:30], signatures=sketch[:30])
     with SimhashIndex.open(url, create=False) as index:  # asking for runs does not convert it
         storage = storage_of(index)
-        assert not storage._runs_layout and storage._table_exists(storage.recent_table)
+        assert not isinstance(storage.layout, RunsLayout) and storage._table_exists(storage.recent_table)
         index.add_many(list(range(30, 60)), values[30:], signatures=sketch[30:])
         found = index.query_many(values, signatures=sketch)
         assert all(row in {match.key for match in matches} for row, matches in enumerate(found))
@@ -286,21 +294,21 @@ def test_a_store_of_the_column_layout_is_still_served(url: str, monkeypatch: pyt
 def test_new_stores_record_the_runs_layout(url: str) -> None:
     with SimhashIndex.open(url, BANDS) as index:
         storage = storage_of(index)
-        assert storage._runs_layout
+        postings = runs_of(storage).postings_table
         with storage._transaction() as cursor:
             cursor.execute(f"SELECT value FROM {storage.meta_table} WHERE name = 'layout'")
             assert cursor.fetchone()[0] == LAYOUT
         storage.drop()
         assert not storage._table_exists(storage.records_table)
-        assert not storage._table_exists(storage.runs.postings_table)
+        assert not storage._table_exists(postings)
 
 
 def test_sqlite_gets_runs_unless_the_url_asks_for_columns(tmp_path: object) -> None:
     with SimhashIndex.open(f"sqlite:///{tmp_path}/default.db", BANDS) as index:
-        assert storage_of(index)._runs_layout
+        assert isinstance(storage_of(index).layout, RunsLayout)
     with SimhashIndex.open(f"sqlite:///{tmp_path}/seed.db?layout=columns", BANDS) as index:
         storage = storage_of(index)
-        assert not storage._runs_layout and storage._table_exists(storage.recent_table)
+        assert not isinstance(storage.layout, RunsLayout) and storage._table_exists(storage.recent_table)
     with pytest.raises(ConfigError, match=r"layout='heap' .* must be one of columns, runs"):
         SimhashIndex.open(f"sqlite:///{tmp_path}/other.db?layout=heap", BANDS)
     assert not (Path(str(tmp_path)) / "other.db").exists()
@@ -331,11 +339,11 @@ def test_filters_stored_in_parts_are_read_whole(
         for low in range(0, count, RUN):
             index.add_many(keys[low : low + RUN], values[low : low + RUN], signatures=sketch[low : low + RUN])
         storage = storage_of(index)
-        if hasattr(storage, "merge_pending"):
-            storage.merge_pending()
+        assert isinstance(storage.layout, RunsLayout)
+        storage.layout.merge_pending()
         state = runs_state(index)
         with storage._transaction() as cursor:
-            cursor.execute(f"SELECT name, bits FROM {storage.runs.filters_table}")
+            cursor.execute(f"SELECT name, bits FROM {runs_of(storage).filters_table}")
             rows = {str(name): bytes(bits) for name, bits in cursor.fetchall()}
         runs = [run["table"] for run in state["runs"]]  # type: ignore[attr-defined]
         assert {name.partition("#")[0] for name in rows} == set(runs)

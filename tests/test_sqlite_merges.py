@@ -29,8 +29,9 @@ from neardup import IncrementalDeduper, SimhashIndex, Verifier
 from neardup.index.config import IndexConfig
 from neardup.similarity.bands import BandScheme
 from neardup.storage import runs as runs_module
-from neardup.storage.runs import RunsStorage
-from neardup.storage.sqlite import SqliteStorage, storage_error
+from neardup.storage.runs import RunsLayout
+from neardup.storage.sql import SqlStorage
+from neardup.storage.sqlite import SqliteDialect, storage_error
 
 from .test_sql_recent import sketches
 from .test_store_crash import check_consistent, corpus
@@ -53,19 +54,25 @@ def small_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture
 def low_length_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every SQLite connection of a store gets a length limit of :data:`LENGTH` bytes."""
-    connect = SqliteStorage._connect
+    connect = SqliteDialect._connect
 
-    def limited(self: SqliteStorage, target: str, uri: bool = False) -> sqlite3.Connection:
+    def limited(self: SqliteDialect, target: str, uri: bool = False) -> sqlite3.Connection:
         connection = connect(self, target, uri)
         connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, LENGTH)
         return connection
 
-    monkeypatch.setattr(SqliteStorage, "_connect", limited)
+    monkeypatch.setattr(SqliteDialect, "_connect", limited)
 
 
-def storage_of(index: SimhashIndex) -> RunsStorage:
-    assert isinstance(index.storage, RunsStorage)
+def storage_of(index: SimhashIndex) -> SqlStorage:
+    assert isinstance(index.storage, SqlStorage)
     return index.storage
+
+
+def layout_of(index: SimhashIndex) -> RunsLayout:
+    layout = storage_of(index).layout
+    assert isinstance(layout, RunsLayout)
+    return layout
 
 
 def answers(index: SimhashIndex, values: np.ndarray, sketch: np.ndarray) -> list[set[tuple[str, int]]]:
@@ -110,7 +117,7 @@ def test_a_store_past_the_length_limit_answers_like_a_memory_index(
                     memory, values[rows], sketch[rows]
                 )
         with storage_of(index)._transaction() as cursor:
-            state = storage_of(index).runs.state(cursor)
+            state = layout_of(index).runs.state(cursor)
         assert max(run["tier"] for run in state["runs"]) == 3
         assert len(index) == count
         assert answers(index, values, sketch) == answers(memory, values, sketch)
@@ -142,7 +149,7 @@ def traced_merges(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[tuple[int
     store's connections that names two or more runs besides the one it writes: the statements
     that copy postings from runs into a merged run."""
     seen: list[tuple[int, int]] = []
-    connect = SqliteStorage._connect
+    connect = SqliteDialect._connect
 
     def trace(statement: str) -> None:
         runs = set(RUN_NAME.findall(statement))
@@ -152,12 +159,12 @@ def traced_merges(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[tuple[int
                     (int(other.execute("SELECT COUNT(*) FROM neardup_records").fetchone()[0]), len(runs))
                 )
 
-    def traced(self: SqliteStorage, target: str, uri: bool = False) -> sqlite3.Connection:
+    def traced(self: SqliteDialect, target: str, uri: bool = False) -> sqlite3.Connection:
         connection = connect(self, target, uri)
         connection.set_trace_callback(trace)
         return connection
 
-    monkeypatch.setattr(SqliteStorage, "_connect", traced)
+    monkeypatch.setattr(SqliteDialect, "_connect", traced)
     return seen
 
 
@@ -196,9 +203,9 @@ def test_a_merge_is_copied_in_bounded_steps(
             index.add_many(
                 list(range(low, low + RUN)), values[low : low + RUN], signatures=sketch[low : low + RUN]
             )
-        storage_of(index).merge_pending()
+        layout_of(index).merge_pending()
         with storage_of(index)._transaction() as cursor:
-            state = storage_of(index).runs.state(cursor)
+            state = layout_of(index).runs.state(cursor)
         assert [run["tier"] for run in state["runs"]] == [2]
         assert len(seen) >= 16 + 4 * 4  # the tier-2 merge and four tier-1 merges (1,920 postings each)
         assert answers(index, values, sketch) == answers(full(values, sketch), values, sketch)
@@ -246,12 +253,13 @@ CRASH_DOCUMENTS, CRASH_RUN, CRASH_STEP = 3000, 100, 300
 def killing_add(url: str, path: Path, method: str, call: int) -> list[str]:
     """`neardup index add` with runs cut every :data:`CRASH_RUN` records and merges copied
     :data:`CRASH_STEP` postings a step, which SIGKILLs itself at the ``call``-th call of
-    ``method`` (a PostingRuns method or a function of the runs module); None: never."""
+    ``method`` (a function of the runs module, a method of PostingRuns or of SQLite's
+    dialect); None: never."""
     code = f"""
 import os, signal
-from neardup.storage import runs
+from neardup.storage import runs, sqlite
 runs.RUN_RECORDS, runs.MERGE_STEP = {CRASH_RUN}, {CRASH_STEP}
-owner = runs if {method!r} in vars(runs) else runs.PostingRuns
+owner = next(o for o in (runs, runs.PostingRuns, sqlite.SqliteDialect) if {method!r} in vars(o))
 original, calls = getattr(owner, {method!r}), [0]
 def killing(*args, **kwargs):
     calls[0] += 1
@@ -274,8 +282,8 @@ main()
         pytest.param("_nth_after", 100, marks=pytest.mark.slow),  # between a step's statements
         pytest.param("add_to_filter", 30, marks=pytest.mark.slow),  # once a step committed (or in a cut)
         pytest.param("_publish", 2, marks=pytest.mark.slow),  # publishing a merged run
-        pytest.param("_delete_filter", 3, marks=pytest.mark.slow),  # dropping a retired run
-        pytest.param("_create_run", 20, marks=pytest.mark.slow),  # a cut, in the adding transaction
+        pytest.param("delete_filter", 3, marks=pytest.mark.slow),  # dropping a retired run
+        pytest.param("create_run", 20, marks=pytest.mark.slow),  # a cut, in the adding transaction
     ],
 )
 def test_a_kill_at_any_step_of_a_merge_loses_nothing(tmp_path: Path, method: str, call: int) -> None:
@@ -298,7 +306,7 @@ def test_a_kill_at_any_step_of_a_merge_loses_nothing(tmp_path: Path, method: str
     assert finished.returncode == 0, finished.stderr
     with SimhashIndex.open(url, create=False) as index:
         assert set(check_consistent(index)) == set(ids)
-        storage_of(index).merge_pending()
+        layout_of(index).merge_pending()
         assert len(index) == len(ids)
     assert_no_orphans(path)
     tables, state = run_tables(path)
@@ -338,7 +346,7 @@ def test_concurrent_writers_through_cuts_and_merges_lose_nothing(tmp_path: Path,
         stored = {str(record.key): str(record.cluster) for batch in index.storage.scan() for record in batch}
         assert len(index) == 300 * workers and stored == answered
         check_consistent(index)
-        storage_of(index).merge_pending()
+        layout_of(index).merge_pending()
     for family in range(300):
         assert len({stored[f"f{family}-w{worker}"] for worker in range(workers)}) == 1
     assert_no_orphans(path)

@@ -246,10 +246,10 @@ def test_an_sqlite_store_without_the_values_table(tmp_path: Path) -> None:
         connection.commit()
     with SimhashIndex.open(url) as index:
         storage = sql_storage(index.storage)
-        assert storage.read_only  # an existing file opens read-only until written to
+        assert storage.dialect.read_only  # an existing file opens read-only until written to
         assert storage.get_values("texts", [1, "1"]) == [None, None]
         storage.remove_values("texts", [1])
-        assert storage.read_only
+        assert storage.dialect.read_only
         storage.put_values("texts", [1], [b"back"])
         assert storage.get_values("texts", [1, "1"]) == [b"back", None]
     with contextlib.closing(sqlite3.connect(tmp_path / "old.db")) as connection:

@@ -143,7 +143,7 @@ class SimhashIndex:
         ``create_in_existing`` lets a new index into an SQLite database with other tables."""
         storage = open_storage(url)
         if create_in_existing and isinstance(storage, SqliteStorage):
-            storage.create_in_existing = True
+            storage.dialect.create_in_existing = True
         try:
             # What a new store is made for; an existing one is attached to its own below.
             storage.attach(record_shape(resolve_scheme(config or IndexConfig())))

@@ -1,8 +1,10 @@
 """MariaDB / MySQL store (PyMySQL): ``mysql://user[:password]@host[:port]/database[?table=P]``.
 
-Seed 002's MySQL table: one row per record with an indexed BIGINT column per block table
-(see :mod:`neardup.storage.sql`). InnoDB, utf8mb4; keys are VARCHAR(255) so the unique key
-index fits InnoDB's limit. Check-and-add takes a named lock (``GET_LOCK``) across processes.
+MariaDB/MySQL's dialect of the one SQL store (:mod:`neardup.storage.sql`), always in seed
+002's table: one row per record with an indexed BIGINT column per posting column
+(:mod:`neardup.storage.sql_columns`). InnoDB, utf8mb4; keys are VARCHAR(255) so the unique
+key index fits InnoDB's limit. Check-and-add takes a named lock (``GET_LOCK``) across
+processes.
 """
 
 from __future__ import annotations
@@ -15,53 +17,72 @@ from ..errors import MissingDependencyError, StorageBusyError, StorageUnavailabl
 from . import check_options
 from .base import MAX_KEY_BYTES, Key, check_keys
 from .sql import DEFAULT_PREFIX, SqlStorage
+from .sql_dialects import SqlDialect
 from .urls import redacted
 
 KEY_LENGTH = MAX_KEY_BYTES  # characters; ids are at most this many UTF-8 bytes
 LOCK_TIMEOUT_S = 60
 
 
-class MysqlStorage(SqlStorage):
+class MysqlDialect(SqlDialect):
+    """MariaDB/MySQL over PyMySQL: ``START TRANSACTION``, the ``GET_LOCK`` writer lock, bounded
+    key columns, DDL that commits the open transaction."""
+
     name = "mysql"
     placeholder = "%s"
     blob_type = "VARBINARY(528)"  # a 128-bit fingerprint and the band keys of a 512-byte sketch
     key_type = f"VARCHAR({KEY_LENGTH})"
     id_column = "id BIGINT AUTO_INCREMENT PRIMARY KEY"
     ddl_commits = True
+    reconnects = True
 
-    def _begin(self, cursor: Any, write: bool) -> None:
-        cursor.execute("START TRANSACTION")
+    def __init__(self, settings: dict[str, Any], where: str) -> None:
+        self.settings = settings
+        super().__init__(self.connect(10), where)
 
-    def _lock(self, cursor: Any) -> None:
-        cursor.execute("SELECT GET_LOCK(%s, %s)", (self._lock_name(), LOCK_TIMEOUT_S))
-        if cursor.fetchone()[0] != 1:
-            raise StorageBusyError(f"{self.where}: could not take the writer lock within {LOCK_TIMEOUT_S} s")
+    def connect(self, timeout_s: float, probe: bool = False) -> Any:
+        """A connection with this store's session settings, also after a server restart (a
+        probe's reads and writes time out after ``timeout_s`` too)."""
+        import pymysql
 
-    def _unlock(self, cursor: Any) -> None:
-        cursor.execute("SELECT RELEASE_LOCK(%s)", (self._lock_name(),))
-        cursor.fetchone()
+        return pymysql.connect(
+            **self.settings,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=timeout_s,
+            read_timeout=timeout_s if probe else None,
+            write_timeout=timeout_s if probe else None,
+        )
 
-    def _lock_name(self) -> str:
-        return f"neardup.{self.records_table}"
-
-    def _table_exists(self, table: str) -> bool:
-        with self._transaction() as cursor:
-            cursor.execute(
-                "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s",
-                (table,),
-            )
-            return cursor.fetchone() is not None
-
-    def _connection_broken(self) -> bool:
+    def connection_broken(self) -> bool:
         # PyMySQL drops its socket when the server went away (errors 2006, 2013).
         return not self.connection.open
 
-    def _integrity_errors(self) -> tuple[type[BaseException], ...]:
+    def begin(self, cursor: Any, write: bool) -> None:
+        cursor.execute("START TRANSACTION")
+
+    def lock(self, cursor: Any, name: str) -> None:
+        cursor.execute("SELECT GET_LOCK(%s, %s)", (f"neardup.{name}", LOCK_TIMEOUT_S))
+        if cursor.fetchone()[0] != 1:
+            raise StorageBusyError(f"{self.where}: could not take the writer lock within {LOCK_TIMEOUT_S} s")
+
+    def unlock(self, cursor: Any, name: str) -> None:
+        cursor.execute("SELECT RELEASE_LOCK(%s)", (f"neardup.{name}",))
+        cursor.fetchone()
+
+    def table_exists(self, cursor: Any, table: str) -> bool:
+        cursor.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s",
+            (table,),
+        )
+        return cursor.fetchone() is not None
+
+    def integrity_errors(self) -> tuple[type[BaseException], ...]:
         import pymysql
 
         return (pymysql.err.IntegrityError,)
 
-    def _table_options(self) -> str:
+    def table_options(self) -> str:
         return " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 
     def signature_type(self) -> str:
@@ -70,11 +91,11 @@ class MysqlStorage(SqlStorage):
     def value_type(self) -> str:
         return "LONGBLOB"  # a BLOB holds at most 64 KiB
 
-    def _check_keys(self, keys: Sequence[Key]) -> None:
+    def check_keys(self, keys: Sequence[Key]) -> None:
         check_keys(keys)  # the id rule of every store; it keeps ids within the column
 
 
-def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MysqlStorage:
+def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> SqlStorage:
     check_options(options, {"table"}, url)
     try:
         import pymysql
@@ -83,30 +104,18 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> MysqlStor
     database = parts.path.lstrip("/")
     if not database:
         raise StorageUnavailableError(f"the MySQL URL {redacted(parts)} names no database; add /DATABASE")
-
-    def connect(timeout_s: float, probe: bool = False) -> Any:
-        """A connection with this store's session settings, also after a server restart (a
-        probe's reads and writes time out after ``timeout_s`` too)."""
-        return pymysql.connect(
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 3306,
-            user=unquote(parts.username or "root"),
-            password=unquote(parts.password or ""),
-            database=database,
-            charset="utf8mb4",
-            autocommit=True,
-            connect_timeout=timeout_s,
-            read_timeout=timeout_s if probe else None,
-            write_timeout=timeout_s if probe else None,
-        )
-
+    settings = {
+        "host": parts.hostname or "127.0.0.1",
+        "port": parts.port or 3306,
+        "user": unquote(parts.username or "root"),
+        "password": unquote(parts.password or ""),
+        "database": database,
+    }
     try:
-        connection = connect(10)
+        dialect = MysqlDialect(settings, redacted(parts))
     except pymysql.Error as exc:
         raise StorageUnavailableError(
             f"cannot connect to MariaDB/MySQL at {redacted(parts)} ({exc}); is the server running "
             "and the database created?"
         ) from exc
-    return MysqlStorage(
-        connection, options.get("table", DEFAULT_PREFIX), where=redacted(parts), reconnector=connect
-    )
+    return SqlStorage(dialect, options.get("table", DEFAULT_PREFIX))

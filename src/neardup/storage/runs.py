@@ -1,5 +1,6 @@
 """The runs layout of the SQL stores that hold large indexes (PostgreSQL and SQLite): records in
-one table, postings in immutable runs built in bulk, each with a filter.
+one table, postings in immutable runs built in bulk, each with a filter. The statements that
+differ between the two engines are their dialects' (:mod:`.sqlite`, :mod:`.postgres`).
 
 Tables (``<prefix>`` as in :mod:`neardup.storage.sql`):
 
@@ -51,9 +52,8 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -61,24 +61,23 @@ from ..errors import StorageError
 from .base import (
     Candidates,
     IntArray,
-    Key,
     PostingCounts,
     RecordBatch,
-    RecordShape,
     UInt64Array,
     bytes_to_words,
     key_columns,
-    key_exists_error,
     key_from_columns,
     match_postings,
     no_candidates,
     raced_key_error,
     words_to_bytes,
-    words_to_int,
 )
 from .recent_postings import RecentPostings
 from .run_filters import TABLE_BITS, add_to_filter, empty_filter, may_contain, posting_keys
-from .sql import SqlStorage, stored_record
+
+if TYPE_CHECKING:
+    from .sql import SqlStorage
+    from .sql_dialects import SqlDialect
 
 #: The layout a store of this module records in its meta row ``layout``.
 LAYOUT = "runs-1"
@@ -92,7 +91,7 @@ MERGE_STEP = 1 << 20
 #: Merge work an add does once it has committed, in postings per posting it added (and at
 #: least :data:`MERGE_STEP`): a posting is rewritten once per tier, so merges keep up.
 MERGE_WORK = 16
-#: Keys read back per statement at most (SQLite: one comma-separated text, 20 MB or so).
+#: Keys read back per statement at most (one comma-separated text, 20 MB or so).
 KEYS_PER_READ = 1 << 22
 #: Bytes of a filter per row of the filters table at most (a row holds one blob, and SQL
 #: engines refuse values past 1 GB): a run of 537 M postings has a 1 GiB filter.
@@ -105,17 +104,13 @@ log = logging.getLogger("neardup.storage")
 
 
 class PostingRuns:
-    """The SQL of the runs layout for one table prefix; the caller owns the transaction.
-    Dialects override the hooks at the end."""
+    """The SQL of the runs layout for one table prefix, in ``dialect``; the caller owns the
+    transaction. Merges run after the add, in steps, where the dialect says so (SQLite), and
+    inside the add otherwise (PostgreSQL, whose merges sort and index in bulk before they take
+    the readers' lock)."""
 
-    placeholder = "?"
-    #: The index of the posting tables (PostgreSQL stores the id in the leaf: INCLUDE).
-    posting_index = "(k, id)"
-    #: Whether merges run after the add, in steps (SQLite), or inside the add (PostgreSQL,
-    #: whose merges sort and index in bulk before they take the readers' lock).
-    merge_in_steps = True
-
-    def __init__(self, prefix: str, records_table: str, meta_table: str) -> None:
+    def __init__(self, dialect: SqlDialect, prefix: str, records_table: str, meta_table: str) -> None:
+        self.dialect = dialect
         self.prefix = prefix
         self.records_table = records_table
         self.meta_table = meta_table
@@ -132,12 +127,13 @@ class PostingRuns:
 
     # -- creation and state ---------------------------------------------------------------
     def create(self, cursor: Any, record_columns: str) -> None:
-        p = self.placeholder
+        p = self.dialect.placeholder
         cursor.execute(f"CREATE TABLE {self.records_table} ({record_columns}, UNIQUE (key_text, key_int))")
         cursor.execute(f"CREATE TABLE {self.postings_table} (k BIGINT NOT NULL, id BIGINT NOT NULL)")
         cursor.execute(f"CREATE INDEX {self.postings_table}_id ON {self.postings_table} (id)")
+        blob = self.dialect.blob_type
         cursor.execute(
-            f"CREATE TABLE {self.filters_table} (name VARCHAR(80) PRIMARY KEY, bits {self.blob} NOT NULL)"
+            f"CREATE TABLE {self.filters_table} (name VARCHAR(80) PRIMARY KEY, bits {blob} NOT NULL)"
         )
         state = {"runs": [], "cut": 0, "next_id": 1, "removed": 0, "stamp": _stamp()}
         cursor.execute(
@@ -160,7 +156,7 @@ class PostingRuns:
 
     def _save(self, cursor: Any, state: dict[str, Any]) -> None:
         cursor.execute(
-            f"UPDATE {self.meta_table} SET value = {self.placeholder} WHERE name = 'runs'",
+            f"UPDATE {self.meta_table} SET value = {self.dialect.placeholder} WHERE name = 'runs'",
             (json.dumps(state),),
         )
 
@@ -189,7 +185,7 @@ class PostingRuns:
         held every earlier one."""
         flat = keys.ravel()
         repeated = np.repeat(np.asarray(ids, dtype=np.int64), keys.shape[1])
-        self._insert_postings(cursor, flat, repeated)
+        self.dialect.insert_postings(cursor, self.postings_table, flat, repeated)
         stamp, first, after = state.get("stamp"), min(ids), int(state["next_id"])
         recent = self.recent
 
@@ -211,12 +207,12 @@ class PostingRuns:
         as this transaction last saved it."""
         if last_id - int(state["cut"]) < self.run_records:
             return
-        self._prepare_builds(cursor)
+        self.dialect.prepare_builds(cursor)
         runs: list[dict[str, Any]] = list(state["runs"])
         retired: list[str] = []
         runs.append(self._build(cursor, [self.postings_table], tier=0, live_only=False))
         while (
-            not self.merge_in_steps
+            not self.dialect.merge_in_steps
             and len(runs) >= MERGE_RUNS
             and len({run["tier"] for run in runs[-MERGE_RUNS:]}) == 1
         ):
@@ -225,10 +221,10 @@ class PostingRuns:
             tier = merged[0]["tier"] + 1
             runs.append(self._build(cursor, tables, tier=tier, live_only=bool(state["removed"])))
             retired += tables
-        self._empty_postings(cursor)
+        self.dialect.empty_postings(cursor, self.postings_table)
         for table in retired:
             cursor.execute(f"DROP TABLE {table}")
-            self._delete_filter(cursor, table)
+            self.dialect.delete_filter(cursor, self.filters_table, table)
         state.update(runs=runs, cut=last_id, stamp=_stamp())
         self._save(cursor, state)
         empty = np.empty(0, np.int64)
@@ -242,7 +238,7 @@ class PostingRuns:
         table = self._new_run_name()
         union = " UNION ALL ".join(f"SELECT k, id FROM {source}" for source in sources)
         live = self._live_condition() if live_only else ""
-        created = self._create_run(cursor, table, f"SELECT k, id FROM ({union}) AS p{live}")
+        created = self.dialect.create_run(cursor, table, f"SELECT k, id FROM ({union}) AS p{live}")
         bits, postings = self._run_filter(cursor, table, created)
         self._save_filter(cursor, table, bits)
         self.filters[table] = bits
@@ -257,12 +253,30 @@ class PostingRuns:
         """Keeps the postings ``p`` of records that still have a row."""
         return f" WHERE EXISTS (SELECT 1 FROM {self.records_table} r WHERE r.id = p.id)"
 
+    def _run_filter(self, cursor: Any, table: str, rows: int) -> tuple[UInt64Array, int]:
+        """A new run's filter and posting count (``rows``: the count if known, else -1), its
+        keys read in parts: in bulk where the dialect can, else in (key, id) ranges, each a
+        comma-separated text parsed by numpy (faster than a row at a time through Python)."""
+        if rows < 0:
+            cursor.execute(f"SELECT COUNT(*) FROM {table}")
+            rows = int(cursor.fetchone()[0])
+        bits, count = empty_filter(rows), 0
+        parts = self.dialect.run_keys(cursor, table, rows)
+        for keys in self._keys_between(cursor, table, None, "end") if parts is None else parts:
+            add_to_filter(bits, keys)
+            count += keys.size
+        return bits, count
+
+    def _postings_between(self, cursor: Any, first: int, stop: int) -> tuple[IntArray, IntArray]:
+        """(keys, ids) of the recent postings of records ``first`` ≤ id < ``stop``."""
+        return self.dialect.postings_between(cursor, self.postings_table, first, stop)
+
     def _save_filter(self, cursor: Any, table: str, bits: UInt64Array) -> None:
         """A run's filter, in rows of at most :data:`FILTER_PART_BYTES` (and half the engine's
         length limit): ``table``, then ``table#1``, ``table#2``, …"""
         data = memoryview(np.ascontiguousarray(bits).view(np.uint8).data)
-        size = max(8, min(FILTER_PART_BYTES, self._max_length(cursor) // 2) // 8 * 8)
-        p = self.placeholder
+        size = max(8, min(FILTER_PART_BYTES, self.dialect.max_length(cursor) // 2) // 8 * 8)
+        p = self.dialect.placeholder
         cursor.executemany(
             f"INSERT INTO {self.filters_table} (name, bits) VALUES ({p}, {p})",
             [
@@ -296,7 +310,7 @@ class PostingRuns:
         if retired:
             run = retired.pop(0)
             cursor.execute(f"DROP TABLE IF EXISTS {run['table']}")
-            self._delete_filter(cursor, run["table"])
+            self.dialect.delete_filter(cursor, self.filters_table, run["table"])
             self._save(cursor, state)
             return max(1, int(run["postings"]) // 16), None
         merge = self._next_merge(cursor, state)
@@ -352,7 +366,7 @@ class PostingRuns:
         sources = self._ready_sources(state)
         if sources and (pending is None or int(sources[0]["tier"]) + 1 < int(pending["tier"])):
             table = self._new_run_name()
-            self._create_run_table(cursor, table)
+            self.dialect.create_run_table(cursor, table)
             pending = {
                 "table": table,
                 "sources": [run["table"] for run in sources],
@@ -439,7 +453,7 @@ class PostingRuns:
         (a key is at most 20 characters and a comma)."""
         if until is None or after == until:
             return
-        per_read = max(1, min(KEYS_PER_READ, (self._max_length(cursor) - 64) // 21))
+        per_read = max(1, min(KEYS_PER_READ, (self.dialect.max_length(cursor) - 64) // 21))
         while True:
             bound = self._nth_after(cursor, table, after, per_read)
             last = bound is None or (isinstance(until, list) and bound >= until)
@@ -456,13 +470,13 @@ class PostingRuns:
     def open_for_reading(self, cursor: Any) -> tuple[list[str], dict[str, Any]]:
         """The posting tables and the state, with the filters of the runs read; run changes
         are locked out for the rest of the transaction."""
-        self._lock_for_reading(cursor)
+        self.dialect.lock_for_reading(cursor, self.postings_table)
         state = self.state(cursor)
         tables = self.tables(state)
         missing = [table for table in tables[1:] if table not in self.filters]
         if missing:
             parts: dict[str, list[tuple[int, bytes]]] = {}
-            for name, bits in self._read_filters(cursor, missing):
+            for name, bits in self.dialect.read_filters(cursor, self.filters_table, missing):
                 table, _, part = name.partition("#")  # see _save_filter
                 parts.setdefault(table, []).append((int(part or 0), bits))
             for table, pieces in parts.items():
@@ -482,23 +496,23 @@ class PostingRuns:
         if self._recent_in_memory(cursor, state):
             found_keys, found_ids = self.recent.find(unique)
             if found_keys.size:
-                part, given = self._given_postings(found_keys, found_ids)
+                part, given = self.dialect.given_postings(found_keys, found_ids)
                 parts.append(part)
                 parameters.extend(given)
         else:  # a store without stamps: its recent postings are indexed by key
-            condition, parameter = self._one_of_keys(unique)
+            condition, parameter = self.dialect.one_of_keys(unique)
             parts.append(f"SELECT k, id FROM {tables[0]} WHERE {condition}")
             parameters.append(parameter)
         for table in tables[1:]:
             passed = unique[may_contain(self.filters[table], unique)]
             if passed.size:
-                condition, parameter = self._one_of_keys(passed)
+                condition, parameter = self.dialect.one_of_keys(passed)
                 parts.append(f"SELECT k, id FROM {table} WHERE {condition}")
                 parameters.append(parameter)
         if not parts:
             return []
         columns = "".join(f", r.{column}" for column in extra)
-        return self._fetch(
+        return self.dialect.fetch(
             cursor,
             f"SELECT p.k, r.key_text, r.key_int, r.fingerprint{columns} "
             f"FROM ({' UNION ALL '.join(parts)}) AS p JOIN {self.records_table} AS r ON r.id = p.id",
@@ -544,174 +558,50 @@ class PostingRuns:
         cursor.execute(f"DROP TABLE IF EXISTS {self.records_table}")
         cursor.execute(f"DROP TABLE IF EXISTS {self.filters_table}")
 
-    # -- dialect hooks (SQLite's here) ----------------------------------------------------
-    blob = "BLOB"
 
-    def _insert_postings(self, cursor: Any, keys: IntArray, ids: IntArray) -> None:
-        cursor.executemany(
-            f"INSERT INTO {self.postings_table} (k, id) VALUES (?, ?)",
-            zip(keys.tolist(), ids.tolist(), strict=True),
-        )
+class RunsLayout:
+    """Records in one table, their postings in runs (see the module docstring); stores made
+    by this layout record it in the meta row ``layout``."""
 
-    def _create_run(self, cursor: Any, table: str, select: str) -> int:
-        """A new run holding the rows of ``select``; returns how many (-1: not counted).
-        SQLite: a table clustered on (k, id), filled in order (appends, no index to build)."""
-        self._create_run_table(cursor, table)
-        cursor.execute(f"INSERT INTO {table} (k, id) {select} ORDER BY k, id")
-        return int(cursor.rowcount)
+    #: One writer at a time: a cut rewrites the postings.
+    locks_writes = True
 
-    def _create_run_table(self, cursor: Any, table: str) -> None:
-        """An empty run table in (k, id) order, which merges fill range after range."""
-        cursor.execute(
-            f"CREATE TABLE {table} (k INTEGER NOT NULL, id INTEGER NOT NULL, "
-            "PRIMARY KEY (k, id)) WITHOUT ROWID"
-        )
-
-    def _run_filter(self, cursor: Any, table: str, rows: int) -> tuple[UInt64Array, int]:
-        """A new run's filter and posting count (``rows``: the count if known, else -1); keys
-        read in parts, each a comma-separated text parsed by numpy (faster than a row at a time
-        through Python)."""
-        if rows < 0:
-            cursor.execute(f"SELECT COUNT(*) FROM {table}")
-            rows = int(cursor.fetchone()[0])
-        bits, count = empty_filter(rows), 0
-        for keys in self._keys_between(cursor, table, None, "end"):
-            add_to_filter(bits, keys)
-            count += keys.size
-        return bits, count
-
-    def _max_length(self, cursor: Any) -> int:
-        """The longest text or blob the connection takes (SQLite: its length limit)."""
-        getlimit = getattr(cursor.connection, "getlimit", None)  # Python 3.11+
-        return int(getlimit(sqlite3.SQLITE_LIMIT_LENGTH)) if getlimit else 1_000_000_000
-
-    def _delete_filter(self, cursor: Any, table: str) -> None:
-        cursor.execute(
-            f"DELETE FROM {self.filters_table} WHERE name = ? OR substr(name, 1, ?) = ?",
-            (table, len(table) + 1, f"{table}#"),
-        )
-
-    def _read_filters(self, cursor: Any, names: list[str]) -> list[tuple[str, bytes]]:
-        cursor.execute(
-            f"SELECT name, bits FROM {self.filters_table} WHERE (CASE WHEN instr(name, '#') "
-            "THEN substr(name, 1, instr(name, '#') - 1) ELSE name END) IN (SELECT value FROM json_each(?))",
-            (json.dumps(names),),
-        )
-        return [(row[0], bytes(row[1])) for row in cursor.fetchall()]
-
-    def _one_of_keys(self, values: IntArray) -> tuple[str, Any]:
-        """``k`` in ``values`` as a condition with one parameter."""
-        return "k IN (SELECT value FROM json_each(?))", json.dumps(values.tolist())
-
-    def _lock_for_reading(self, cursor: Any) -> None:
-        """Keep the run list and the runs still for the transaction (SQLite: its snapshot)."""
-
-    def _prepare_builds(self, cursor: Any) -> None:
-        """Session settings for sorting and index builds."""
-
-    def _empty_postings(self, cursor: Any) -> None:
-        cursor.execute(f"DELETE FROM {self.postings_table}")
-
-    def _postings_between(self, cursor: Any, first: int, stop: int) -> tuple[IntArray, IntArray]:
-        """(keys, ids) of the recent postings of records ``first`` ≤ id < ``stop``, read in
-        spans of ids whose texts stay under the length limit (at most 2^TABLE_BITS postings
-        a record)."""
-        cursor.execute(f"SELECT MIN(id) FROM {self.postings_table} WHERE id >= ?", (first,))
-        low = cursor.fetchone()[0]
-        per_read = max(1, min(KEYS_PER_READ, (self._max_length(cursor) - 64) // 21))
-        span = max(1, per_read >> TABLE_BITS)
-        found_keys, found_ids = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
-        for start in range(int(low), stop, span) if low is not None else ():
-            cursor.execute(
-                f"SELECT group_concat(k), group_concat(id) FROM {self.postings_table} "
-                "WHERE id >= ? AND id < ?",
-                (start, min(start + span, stop)),
-            )
-            keys, ids = cursor.fetchone()
-            if keys:
-                found_keys.append(np.fromstring(keys, dtype=np.int64, sep=","))
-                found_ids.append(np.fromstring(ids, dtype=np.int64, sep=","))
-        return np.concatenate(found_keys), np.concatenate(found_ids)
-
-    def _given_postings(self, keys: IntArray, ids: IntArray) -> tuple[str, list[Any]]:
-        """A table of the given (k, id) pairs and its parameters, for the union with the
-        runs' postings."""
-        pairs = json.dumps(np.stack([keys, ids], axis=1).tolist())
-        columns = "json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS id"
-        return f"SELECT {columns} FROM json_each(?)", [pairs]
-
-    def _fetch(self, cursor: Any, statement: str, parameters: Any) -> list[tuple[Any, ...]]:
-        """Every row of a read (PostgreSQL: in binary, which spares hex-coding the blobs)."""
-        cursor.execute(statement, parameters)
-        rows: list[tuple[Any, ...]] = cursor.fetchall()
-        return rows
-
-
-class RunsStorage(SqlStorage):
-    """A SQL store whose new indexes use the runs layout; stores of the column layout (no meta
-    row ``layout``) are served by :class:`SqlStorage`."""
-
-    #: The layout new stores get (tests set "columns" to make a store of the column layout).
-    create_layout = LAYOUT
-    #: The id column of a runs-layout records table (ids come from the meta row).
-    runs_id_column = "id BIGINT PRIMARY KEY"
-    runs: PostingRuns
-    #: Whether the store is in the runs layout (read with the rest of its layout).
-    _runs = False
-
-    def _create_tables(self, cursor: Any, tables: int) -> None:
-        if self.create_layout == LAYOUT:
-            self.runs.create(cursor, self.record_columns(self.runs_id_column))
-        else:
-            super()._create_tables(cursor, tables)
-
-    def attach(self, shape: RecordShape) -> None:
-        super().attach(shape)
-        self.runs.on_commit = self._on_commit
-
-    def _read_layout(self) -> None:
-        super()._read_layout()
-        with self._transaction() as cursor:
-            cursor.execute(f"SELECT value FROM {self.meta_table} WHERE name = 'layout'")
-            row = cursor.fetchone()
-        self._runs = row is not None and row[0] == LAYOUT
+    def __init__(self, store: SqlStorage) -> None:
+        self.store = store
+        self.runs = PostingRuns(store.dialect, store.prefix, store.records_table, store.meta_table)
+        self.runs.on_commit = store._on_commit
 
     @property
-    def _runs_layout(self) -> bool:
-        """Whether the store is in the runs layout (stores without the meta row are not)."""
-        self._ready()
-        return self._runs
+    def tables(self) -> tuple[str, ...]:
+        return (self.store.records_table,)
+
+    def create(self, cursor: Any) -> None:
+        self.runs.create(cursor, self.store.record_columns(self.store.dialect.runs_id_column))
 
     def add_many(self, batch: RecordBatch) -> None:
-        if not self._runs_layout:
-            super().add_many(batch)
-            return
-        if not len(batch):
-            return
-        self._check_keys(batch.keys)
+        store = self.store
         keys = posting_keys(batch.posting_keys())
         fingerprints = words_to_bytes(batch.words)
-        with self._transaction(write=True) as cursor:
-            self._lock(cursor)  # one writer at a time: a cut rewrites the postings
-            stored = self._stored_keys(cursor, batch.keys)
-            if stored:
-                raise key_exists_error(stored[0], len(stored), self.where)
+        columns = ", ".join(["id", "key_text", "key_int", "fingerprint", *store.record_fields])
+        with store._transaction(write=True) as cursor:
+            store._lock(cursor)
+            store.check_new_keys(cursor, batch.keys)
             ids, state = self.runs.reserve_ids(cursor, len(batch))
             rows = [
-                (ids[row], *key_columns(key), fingerprints[row], *self.record_values(batch, row))
+                (ids[row], *key_columns(key), fingerprints[row], *store.record_values(batch, row))
                 for row, key in enumerate(batch.keys)
             ]
-            rows.sort(key=lambda row: (row[1], row[2]))  # see SqlStorage.add_many
+            rows.sort(key=lambda row: (row[1], row[2]))  # see ColumnsLayout.add_many
             try:
-                self._insert_records(cursor, rows)
-            except self._integrity_errors() as exc:
-                raise raced_key_error(self.where, exc) from exc
+                store.dialect.insert_rows(cursor, store.records_table, columns, rows)
+            except store.dialect.integrity_errors() as exc:
+                raise raced_key_error(store.where, exc) from exc
             self.runs.add(cursor, keys, ids, state)
             self.runs.cut_if_full(cursor, state, max(ids))
-            if self.runs.merge_in_steps and self.runs.merge_work(state):
+            if store.dialect.merge_in_steps and self.runs.merge_work(state):
                 # Once the outermost transaction (check-and-add's, if any) has committed:
                 # merges hold no adding transaction open.
-                self._on_commit(lambda: self._merge_after_add(keys.size))
+                store._on_commit(lambda: self._merge_after_add(keys.size))
 
     def _merge_after_add(self, postings: int) -> None:
         """Pending merge work worth :data:`MERGE_WORK` times the postings just added. A
@@ -725,58 +615,39 @@ class RunsStorage(SqlStorage):
         """Do merge work (SQLite) until about ``budget`` postings of it are done or none is
         left (None: until none is left), one bounded step per write transaction
         (:meth:`PostingRuns.merge_step`)."""
+        store = self.store
         done = 0
         while budget is None or done < budget:
-            with self._transaction(write=True) as cursor:
-                self._lock(cursor)
+            with store._transaction(write=True) as cursor:
+                store._lock(cursor)
                 work, behind = self.runs.merge_step(cursor, MERGE_STEP)
             if behind is not None:
-                with self._transaction() as cursor:
+                with store._transaction() as cursor:
                     work = self.runs.catch_up(cursor, behind)
             if not work:
                 return
             done += work
 
-    def _insert_records(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
-        marks = self._marks(len(rows[0]))
-        cursor.executemany(
-            f"INSERT INTO {self.records_table} ({self.records_insert_columns()}) VALUES ({marks})", rows
-        )
+    def removed(self, cursor: Any, count: int) -> None:
+        """The record rows went; their postings are skipped by reads and dropped by merges."""
+        self.runs.note_removed(cursor, count)
 
-    def records_insert_columns(self) -> str:
-        """The columns :meth:`_insert_records` writes, in its rows' order."""
-        return ", ".join(["id", "key_text", "key_int", "fingerprint", *self.record_fields])
-
-    def remove_many(self, keys: Sequence[Key]) -> None:
-        # The record rows go; their postings are skipped by reads and dropped by merges.
-        self._ready()
-        with self._transaction(write=True) as cursor:
-            if self._runs_layout:
-                self._lock(cursor)
-            super().remove_many(keys)
-            if self._runs_layout:
-                self.runs.note_removed(cursor, len(set(keys)))
-
-    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
-        if not self._runs_layout:
-            return super().candidates(postings, records=records)
+    def candidates(self, postings: UInt64Array, records: bool) -> Candidates:
+        store = self.store
         keys = posting_keys(postings)
-        with self._transaction() as cursor:
-            self._prefer_indexes(cursor)
-            rows = self.runs.find(cursor, keys, self.record_fields if records else ())
+        with store._transaction() as cursor:
+            store.dialect.prefer_indexes(cursor)
+            rows = self.runs.find(cursor, keys, store.record_fields if records else ())
         if not rows:
-            return no_candidates(self.shape.words)
+            return no_candidates(store.shape.words)
         found = np.array([row[0] for row in rows], dtype=np.int64).view(np.uint64)
         positions, found_rows = match_postings(keys.reshape(-1, 1).view(np.uint64), found.reshape(-1, 1))
-        found_words = bytes_to_words([bytes(row[3]) for row in rows], self.shape.words)
+        found_words = bytes_to_words([bytes(row[3]) for row in rows], store.shape.words)
         record_keys = [key_from_columns(row[1], row[2]) for row in rows]
         read = {}
-        if records:
-            width = self.shape.fingerprint_words
-            for position, row in enumerate(rows):
-                key = record_keys[position]
-                if key not in read:  # a record comes once per posting found
-                    read[key] = stored_record(key, words_to_int(found_words[position], width), row[4:])
+        if records:  # a record comes once per posting found
+            firsts = {key: row[1:] for key, row in zip(record_keys, rows, strict=True)}
+            read = {record.key: record for record in store.records_of(list(firsts.values()))}
         return Candidates(
             positions // keys.shape[1],
             [record_keys[i] for i in found_rows.tolist()],
@@ -785,19 +656,11 @@ class RunsStorage(SqlStorage):
         )
 
     def posting_counts(self) -> list[PostingCounts]:
-        if not self._runs_layout:
-            return super().posting_counts()
-        with self._transaction() as cursor:
-            return self.runs.stats(cursor, self.shape.columns)
+        with self.store._transaction() as cursor:
+            return self.runs.stats(cursor, self.store.shape.columns)
 
-    def drop(self) -> None:
-        if not self._runs_layout:
-            return super().drop()
-        with self._transaction(write=True) as cursor:
-            self.runs.drop(cursor)
-            self._drop_values(cursor)
-            cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
-        self._opened = False
+    def drop(self, cursor: Any) -> None:
+        self.runs.drop(cursor)
 
 
 def _between(after: Position, until: Position) -> tuple[str, list[int]]:

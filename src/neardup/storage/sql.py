@@ -1,41 +1,36 @@
-"""Relational stores (SQLite, PostgreSQL, MariaDB/MySQL) in seed 002's layout: one row per
-record with an indexed column per block table.
+"""Relational stores (SQLite, PostgreSQL, MariaDB/MySQL): one :class:`SqlStorage`, composed of
+a dialect (the engine: :mod:`.sql_dialects`) and a layout (where records and postings go:
+seed 002's table of :mod:`.sql_columns`, or the runs of :mod:`.runs`).
 
-Tables (``<prefix>`` defaults to ``neardup``, set with ``?table=``):
+Tables of every layout (``<prefix>`` defaults to ``neardup``, set with ``?table=``):
 
-- ``<prefix>_meta(name, value)``: the index configuration as JSON (row ``config``).
-- ``<prefix>_records(id, key_text, key_int, fingerprint, cluster_text, cluster_int,
-  signature, b0 … b{T-1})``: keys keep their type (``key_int`` is 1 for int keys), the
-  fingerprint words are little-endian bytes (a band index stores its band keys after the
-  fingerprint), ``b<t>`` is table t's key as a signed BIGINT (the same 64 bits), each with
-  its own index.
-- ``<prefix>_recent``: the same columns and indexes, for the records added since the last
-  move. New records go here, and once it holds :data:`RECENT_ROWS` they move to
-  ``<prefix>_records`` in one statement inside the adding transaction. Every insert touches
-  one page of each block index; into a large table a batch touches thousands of random pages,
-  all written again at commit. The small table's pages stay few and hot, and a move writes
-  each page of the large one once per :data:`RECENT_ROWS` records.
+- ``<prefix>_meta(name, value)``: the index configuration as JSON (row ``config``), and the
+  rows the store keeps about itself: ``digests`` (the records tables have the ``digest``
+  column), ``layout`` (the runs layout; absent: the column layout) and the layout's own.
+- ``<prefix>_records``: one row per record, ``key_text, key_int, fingerprint, cluster_text,
+  cluster_int, signature, digest``: keys keep their type (``key_int`` is 1 for int keys), the
+  stored words are little-endian bytes (a band index stores its band keys after the
+  fingerprint), with a unique index on the key; the layout adds its posting columns or tables.
 - ``<prefix>_values(name, key_text, key_int, value)``: the value maps
   (:meth:`~neardup.storage.base.Storage.put_values`), keyed as the records are. Stores made
   before it lack the table: reads find nothing there, and the first write creates it.
 
-A query batch is one statement per table, ``WHERE b0 IN (…) OR b1 IN (…) …``, which every
-engine runs as a union of index lookups; the rows are matched back to the queries by their
-posting columns in numpy. An add is one transaction (existence check in both tables, then a
-multi-row insert); the unique index on the key is the last line of defence against a
-concurrent writer. Dialects differ only in the small hooks at the end of :class:`SqlStorage`.
+A store's layout is read from its meta rows when it is first needed (a new store gets the
+layout its URL asks for, or its dialect's default), so the same URLs open the same layouts as
+before. The store does what every layout shares: transactions (nested calls join the
+outermost), reconnecting after a server restart, the writer lock, the meta, records by key
+and the value maps; the layout adds, finds, counts and drops. An add is one transaction
+(existence check, then a multi-row insert); the unique index on the key is the last line of
+defence against a concurrent writer.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
-
-import numpy as np
+from typing import Any, Protocol
 
 from ..errors import ConfigError, NeardupError, StorageDamagedError, StorageUnavailableError
 from .base import (
@@ -57,15 +52,12 @@ from .base import (
     key_not_found_error,
     load_meta,
     lookable,
-    match_postings,
-    no_candidates,
     plain_key,
-    raced_key_error,
-    to_signed,
-    words_to_bytes,
     words_to_int,
 )
-from .urls import redacted
+from .runs import LAYOUT, RunsLayout
+from .sql_columns import ColumnsLayout
+from .sql_dialects import RECONNECT_TIMEOUT_S, SqlDialect, first_line
 
 DEFAULT_PREFIX = "neardup"
 _PREFIX_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
@@ -80,14 +72,17 @@ VALUE_ROWS = 200
 #: Value bytes per multi-row INSERT (at least one row): escaped, a statement stays well under
 #: MariaDB's default max_allowed_packet (16 MiB).
 VALUE_BYTES = 1 << 22
-#: Records the recent table holds before they move to the records table (see above).
-RECENT_ROWS = 32_768
 #: Pauses before the attempts to replace a connection the server closed (a restart): bounded,
 #: so that a call while the server is down fails within about a second instead of hanging,
 #: and the first call after it is back succeeds.
 RECONNECT_PAUSES_S = (0.0, 0.0, 0.2, 0.5)
-#: Connect timeout of those attempts (seconds); the first connection keeps the URL's 10 s.
-RECONNECT_TIMEOUT_S = 5.0
+#: The columns of a record beyond its key and fingerprint in every store, as
+#: :func:`stored_record` takes them (stores made since digests add ``digest``).
+RECORD_COLUMNS = ("cluster_text", "cluster_int", "signature")
+#: The meta row that says the records tables have the ``digest`` column, and its value (the
+#: hash, :func:`neardup.index.digests.text_digest`). Stores made before it lack both.
+DIGESTS_ROW = "digests"
+DIGEST_KIND = "blake2b-128"
 
 
 def check_prefix(prefix: str) -> str:
@@ -101,69 +96,88 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-class SqlStorage(Storage):
-    """The shared SQL implementation over a DB-API connection."""
+class SqlLayout(Protocol):
+    """Where a store's records and postings are: made for a :class:`SqlStorage` (and working
+    through its transactions and dialect) once the store holds an index."""
 
-    name = "sql"
-    placeholder = "?"
-    #: See :data:`RECENT_ROWS` (tests lower it to exercise the move).
-    recent_rows = RECENT_ROWS
-    blob_type = "BLOB"
-    key_type = "TEXT"
-    id_column = "id INTEGER PRIMARY KEY"
-    #: Whether a DDL statement commits the open transaction (MariaDB/MySQL).
-    ddl_commits = False
+    #: Whether adds and removals take the writer lock (a cut rewrites shared tables).
+    locks_writes: bool
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables that hold record rows."""
+        ...
+
+    def create(self, cursor: Any) -> None:
+        """The layout's tables and meta rows in a new store (the meta table exists)."""
+
+    def add_many(self, batch: RecordBatch) -> None:
+        """Store new records and their postings in one transaction."""
+
+    def removed(self, cursor: Any, count: int) -> None:
+        """``count`` records' rows were deleted in the open transaction."""
+
+    def candidates(self, postings: UInt64Array, records: bool) -> Candidates:
+        """The records under each query's posting keys (see :meth:`Storage.candidates`)."""
+        ...
+
+    def posting_counts(self) -> list[PostingCounts]:
+        """Statistics of each posting column."""
+        ...
+
+    def drop(self, cursor: Any) -> None:
+        """Drop the layout's tables."""
+
+
+class SqlStorage(Storage):
+    """An index's records, postings and meta in a SQL database: a :class:`SqlDialect` (the
+    engine, its connection) and, once the store holds an index, an :class:`SqlLayout`."""
+
+    reads_records = True
 
     def __init__(
-        self,
-        connection: Any,
-        prefix: str = DEFAULT_PREFIX,
-        where: str = "",
-        reconnector: Callable[[float, bool], Any] | None = None,
+        self, dialect: SqlDialect, prefix: str = DEFAULT_PREFIX, new_layout: str | None = None
     ) -> None:
+        """``new_layout``: the layout (a name of ``dialect.layouts``) of a store created here;
+        an existing store keeps its own."""
         super().__init__()
-        self.connection = connection
-        #: Opens a connection like ``connection`` given a connect timeout in seconds and whether
-        #: it is for :meth:`reachable` (whose reads time out too), for servers that restart
-        #: (PostgreSQL, MariaDB); None where there is no server (SQLite).
-        self._reconnector = reconnector
-        self._probe: Any = None  # a second connection, for reachable() only
-        self._probe_lock = threading.Lock()
+        self.dialect = dialect
+        self.name = dialect.name
+        self.where = dialect.where
         self.prefix = check_prefix(prefix)
-        self.where = where or self.name
         self.meta_table = f"{self.prefix}_meta"
         self.records_table = f"{self.prefix}_records"
         self.recent_table = f"{self.prefix}_recent"
         self.values_table = f"{self.prefix}_values"
-        self._recent = True
+        self.new_layout = new_layout or dialect.layouts[0]
+        self._layout: SqlLayout | None = None
         #: Whether the values table is known to exist (stores made before it lack it).
         self._values_made = False
         #: Whether the records tables have the ``digest`` column (stores made before it do not).
         self._digests = False
         self._depth = 0
-        self._block_columns: list[str] = []
-        #: Whether what the tables say of the layout has been read (see :meth:`_ready`).
-        self._opened = False
         self._committed: list[Callable[[], None]] = []
 
+    @property
+    def path(self) -> str:
+        """The database file of an embedded engine (SQLite; '' for a server's)."""
+        return self.dialect.path
+
+    @property
+    def created_file(self) -> bool:
+        """Whether opening this store created its file (SQLite)."""
+        return self.dialect.created_file
+
     # -- transactions --------------------------------------------------------------------
-    # Connections run in autocommit mode and transactions are explicit statements, the one
-    # way all three drivers agree on.
-    def _begin(self, cursor: Any, write: bool) -> None:
-        cursor.execute("BEGIN")
-
-    def _lock(self, cursor: Any) -> None:
-        """Take the cross-process writer lock inside the open transaction."""
-
-    def _unlock(self, cursor: Any) -> None:
-        """Release a lock that does not end with the transaction."""
-
     @contextlib.contextmanager
     def _transaction(self, write: bool = False, exclusive: bool = False) -> Iterator[Any]:
         """One transaction for the outermost call; nested calls join it. The connection is
         shared by this process's threads one transaction at a time."""
-        with self._local_lock, self._driver_errors(), self._open_transaction(write, exclusive) as cursor:
-            yield cursor
+        with self._local_lock:
+            if (write or exclusive) and not self._depth:
+                self.dialect.make_writable()
+            with self._driver_errors(), self._open_transaction(write, exclusive) as cursor:
+                yield cursor
 
     @contextlib.contextmanager
     def _driver_errors(self) -> Iterator[None]:
@@ -175,12 +189,12 @@ class SqlStorage(Storage):
         except NeardupError:
             raise
         except Exception as exc:
-            if self._reconnector is not None and self._connection_broken():
+            if self.dialect.reconnects and self.dialect.connection_broken():
                 raise StorageUnavailableError(
-                    f"lost the connection to {self.where} ({_first_line(exc)}): the call is all or "
+                    f"lost the connection to {self.where} ({first_line(exc)}): the call is all or "
                     "nothing, so retry it; the next call reconnects"
                 ) from exc
-            translated = self._driver_error(exc)
+            translated = self.dialect.driver_error(exc)
             if translated is None:
                 raise
             raise translated from exc
@@ -188,7 +202,7 @@ class SqlStorage(Storage):
     @contextlib.contextmanager
     def _open_transaction(self, write: bool, exclusive: bool) -> Iterator[Any]:
         if self._depth:
-            cursor = self.connection.cursor()
+            cursor = self.dialect.connection.cursor()
             self._depth += 1
             try:
                 yield cursor
@@ -214,7 +228,7 @@ class SqlStorage(Storage):
             self._depth = 0
             if locked:
                 with contextlib.suppress(Exception):
-                    self._unlock(cursor)
+                    self.dialect.unlock(cursor, self.records_table)
             cursor.close()
         committed, self._committed = self._committed, []
         for function in committed:
@@ -225,98 +239,83 @@ class SqlStorage(Storage):
         timeout) shows when BEGIN fails, before anything of the call was sent, so it is
         replaced and BEGIN tried again, with the pauses of :data:`RECONNECT_PAUSES_S`. Only a
         new connection is needed: locks (advisory, GET_LOCK) end with the old session, session
-        settings are the reconnector's, and what this process keeps in memory about the store
+        settings are the dialect's, and what this process keeps in memory about the store
         follows commits it saw (:meth:`_on_commit`), never a call that failed."""
-        if self._reconnector is None:
-            cursor = self.connection.cursor()
-            self._begin(cursor, write)
+        dialect = self.dialect
+        if not dialect.reconnects:
+            cursor = dialect.connection.cursor()
+            dialect.begin(cursor, write)
             return cursor
         last: BaseException | None = None
         for attempt, pause in enumerate(RECONNECT_PAUSES_S):
             time.sleep(pause)
             try:
-                if attempt or self._connection_broken():
-                    with contextlib.suppress(Exception):
-                        self.connection.close()
-                    self.connection = self._reconnector(RECONNECT_TIMEOUT_S, False)
-                cursor = self.connection.cursor()
-                self._begin(cursor, write)
+                if attempt or dialect.connection_broken():
+                    dialect.reconnect()
+                cursor = dialect.connection.cursor()
+                dialect.begin(cursor, write)
                 return cursor
             except Exception as exc:
-                if not self._connection_broken():
+                if not dialect.connection_broken():
                     raise
                 last = exc
         raise StorageUnavailableError(
-            f"cannot reach {self.where} ({_first_line(last)}) after {len(RECONNECT_PAUSES_S)} attempts "
+            f"cannot reach {self.where} ({first_line(last)}) after {len(RECONNECT_PAUSES_S)} attempts "
             f"over {sum(RECONNECT_PAUSES_S):.1f} s; is the server running? The next call tries again"
         ) from last
 
-    def _connection_broken(self) -> bool:
-        """Whether the driver found the connection closed (dialects with a server say)."""
-        return False
-
-    def reachable(self, timeout_s: float) -> str | None:
-        """None if the server answers ``SELECT 1`` on a second connection (never the one the
-        store's calls use, which a long call may hold), else why not, in one line. One check
-        at a time: a check still waiting for the server makes the next one answer at once."""
-        if self._reconnector is None:
-            return None
-        if not self._probe_lock.acquire(blocking=False):
-            return f"{self.where} has not answered the previous check yet"
-        try:
-            if self._probe is None:
-                self._probe = self._reconnector(timeout_s, True)
-            cursor = self._probe.cursor()
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
-            cursor.close()
-            return None
-        except Exception as exc:
-            with contextlib.suppress(Exception):
-                self._probe.close()
-            self._probe = None
-            return f"{self.where}: {_first_line(exc)}"
-        finally:
-            self._probe_lock.release()
+    def _lock(self, cursor: Any) -> None:
+        """Take the cross-process writer lock inside the open transaction."""
+        self.dialect.lock(cursor, self.records_table)
 
     def _on_commit(self, function: Callable[[], None]) -> None:
         """Run ``function`` once the open transaction commits (never if it rolls back): what
         a process keeps in memory about the store follows only what the store holds."""
         self._committed.append(function)
 
+    def _table_exists(self, table: str) -> bool:
+        with self._transaction() as cursor:
+            return self.dialect.table_exists(cursor, table)
+
+    def reachable(self, timeout_s: float) -> str | None:
+        return self.dialect.reachable(timeout_s)
+
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        if self.ddl_commits and not self._depth:
+        if self.dialect.ddl_commits and not self._depth:
             # Values written under the lock need their table, and where DDL commits the open
             # transaction (and a transaction cannot use a table made after its first read) it
             # cannot be made inside: a store made before the table gets it here.
             self._make_values_table()
-        self._ready()  # outside the lock's transaction
+        self.layout  # noqa: B018 - read outside the lock's transaction
         with self._transaction(exclusive=True):
             yield
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.connection.close()
-        with contextlib.suppress(Exception):
-            if self._probe is not None:
-                self._probe.close()
+        self.dialect.close()
 
-    # -- meta ----------------------------------------------------------------------------
+    def discard(self) -> None:
+        self.dialect.discard()
+
+    # -- meta and layout -----------------------------------------------------------------
     def read_meta(self) -> dict[str, Any] | None:
         if not self._table_exists(self.meta_table):
             return None
-        with self._transaction() as cursor:
-            cursor.execute(
-                f"SELECT value FROM {self.meta_table} WHERE name = {self.placeholder}", ("config",)
-            )
-            row = cursor.fetchone()
+        row = self._meta_row("config")
         if row is None:  # the tables and the row are written in one transaction
             raise StorageDamagedError(
                 f"{self.where} has the table {self.meta_table} but no index settings in it: the store "
                 "is damaged; restore it from a backup or rebuild the index with `neardup index add`"
             )
-        return load_meta(row[0], self.where)
+        return load_meta(row, self.where)
+
+    def _meta_row(self, name: str) -> str | None:
+        with self._transaction() as cursor:
+            cursor.execute(
+                f"SELECT value FROM {self.meta_table} WHERE name = {self.dialect.placeholder}", (name,)
+            )
+            row = cursor.fetchone()
+        return None if row is None else str(row[0])
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         tables = self.shape.columns
@@ -326,68 +325,52 @@ class SqlStorage(Storage):
                 "indexed block columns: choose a scheme with fewer tables (e.g. BlockScheme(64, 3, 4, 1)) "
                 "or a smaller max_distance"
             )
-        p = self.placeholder
+        p = self.dialect.placeholder
         with self._transaction(write=True) as cursor:
+            self.dialect.check_creatable(cursor)
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.meta_table} "
-                f"(name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL){self._table_options()}"
+                f"(name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL){self.dialect.table_options()}"
             )
-            self._create_tables(cursor, tables)
+            NEW_LAYOUTS[self.new_layout](self).create(cursor)
             cursor.execute(self._values_table_statement())
             cursor.execute(
                 f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p}), ({p}, {p})",
                 ("config", dump_meta(meta), DIGESTS_ROW, DIGEST_KIND),
             )
             self._note_values_table(True)
-        self._opened = False
-
-    def _create_tables(self, cursor: Any, tables: int) -> None:
-        """The record tables with one indexed column per block table (PostgreSQL lays out
-        its postings apart, see :mod:`neardup.storage.postgres_runs`)."""
-        blocks = ", ".join(f"b{table} BIGINT NOT NULL" for table in range(tables))
-        for name in (self.records_table, self.recent_table):
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {name} ({self.record_columns(self.id_column)}, {blocks}, "
-                f"UNIQUE (key_text, key_int)){self._table_options()}"
-            )
-            for table in range(tables):
-                cursor.execute(f"CREATE INDEX {name}_b{table} ON {name} (b{table})")
-
-    def record_columns(self, id_column: str) -> str:
-        """The columns every layout's record table has, as SQL column definitions."""
-        return (
-            f"{id_column}, key_text {self.key_type} NOT NULL, key_int SMALLINT NOT NULL, "
-            f"fingerprint {self.blob_type} NOT NULL, cluster_text {self.key_type}, "
-            f"cluster_int SMALLINT, signature {self.signature_type()}, digest {self.blob_type}"
-        )
+        self._layout = None
 
     def attach(self, shape: RecordShape) -> None:
         super().attach(shape)
-        self._block_columns = [f"b{column}" for column in range(shape.columns)]
-        self._opened = False
+        self._layout = None
 
-    def _ready(self) -> None:
-        """Read what the tables say of the store's layout, once, when it is first needed:
-        :meth:`attach` may come before the tables exist."""
-        if not self._opened:
-            self._read_layout()
-            self._opened = True
+    @property
+    def layout(self) -> SqlLayout:
+        """The store's layout, read from its meta rows when first needed (:meth:`attach`
+        may come before the tables exist)."""
+        if self._layout is None:
+            self._digests = self._meta_row(DIGESTS_ROW) is not None
+            # Stores without the row were made before runs, in seed 002's column layout.
+            layout = (RunsLayout if self._meta_row("layout") == LAYOUT else ColumnsLayout)(self)
+            self._layout = layout
+            self.dialect.opened(self)
+        return self._layout
 
-    def _read_layout(self) -> None:
-        # A store of format 1 (read by `neardup index rebuild`) has no recent table.
-        recent = self._table_exists(self.recent_table)
-        with self._transaction() as cursor:
-            cursor.execute(
-                f"SELECT value FROM {self.meta_table} WHERE name = {self.placeholder}", (DIGESTS_ROW,)
-            )
-            self._digests = cursor.fetchone() is not None
-        self._recent = recent
+    def record_columns(self, id_column: str) -> str:
+        """The columns every layout's record table has, as SQL column definitions."""
+        key_type, blob_type = self.dialect.key_type, self.dialect.blob_type
+        return (
+            f"{id_column}, key_text {key_type} NOT NULL, key_int SMALLINT NOT NULL, "
+            f"fingerprint {blob_type} NOT NULL, cluster_text {key_type}, "
+            f"cluster_int SMALLINT, signature {self.dialect.signature_type()}, digest {blob_type}"
+        )
 
     @property
     def record_fields(self) -> tuple[str, ...]:
         """The columns of a record beyond its key and fingerprint, as :func:`stored_record`
         takes them: :data:`RECORD_COLUMNS`, and ``digest`` where the store has it."""
-        self._ready()
+        self.layout  # noqa: B018 - read with the layout
         return (*RECORD_COLUMNS, "digest") if self._digests else RECORD_COLUMNS
 
     def record_values(self, batch: RecordBatch, row: int) -> tuple[Any, ...]:
@@ -395,152 +378,132 @@ class SqlStorage(Storage):
         cluster = batch.cluster(row)
         cluster_text, cluster_int = (None, None) if cluster is None else key_columns(cluster)
         values = (cluster_text, cluster_int, batch.signature(row))
-        self._ready()
         return (*values, batch.digest(row)) if self._digests else values
 
     @property
     def tables(self) -> tuple[str, ...]:
-        """The tables that hold records: the settled ones and the recent ones."""
-        self._ready()
-        return (self.records_table, self.recent_table) if self._recent else (self.records_table,)
+        """The tables that hold records."""
+        return self.layout.tables
 
     # -- records -------------------------------------------------------------------------
     def add_many(self, batch: RecordBatch) -> None:
         if not len(batch):
             return
-        self._check_keys(batch.keys)
-        blocks = to_signed(batch.posting_keys()).tolist()
-        fingerprints = words_to_bytes(batch.words)
-        rows = [
-            (*key_columns(key), fingerprints[row], *self.record_values(batch, row), *blocks[row])
-            for row, key in enumerate(batch.keys)
-        ]
-        columns = ", ".join(["key_text", "key_int", "fingerprint", *self.record_fields, *self._block_columns])
-        # Every writer inserts in key order, so two that insert the same keys wait for each
-        # other in turn (one then fails cleanly) instead of deadlocking on the unique index.
-        rows.sort(key=lambda row: (row[0], row[1]))
-        with self._transaction(write=True) as cursor:
-            stored = self._stored_keys(cursor, batch.keys)
-            if stored:
-                raise key_exists_error(stored[0], len(stored), self.where)
-            try:
-                self._insert_rows(cursor, columns, rows)
-            except self._integrity_errors() as exc:
-                raise raced_key_error(self.where, exc) from exc
-            self._settle_if_full(cursor, columns)
-
-    def _settle_if_full(self, cursor: Any, columns: str) -> None:
-        """Move the recent records to the records table once there are enough of them, in
-        the adding transaction (so a batch is stored whole, wherever its rows lie)."""
-        # The id span bounds the row count from above (removals leave gaps) and is read from
-        # the primary key; COUNT(*) scanned the table every batch.
-        cursor.execute(f"SELECT MAX(id) - MIN(id) + 1 FROM {self.recent_table}")
-        if int(cursor.fetchone()[0] or 0) < self.recent_rows:
-            return
-        cursor.execute(
-            f"INSERT INTO {self.records_table} ({columns}) "
-            f"SELECT {columns} FROM {self.recent_table} ORDER BY id"
-        )
-        self._empty_recent(cursor)
-
-    def _empty_recent(self, cursor: Any) -> None:
-        """Delete every recent row, inside the transaction (MySQL's TRUNCATE would commit)."""
-        cursor.execute(f"DELETE FROM {self.recent_table}")
+        self.dialect.check_keys(batch.keys)
+        self.layout.add_many(batch)
+        self.dialect.added(self, len(batch))
 
     def remove_many(self, keys: Sequence[Key]) -> None:
+        """Delete the record rows (a layout that keeps postings apart skips and later drops
+        the postings of records without a row)."""
         if not keys:
             return
-        self._ready()
+        layout = self.layout
         with self._transaction(write=True) as cursor:
-            stored = set(self._stored_keys(cursor, keys))
+            if layout.locks_writes:
+                self._lock(cursor)
+            stored = set(self.stored_keys(cursor, keys))
             missing = [key for key in keys if key not in stored]
             if missing:
                 raise key_not_found_error(missing[0], len(missing), self.where)
-            p = self.placeholder
-            for name in self.tables:
+            p = self.dialect.placeholder
+            unique = list(dict.fromkeys(keys))
+            for name in layout.tables:
                 cursor.executemany(
                     f"DELETE FROM {name} WHERE key_text = {p} AND key_int = {p}",
-                    [key_columns(key) for key in dict.fromkeys(keys)],
+                    [key_columns(key) for key in unique],
                 )
+            layout.removed(cursor, len(unique))
 
     def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
         found: dict[Key, StoredRecord] = {}
-        width = self.shape.words
-        self._ready()
+        fields = ", ".join(self.record_fields)
         with self._transaction() as cursor:
             for chunk in _chunks(list(keys), KEY_CHUNK):
-                condition, values = self._one_of("key_text", list({key_columns(key)[0] for key in chunk}))
+                condition, values = self.dialect.one_of(
+                    "key_text", list({key_columns(key)[0] for key in chunk})
+                )
                 for name in self.tables:
                     cursor.execute(
-                        f"SELECT key_text, key_int, fingerprint, {', '.join(self.record_fields)} "
-                        f"FROM {name} WHERE {condition}",
+                        f"SELECT key_text, key_int, fingerprint, {fields} FROM {name} WHERE {condition}",
                         values,
                     )
-                    for record in self._records(cursor.fetchall(), width):
+                    for record in self.records_of(cursor.fetchall()):
                         found[record.key] = record
         return [found.get(key) for key in keys]
 
-    reads_records = True
-
     def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
-        blocks = to_signed(postings)
-        conditions, values = [], []
-        for table, column in enumerate(self._block_columns):
-            condition, parameters = self._one_of(column, np.unique(blocks[:, table]).tolist())
-            conditions.append(condition)
-            values.extend(parameters)
-        extra = self.record_fields if records else ()
-        columns = ", ".join(["key_text", "key_int", "fingerprint", *extra, *self._block_columns])
-        rows = []
-        with self._transaction() as cursor:
-            self._prefer_indexes(cursor)
-            for name in self.tables:
-                cursor.execute(f"SELECT {columns} FROM {name} WHERE {' OR '.join(conditions)}", values)
-                rows += cursor.fetchall()
-        width = self.shape.words
-        if not rows:
-            return no_candidates(width)
-        found_blocks = np.array([row[3 + len(extra) :] for row in rows], dtype=np.int64).view(np.uint64)
-        query_rows, found_rows = match_postings(blocks.view(np.uint64), found_blocks)
-        found_words = bytes_to_words([bytes(row[2]) for row in rows], width)
-        keys = [key_from_columns(row[0], row[1]) for row in rows]
-        if records:
-            read = {
-                record.key: record for record in self._records([row[: 3 + len(extra)] for row in rows], width)
-            }
-        else:
-            read = {}
-        return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows], read)
+        return self.layout.candidates(postings, records)
 
     def size(self) -> int:
         total = 0
-        self._ready()
+        tables = self.tables
         with self._transaction() as cursor:
-            for name in self.tables:
+            for name in tables:
                 cursor.execute(f"SELECT COUNT(*) FROM {name}")
                 total += int(cursor.fetchone()[0])
         return total
 
     def scan(self, batch_size: int = 10_000) -> Iterator[list[StoredRecord]]:
-        """The settled records, then the recent ones (a move made by a writer meanwhile may
-        show a record twice or not at all: scan a store no one writes to)."""
-        width = self.shape.words
-        self._ready()
+        """The records of each record table in id order (the column layout's recent ones
+        last: a move made by a writer meanwhile may show a record twice or not at all, so scan
+        a store no one writes to)."""
+        fields = ", ".join(self.record_fields)
         for name in self.tables:
             last = -1
             while True:
                 with self._transaction() as cursor:
                     cursor.execute(
-                        f"SELECT key_text, key_int, fingerprint, {', '.join(self.record_fields)}, id "
-                        f"FROM {name} WHERE id > {self.placeholder} "
-                        f"ORDER BY id LIMIT {int(batch_size)}",
+                        f"SELECT key_text, key_int, fingerprint, {fields}, id FROM {name} "
+                        f"WHERE id > {self.dialect.placeholder} ORDER BY id LIMIT {int(batch_size)}",
                         (last,),
                     )
                     rows = cursor.fetchall()
                 if not rows:
                     break
                 last = int(rows[-1][-1])
-                yield self._records([row[:-1] for row in rows], width)
+                yield self.records_of([row[:-1] for row in rows])
+
+    def posting_counts(self) -> list[PostingCounts]:
+        return self.layout.posting_counts()
+
+    def drop(self) -> None:
+        layout = self.layout
+        with self._transaction(write=True) as cursor:
+            layout.drop(cursor)
+            self._drop_values(cursor)
+            cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
+        self._layout = None
+
+    def stored_keys(self, cursor: Any, keys: Sequence[Key]) -> list[Key]:
+        """The keys of ``keys`` that have a record row."""
+        wanted = {key_columns(key) for key in keys}
+        stored: list[Key] = []
+        for chunk in _chunks(sorted({text for text, _ in wanted}), KEY_CHUNK):
+            condition, values = self.dialect.one_of("key_text", chunk)
+            for name in self.tables:
+                cursor.execute(f"SELECT key_text, key_int FROM {name} WHERE {condition}", values)
+                for text, is_int in cursor.fetchall():
+                    if (text, int(is_int)) in wanted:
+                        stored.append(key_from_columns(text, is_int))
+        return stored
+
+    def check_new_keys(self, cursor: Any, keys: Sequence[Key]) -> None:
+        """Refuse a batch that names a stored key, before anything is written."""
+        stored = self.stored_keys(cursor, keys)
+        if stored:
+            raise key_exists_error(stored[0], len(stored), self.where)
+
+    def records_of(self, rows: Sequence[Sequence[Any]]) -> list[StoredRecord]:
+        """Records from rows of (key_text, key_int, fingerprint, :attr:`record_fields`)."""
+        if not rows:
+            return []
+        words = bytes_to_words([bytes(row[2]) for row in rows], self.shape.words)
+        width = self.shape.fingerprint_words
+        return [
+            stored_record(key_from_columns(row[0], row[1]), words_to_int(words[position], width), row[3:])
+            for position, row in enumerate(rows)
+        ]
 
     # -- values --------------------------------------------------------------------------
     def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
@@ -550,7 +513,7 @@ class SqlStorage(Storage):
         if not latest:
             return
         self._make_values_table()
-        p = self.placeholder
+        p = self.dialect.placeholder
         # Under the writer lock, as check-and-add writes: two writers of the same new keys would
         # otherwise collide on the primary key (PostgreSQL) or deadlock on gap locks (MariaDB).
         with self._transaction(write=True, exclusive=True) as cursor:
@@ -572,10 +535,10 @@ class SqlStorage(Storage):
         found: dict[tuple[str, int], bytes] = {}
         texts = sorted({columns[0] for columns in wanted if columns is not None})
         if texts and self._values_table_ready():
-            p = self.placeholder
+            p = self.dialect.placeholder
             with self._transaction() as cursor:
                 for chunk in _chunks(texts, KEY_CHUNK):
-                    condition, parameters = self._one_of("key_text", chunk)
+                    condition, parameters = self.dialect.one_of("key_text", chunk)
                     cursor.execute(
                         f"SELECT key_text, key_int, value FROM {self.values_table} "
                         f"WHERE name = {p} AND {condition}",
@@ -600,18 +563,19 @@ class SqlStorage(Storage):
         for is_int in (0, 1):
             texts = [text for text, kind in keys if kind == is_int]
             if texts:
-                condition, parameters = self._one_of("key_text", texts)
-                p = self.placeholder
+                condition, parameters = self.dialect.one_of("key_text", texts)
+                p = self.dialect.placeholder
                 cursor.execute(
                     f"DELETE FROM {self.values_table} WHERE name = {p} AND key_int = {p} AND {condition}",
                     [name, is_int, *parameters],
                 )
 
     def _values_table_statement(self) -> str:
+        dialect = self.dialect
         return (
             f"CREATE TABLE IF NOT EXISTS {self.values_table} (name VARCHAR(32) NOT NULL, "
-            f"key_text {self.key_type} NOT NULL, key_int SMALLINT NOT NULL, value {self.value_type()} "
-            f"NOT NULL, PRIMARY KEY (name, key_text, key_int)){self._table_options()}"
+            f"key_text {dialect.key_type} NOT NULL, key_int SMALLINT NOT NULL, value {dialect.value_type()} "
+            f"NOT NULL, PRIMARY KEY (name, key_text, key_int)){dialect.table_options()}"
         )
 
     def _values_table_ready(self) -> bool:
@@ -640,9 +604,9 @@ class SqlStorage(Storage):
         transaction begins, since MariaDB refuses a table made after a transaction's first read)."""
         if self._values_table_ready():
             return
-        if self._depth and self.ddl_commits and self._reconnector is not None:
+        if self._depth and self.dialect.ddl_commits and self.dialect.reconnects:
             with self._local_lock, self._driver_errors():
-                connection = self._reconnector(RECONNECT_TIMEOUT_S, False)
+                connection = self.dialect.connect(RECONNECT_TIMEOUT_S)
                 try:
                     cursor = connection.cursor()
                     cursor.execute(self._values_table_statement())
@@ -662,104 +626,13 @@ class SqlStorage(Storage):
                 raise
             self._values_made = True
 
-    def posting_counts(self) -> list[PostingCounts]:
-        counts = []
-        with self._transaction() as cursor:
-            for column in self._block_columns:
-                both = " UNION ALL ".join(f"SELECT {column} AS b FROM {name}" for name in self.tables)
-                cursor.execute(
-                    f"SELECT COUNT(*), MAX(n), AVG(n) FROM (SELECT COUNT(*) AS n FROM ({both}) AS every "
-                    "GROUP BY b) AS buckets"
-                )
-                buckets, largest, mean = cursor.fetchone()
-                counts.append(PostingCounts(int(buckets or 0), int(largest or 0), float(mean or 0.0)))
-        return counts
-
-    def drop(self) -> None:
-        with self._transaction(write=True) as cursor:
-            for name in self.tables:
-                cursor.execute(f"DROP TABLE IF EXISTS {name}")
-            self._drop_values(cursor)
-            cursor.execute(f"DROP TABLE IF EXISTS {self.meta_table}")
-        self._opened = False
-
     def _drop_values(self, cursor: Any) -> None:
         cursor.execute(f"DROP TABLE IF EXISTS {self.values_table}")
         self._note_values_table(False)
 
-    # -- helpers -------------------------------------------------------------------------
-    def _marks(self, count: int) -> str:
-        return ", ".join([self.placeholder] * count)
 
-    def _one_of(self, column: str, values: list[Any]) -> tuple[str, list[Any]]:
-        """``column IN (…)`` with its parameters; PostgreSQL binds one array instead."""
-        return f"{column} IN ({self._marks(len(values))})", values
-
-    def _stored_keys(self, cursor: Any, keys: Sequence[Key]) -> list[Key]:
-        wanted = {key_columns(key) for key in keys}
-        stored: list[Key] = []
-        for chunk in _chunks(sorted({text for text, _ in wanted}), KEY_CHUNK):
-            condition, values = self._one_of("key_text", chunk)
-            for name in self.tables:
-                cursor.execute(f"SELECT key_text, key_int FROM {name} WHERE {condition}", values)
-                for text, is_int in cursor.fetchall():
-                    if (text, int(is_int)) in wanted:
-                        stored.append(key_from_columns(text, is_int))
-        return stored
-
-    def _records(self, rows: Sequence[Sequence[Any]], width: int) -> list[StoredRecord]:
-        if not rows:
-            return []
-        words = bytes_to_words([bytes(row[2]) for row in rows], width)
-        return [
-            stored_record(
-                key_from_columns(row[0], row[1]),
-                words_to_int(words[position], self.shape.fingerprint_words),
-                row[3:],
-            )
-            for position, row in enumerate(rows)
-        ]
-
-    def _insert_rows(self, cursor: Any, columns: str, rows: list[tuple[Any, ...]]) -> None:
-        marks = self._marks(len(rows[0]))
-        cursor.executemany(f"INSERT INTO {self.recent_table} ({columns}) VALUES ({marks})", rows)
-
-    def _prefer_indexes(self, cursor: Any) -> None:
-        """Make the candidate statement use the block indexes (PostgreSQL's planner scans a
-        small recent table instead, testing every row against every key list)."""
-
-    def _check_keys(self, keys: Sequence[Key]) -> None:
-        """Backends with bounded key columns refuse longer keys here."""
-
-    # -- dialect hooks -------------------------------------------------------------------
-    def _table_exists(self, table: str) -> bool:
-        raise NotImplementedError
-
-    def _integrity_errors(self) -> tuple[type[BaseException], ...]:
-        raise NotImplementedError
-
-    def _driver_error(self, exc: BaseException) -> NeardupError | None:
-        """The neardup error for a driver exception, or None to let it pass unchanged."""
-        return None
-
-    def _table_options(self) -> str:
-        return ""
-
-    def signature_type(self) -> str:
-        return self.blob_type
-
-    def value_type(self) -> str:
-        """The column type of stored values, which may be far larger than a record's blobs."""
-        return self.blob_type
-
-
-#: The columns of a record beyond its key and fingerprint in every store, as
-#: :func:`stored_record` takes them (stores made since digests add ``digest``).
-RECORD_COLUMNS = ("cluster_text", "cluster_int", "signature")
-#: The meta row that says the records tables have the ``digest`` column, and its value (the
-#: hash, :func:`neardup.index.digests.text_digest`). Stores made before it lack both.
-DIGESTS_ROW = "digests"
-DIGEST_KIND = "blake2b-128"
+#: The layouts a new store may be given (``?layout=`` of SQLite, a dialect's default).
+NEW_LAYOUTS: dict[str, Callable[[SqlStorage], SqlLayout]] = {"runs": RunsLayout, "columns": ColumnsLayout}
 
 
 def stored_record(key: Key, fingerprint: int, columns: Sequence[Any]) -> StoredRecord:
@@ -773,11 +646,6 @@ def stored_record(key: Key, fingerprint: int, columns: Sequence[Any]) -> StoredR
         None if signature is None else bytes(signature),
         None if digest is None else bytes(digest),
     )
-
-
-def _first_line(exc: BaseException | None) -> str:
-    """A driver error's first line, with any URL's password masked."""
-    return redacted((str(exc).strip().splitlines() or [type(exc).__name__])[0][:300])
 
 
 def _value_statements(

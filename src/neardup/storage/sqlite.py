@@ -1,4 +1,5 @@
 """SQLite, the embedded default store: ``sqlite:///relative/path.db``, ``sqlite:////abs/path.db``.
+SQLite's dialect of the one SQL store (:mod:`neardup.storage.sql`).
 
 WAL journal and ``synchronous=FULL``: an acknowledged batch survives a killed process (and a
 power cut), readers never block the writer, and one writer at a time holds ``BEGIN
@@ -16,12 +17,15 @@ an existing one keeps its own).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, quote, unquote
+
+import numpy as np
 
 from ..errors import (
     ConfigError,
@@ -35,12 +39,13 @@ from ..errors import (
     StorageUnavailableError,
 )
 from . import check_options
-from .runs import LAYOUT, PostingRuns, RunsStorage
-from .sql import DEFAULT_PREFIX
+from .base import IntArray
+from .run_filters import TABLE_BITS
+from .runs import KEYS_PER_READ
+from .sql import DEFAULT_PREFIX, SqlStorage
+from .sql_dialects import SqlDialect
 from .urls import redacted
 
-#: The ``?layout=`` values a new SQLite store may be given (see :class:`SqliteStorage`).
-LAYOUTS = {"columns": "columns", "runs": LAYOUT}
 #: Seconds to wait for another process's write lock before giving up.
 BUSY_TIMEOUT = 60.0
 
@@ -51,23 +56,21 @@ BUSY_TIMEOUT = 60.0
 CACHE_KIB = 1 << 20
 
 
-class SqliteStorage(RunsStorage):
-    name = "sqlite"
-    runs_id_column = "id INTEGER PRIMARY KEY"  # the rowid itself
-    #: New SQLite stores get runs, as PostgreSQL's do (``?layout=columns`` gives seed 002's
-    #: table): in the column layout, moving the recent rows into the 16 block indexes costs a
-    #: share of every batch that a larger recent table does not shrink, and runs sustain more
-    #: check-and-add at 10^6 stored (docs/storage.md, "Measured speed").
-    create_layout = LAYOUT
+class SqliteDialect(SqlDialect):
+    """SQLite over one file: its connection (read-only until the first write), ``BEGIN
+    IMMEDIATE`` for writers, and the runs layout's statements (runs clustered on (k, id),
+    key lists as JSON, merges in steps after the add)."""
 
-    def __init__(
-        self,
-        path: str,
-        prefix: str = DEFAULT_PREFIX,
-        *,
-        timeout: float = BUSY_TIMEOUT,
-        create_in_existing: bool = False,
-    ) -> None:
+    name = "sqlite"
+    #: New SQLite stores get runs, as PostgreSQL's do (``?layout=columns`` gives seed 002's
+    #: table): in the column layout, moving the recent rows into the 16 posting indexes costs
+    #: a share of every batch that a larger recent table does not shrink, and runs sustain more
+    #: check-and-add at 10^6 stored (docs/storage.md, "Measured speed").
+    layouts = ("runs", "columns")
+    runs_id_column = "id INTEGER PRIMARY KEY"  # the rowid itself
+    merge_in_steps = True
+
+    def __init__(self, path: str, *, timeout: float = BUSY_TIMEOUT, create_in_existing: bool = False) -> None:
         self.path = path
         self.timeout = timeout
         #: Add neardup's tables to a database that has other tables (see ForeignStoreError).
@@ -85,8 +88,7 @@ class SqliteStorage(RunsStorage):
         self.read_only = path != ":memory:" and not self.created_file
         with sqlite_errors(where, timeout, opening=True):
             connection = self._connect_read_only(where) if self.read_only else self._connect_writable()
-        super().__init__(connection, prefix, where=where)
-        self.runs = PostingRuns(self.prefix, self.records_table, self.meta_table)
+        super().__init__(connection, where)
 
     # -- connections ---------------------------------------------------------------------
     def _connect(self, target: str, uri: bool = False) -> sqlite3.Connection:
@@ -126,7 +128,9 @@ class SqliteStorage(RunsStorage):
             raise
         return connection
 
-    def _make_writable(self) -> None:
+    def make_writable(self) -> None:
+        if not self.read_only:
+            return
         if not _writable(self.path):
             raise StorageReadOnlyError(
                 f"{self.where} is on a read-only file or folder; queries and stats work, but adding "
@@ -138,55 +142,122 @@ class SqliteStorage(RunsStorage):
         self.connection = connection
         self.read_only = False
 
-    @contextlib.contextmanager
-    def _transaction(self, write: bool = False, exclusive: bool = False) -> Iterator[Any]:
-        if (write or exclusive) and self.read_only:
-            with self._local_lock:
-                if self.read_only and not self._depth:
-                    self._make_writable()
-        with super()._transaction(write, exclusive) as cursor:
-            yield cursor
-
     def discard(self) -> None:
         self.close()
         if self.created_file:
             for suffix in ("", "-wal", "-shm"):
                 Path(self.path + suffix).unlink(missing_ok=True)
 
-    # -- meta ----------------------------------------------------------------------------
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        """Create the index's tables, unless the database is another application's."""
-        with self._transaction(write=True):
-            foreign = _foreign_tables(self.connection)
-            if foreign and not self.create_in_existing:
-                listed = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
-                raise ForeignStoreError(
-                    f"{self.where} is a database of another application (tables {listed}) with no "
-                    "neardup index; neardup adds no tables to it unless asked: use a new file, or "
-                    "pass --create-in-existing (create_in_existing=1 in the URL)"
-                )
-            super().write_meta(meta)
-
-    # -- dialect hooks -------------------------------------------------------------------
-    def _begin(self, cursor: Any, write: bool) -> None:
+    # -- transactions --------------------------------------------------------------------
+    def begin(self, cursor: Any, write: bool) -> None:
         # IMMEDIATE takes the write lock up front, so a writer that reads first (the key check,
         # check-and-add) is never refused the upgrade later; reads need no lock in WAL mode.
         cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
-    def _table_exists(self, table: str) -> bool:
-        with sqlite_errors(self.where, self.timeout):
-            row = self.connection.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-            ).fetchone()
-        return row is not None
+    def check_creatable(self, cursor: Any) -> None:
+        """Refuse to create an index's tables in a database of another application."""
+        foreign = _foreign_tables(self.connection)
+        if foreign and not self.create_in_existing:
+            listed = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise ForeignStoreError(
+                f"{self.where} is a database of another application (tables {listed}) with no "
+                "neardup index; neardup adds no tables to it unless asked: use a new file, or "
+                "pass --create-in-existing (create_in_existing=1 in the URL)"
+            )
 
-    def _integrity_errors(self) -> tuple[type[BaseException], ...]:
+    def table_exists(self, cursor: Any, table: str) -> bool:
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+        return cursor.fetchone() is not None
+
+    def integrity_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.IntegrityError,)
 
-    def _driver_error(self, exc: BaseException) -> NeardupError | None:
+    def driver_error(self, exc: BaseException) -> NeardupError | None:
         if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
             return storage_error(exc, self.where, self.timeout)
         return None
+
+    # -- the runs layout -----------------------------------------------------------------
+    def insert_postings(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
+        cursor.executemany(
+            f"INSERT INTO {table} (k, id) VALUES (?, ?)", zip(keys.tolist(), ids.tolist(), strict=True)
+        )
+
+    def create_run(self, cursor: Any, table: str, select: str) -> int:
+        """A table clustered on (k, id), filled in order (appends, no index to build)."""
+        self.create_run_table(cursor, table)
+        cursor.execute(f"INSERT INTO {table} (k, id) {select} ORDER BY k, id")
+        return int(cursor.rowcount)
+
+    def create_run_table(self, cursor: Any, table: str) -> None:
+        cursor.execute(
+            f"CREATE TABLE {table} (k INTEGER NOT NULL, id INTEGER NOT NULL, "
+            "PRIMARY KEY (k, id)) WITHOUT ROWID"
+        )
+
+    def max_length(self, cursor: Any) -> int:
+        """SQLite's length limit."""
+        getlimit = getattr(cursor.connection, "getlimit", None)  # Python 3.11+
+        return int(getlimit(sqlite3.SQLITE_LIMIT_LENGTH)) if getlimit else 1_000_000_000
+
+    def delete_filter(self, cursor: Any, filters_table: str, table: str) -> None:
+        cursor.execute(
+            f"DELETE FROM {filters_table} WHERE name = ? OR substr(name, 1, ?) = ?",
+            (table, len(table) + 1, f"{table}#"),
+        )
+
+    def read_filters(self, cursor: Any, filters_table: str, names: list[str]) -> list[tuple[str, bytes]]:
+        cursor.execute(
+            f"SELECT name, bits FROM {filters_table} WHERE (CASE WHEN instr(name, '#') "
+            "THEN substr(name, 1, instr(name, '#') - 1) ELSE name END) IN (SELECT value FROM json_each(?))",
+            (json.dumps(names),),
+        )
+        return [(row[0], bytes(row[1])) for row in cursor.fetchall()]
+
+    def one_of_keys(self, values: IntArray) -> tuple[str, Any]:
+        return "k IN (SELECT value FROM json_each(?))", json.dumps(values.tolist())
+
+    def postings_between(
+        self, cursor: Any, postings_table: str, first: int, stop: int
+    ) -> tuple[IntArray, IntArray]:
+        """Read in spans of ids whose texts stay under the length limit (at most
+        2^TABLE_BITS postings a record)."""
+        cursor.execute(f"SELECT MIN(id) FROM {postings_table} WHERE id >= ?", (first,))
+        low = cursor.fetchone()[0]
+        per_read = max(1, min(KEYS_PER_READ, (self.max_length(cursor) - 64) // 21))
+        span = max(1, per_read >> TABLE_BITS)
+        found_keys, found_ids = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        for start in range(int(low), stop, span) if low is not None else ():
+            cursor.execute(
+                f"SELECT group_concat(k), group_concat(id) FROM {postings_table} WHERE id >= ? AND id < ?",
+                (start, min(start + span, stop)),
+            )
+            keys, ids = cursor.fetchone()
+            if keys:
+                found_keys.append(np.fromstring(keys, dtype=np.int64, sep=","))
+                found_ids.append(np.fromstring(ids, dtype=np.int64, sep=","))
+        return np.concatenate(found_keys), np.concatenate(found_ids)
+
+    def given_postings(self, keys: IntArray, ids: IntArray) -> tuple[str, list[Any]]:
+        pairs = json.dumps(np.stack([keys, ids], axis=1).tolist())
+        columns = "json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS id"
+        return f"SELECT {columns} FROM json_each(?)", [pairs]
+
+
+class _OfSqlite(type):
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, SqlStorage) and isinstance(instance.dialect, SqliteDialect)
+
+
+class SqliteStorage(metaclass=_OfSqlite):
+    """The SQL stores in an SQLite file: ``isinstance(store, SqliteStorage)`` asks whether a
+    :class:`~.sql.SqlStorage` speaks SQLite (there is one SQL store class, composed of its
+    dialect and layout; this names the stores of one dialect and what they have)."""
+
+    dialect: SqliteDialect
+    prefix: str
+    path: str
+    created_file: bool
 
 
 def storage_error(exc: sqlite3.Error, where: str, timeout: float, opening: bool = False) -> NeardupError:
@@ -289,7 +360,7 @@ def _foreign_tables(connection: sqlite3.Connection) -> list[str]:
     return sorted(name for name in names if name not in ours)
 
 
-def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> SqliteStorage:
+def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> SqlStorage:
     check_options(options, {"table", "timeout", "create_in_existing", "layout"}, url)
     rest = url.split("://", 1)[1].split("?", 1)[0]
     if not rest.startswith("/"):
@@ -298,19 +369,18 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> SqliteSto
             "sqlite:////absolute/path.db"
         )
     path = unquote(rest[1:]) or ":memory:"
-    layout = options.get("layout", "runs")
-    if layout not in LAYOUTS:
+    layouts = SqliteDialect.layouts
+    layout = options.get("layout", layouts[0])
+    if layout not in layouts:
         raise ConfigError(
-            f"layout={layout!r} in {redacted(url)!r} must be one of {', '.join(sorted(LAYOUTS))}"
+            f"layout={layout!r} in {redacted(url)!r} must be one of {', '.join(sorted(layouts))}"
         )
-    storage = SqliteStorage(
+    dialect = SqliteDialect(
         path,
-        options.get("table", DEFAULT_PREFIX),
         timeout=_timeout(options.get("timeout"), url),
         create_in_existing=_flag(options.get("create_in_existing"), "create_in_existing", url),
     )
-    storage.create_layout = LAYOUTS[layout]
-    return storage
+    return SqlStorage(dialect, options.get("table", DEFAULT_PREFIX), new_layout=layout)
 
 
 def _timeout(value: str | None, url: str) -> float:
