@@ -12,12 +12,15 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 
 from pyspark import SparkContext
 
 #: Seconds between two looks at the status tracker.
 POLL_SECONDS = 0.5
+#: The longest wait for Spark's events at the end of a stage.
+DRAIN_MILLIS = 10_000
 _GROUP = "spark.jobGroup.id"
 
 
@@ -66,9 +69,10 @@ class Stages:
 
     def begin(self, stage: str) -> None:
         self.end()
-        self.stage, self.started = stage, time.perf_counter()
-        self.group = f"neardup-{stage}-{uuid.uuid4().hex[:8]}"
-        self.context.setJobGroup(self.group, f"neardup spark dedup: {stage}")
+        group = f"neardup-{stage}-{uuid.uuid4().hex[:8]}"
+        self.context.setJobGroup(group, f"neardup spark dedup: {stage}")
+        with self._lock:  # the poller reads the three together
+            self.stage, self.started, self.group = stage, time.perf_counter(), group
         if self.report is not None and self._poller is None:
             self._poller = threading.Thread(target=self._poll, name="neardup-progress", daemon=True)
             self._poller.start()
@@ -80,8 +84,15 @@ class Stages:
                 return
             self.seconds[self.stage] = self.seconds.get(self.stage, 0.0) + time.perf_counter() - self.started
             if self.report is not None:
+                self._drain()
                 self.report(self._status(finished=True))
             self.stage = None
+
+    def _drain(self) -> None:
+        """Let Spark deliver the stage's last events: the status tracker is fed from its
+        listener bus, asynchronously, and would otherwise miss the tasks that just ended."""
+        with suppress(Exception):  # an internal call: at worst the last report falls short
+            self.context._jsc.sc().listenerBus().waitUntilEmpty(DRAIN_MILLIS)
 
     def close(self) -> None:
         """End the last stage, stop polling and give the thread its previous job group back."""
