@@ -208,15 +208,27 @@ def prefix_pairs(
     heads = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
     sizes = np.diff(np.append(heads, owner.size))
     rank = np.arange(owner.size) - np.repeat(heads, sizes)
-    prefix = sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1
-    keep = rank < np.repeat(prefix, sizes)
+    keep = rank < np.repeat(prefix_lengths(sizes, threshold), sizes)
     keys = keyed_pairs(token[keep].astype(np.uint64), owner[keep], max_bucket=max_bucket, hub=hub)
     size_array = np.zeros(int(owner.max()) + 1, dtype=np.int64)
     size_array[owner[heads]] = sizes
     low, high = size_array[keys >> 32], size_array[keys & 0xFFFFFFFF]
-    fits = np.minimum(low, high) >= threshold * np.maximum(low, high) - 1e-9
-    kept: IntArray = keys[fits]
+    kept: IntArray = keys[sizes_fit(low, high, threshold)]
     return kept
+
+
+def prefix_lengths(sizes: IntArray, threshold: float) -> IntArray:
+    """How many of each document's ``sizes`` tokens prefix filtering keeps: one definition
+    for the local search and the Spark job, in the same float64 arithmetic."""
+    lengths: IntArray = sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1
+    return lengths
+
+
+def sizes_fit(low: IntArray, high: IntArray, threshold: float) -> npt.NDArray[np.bool_]:
+    """Whether two documents' sizes allow a Jaccard of ``threshold`` (the prefix search's
+    last filter)."""
+    fits: npt.NDArray[np.bool_] = np.minimum(low, high) >= threshold * np.maximum(low, high) - 1e-9
+    return fits
 
 
 # -- segments ----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from pyspark import RDD
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ..dedup.candidates import CandidateSettings
+from ..dedup.candidates import CandidateSettings, prefix_lengths, sizes_fit
 from ..dedup.pipeline import DedupSettings
 
 #: The LSH of ``neardup dedup``'s default settings.
@@ -58,14 +58,13 @@ def bucket_pairs(
 
 
 def prefix_length(size: int, threshold: float) -> int:
-    """How many of a document's ``size`` tokens prefix filtering keeps (``prefix_pairs``'
-    expression, in the same float64 arithmetic)."""
-    return size - int(np.ceil(threshold * size - 1e-9)) + 1
+    """How many of a document's ``size`` tokens prefix filtering keeps (``prefix_lengths``)."""
+    return int(prefix_lengths(np.array([size], dtype=np.int64), threshold)[0])
 
 
-def sizes_fit(a: int, b: int, threshold: float) -> bool:
-    """Whether two sizes allow a Jaccard of ``threshold`` (``prefix_pairs``' last filter)."""
-    return bool(min(a, b) >= threshold * max(a, b) - 1e-9)
+def size_fits(a: int, b: int, threshold: float) -> bool:
+    """Whether two sizes allow a Jaccard of ``threshold`` (``sizes_fit``)."""
+    return bool(sizes_fit(np.array([a]), np.array([b]), threshold)[0])
 
 
 def token_rows(rows: Iterable[tuple[int, bytes]], threshold: float) -> Iterator[tuple[int, int, int, int]]:
@@ -85,7 +84,7 @@ def prefix_bucket_pairs(
     makes them: ``keyed_pairs``' rule, then the size check."""
     sizes = dict(members)
     for a, b in bucket_pairs(sizes, settings):
-        if sizes_fit(sizes[a], sizes[b], settings.threshold):
+        if size_fits(sizes[a], sizes[b], settings.threshold):
             yield a, b
 
 
