@@ -274,9 +274,10 @@ def collect(
     """Sketch (LSH) or fingerprint (Simhash) every record, normalized by the fingerprinter's
     normalizer; ids are checked for uniqueness as they arrive. Under LSH the sketches hold
     what exceeds ``workspace``'s budget in its directory (no workspace: all in memory), so
-    the workspace must stay open until the pairs are checked. Texts and metadata are kept only when pairs are
-    verified or explained, and under the automatic search only while there are no more than
-    :data:`~neardup.dedup.auto.AUTO_TEXT_LIMIT` records (beyond it, it does not verify)."""
+    the workspace must stay open until the pairs are checked. Texts and metadata are kept
+    only when pairs are verified or explained, and under the automatic search only while
+    there are no more than :data:`~neardup.dedup.auto.AUTO_TEXT_LIMIT` records (beyond it,
+    it does not verify)."""
     keep_texts = settings.keeps_texts
     limit = AUTO_TEXT_LIMIT if settings.auto_texts else None
     collected = Collected(bits=fingerprinter.bits, fingerprints=_no_fingerprints(fingerprinter.bits))
@@ -296,11 +297,7 @@ def collect(
             if sketcher is not None:
                 sketcher.add(group)
             else:
-                encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
-                parts.append(np.asarray(encoded.fingerprints, dtype=np.uint64))
-                blank = np.flatnonzero(np.asarray(encoded.feature_counts) == 0)
-                collected.featureless.extend((blank + len(collected.ids)).tolist())
-                collected.empty += len(blank)
+                parts.append(_fingerprint(group, fingerprinter, collected))
             collected.ids.extend(record.id for record in group)
             if settings.keep == "longest":
                 collected.lengths.extend(len(record.text) for record in group)
@@ -324,6 +321,17 @@ def collect(
         collected.sketches = sketcher.finish()
         collected.empty = collected.sketches.empty
     return collected
+
+
+def _fingerprint(
+    group: list[Record], fingerprinter: Fingerprinter, collected: Collected
+) -> npt.NDArray[np.uint64]:
+    """The group's fingerprints; its records without features are noted (they pair with nothing)."""
+    encoded = fingerprinter.encode_many([r.text for r in group], [r.title for r in group])
+    blank = np.flatnonzero(np.asarray(encoded.feature_counts) == 0)
+    collected.featureless.extend((blank + len(collected.ids)).tolist())
+    collected.empty += len(blank)
+    return np.asarray(encoded.fingerprints, dtype=np.uint64)
 
 
 def _no_progress(stage: str, advance: int, total: int | None) -> None:
