@@ -47,8 +47,6 @@ from ..storage.base import (
     RecordBatch,
     Storage,
     StoredRecord,
-    check_keys,
-    check_value_map,
     key_exists_error,
     key_hash,
     key_hashes,
@@ -57,6 +55,7 @@ from ..storage.base import (
     plain_key,
     words_to_int,
 )
+from ..storage.memory import ValueMaps
 from .memory_segments import _LOW_32, IntArray, UInt64Array, _Segment
 from .store_search import record_shape
 
@@ -81,7 +80,7 @@ class MemoryBlockIndex(Storage):
         self.signatures: dict[Key, bytes] = {}
         self.digests: dict[Key, bytes] = {}
         #: The value maps (:meth:`put_values`), by name.
-        self.values: dict[str, dict[Key, bytes]] = {}
+        self.values = ValueMaps()
         self.mu = mu
         self._empty(scheme.words)
         self.attach(record_shape(scheme))
@@ -345,22 +344,13 @@ class MemoryBlockIndex(Storage):
         self.kill(np.unique(slots))
 
     def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
-        check_value_map(name, keys, values)
-        check_keys(keys)
-        held = self.values.setdefault(name, {})
-        for key, value in zip(keys, values, strict=True):
-            held[plain_key(key)] = bytes(value)
+        self.values.put(name, keys, values)
 
     def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
-        check_value_map(name, keys)
-        held = self.values.get(name, {})
-        return [held.get(plain_key(key)) for key in keys]
+        return self.values.get(name, keys)
 
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
-        check_value_map(name, keys)
-        held = self.values.get(name, {})
-        for key in keys:
-            held.pop(plain_key(key), None)
+        self.values.remove(name, keys)
 
     def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
         slots = self.find_many(keys, key_hashes(keys)).tolist()
@@ -410,7 +400,7 @@ class MemoryBlockIndex(Storage):
     def drop(self) -> None:
         self._empty(self.width)
         self.clusters, self.signatures, self.digests, self.meta = {}, {}, {}, None
-        self.values = {}
+        self.values = ValueMaps()
 
     def _record(self, slot: int) -> StoredRecord:
         key = self.key_at(slot)

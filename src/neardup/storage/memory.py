@@ -38,6 +38,32 @@ from .base import (
 )
 
 
+class ValueMaps:
+    """Named maps of key → bytes held in this process: the value maps of the in-memory stores
+    (:meth:`Storage.put_values <neardup.storage.base.Storage.put_values>`)."""
+
+    def __init__(self) -> None:
+        self.maps: dict[str, dict[Key, bytes]] = {}
+
+    def put(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
+        check_value_map(name, keys, values)
+        check_keys(keys)
+        held = self.maps.setdefault(name, {})
+        for key, value in zip(keys, values, strict=True):
+            held[plain_key(key)] = bytes(value)
+
+    def get(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
+        check_value_map(name, keys)
+        held = self.maps.get(name, {})
+        return [held.get(plain_key(key)) for key in keys]
+
+    def remove(self, name: str, keys: Sequence[Key]) -> None:
+        check_value_map(name, keys)
+        held = self.maps.get(name, {})
+        for key in keys:
+            held.pop(plain_key(key), None)
+
+
 @dataclass(frozen=True, slots=True)
 class _Held:
     """One stored record: what :meth:`MemoryStorage.get_many` answers, its stored words and
@@ -60,7 +86,7 @@ class MemoryStorage(Storage):
         self.records: dict[Key, _Held] = {}
         #: Per posting column: posting key → the keys listed under it (in insertion order).
         self.postings: list[dict[int, dict[Key, None]]] = []
-        self.values: dict[str, dict[Key, bytes]] = {}
+        self.values = ValueMaps()
 
     def attach(self, shape: RecordShape) -> None:
         super().attach(shape)
@@ -149,24 +175,15 @@ class MemoryStorage(Storage):
 
     # -- values --------------------------------------------------------------------------
     def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
-        check_value_map(name, keys, values)
-        check_keys(keys)
         with self._local_lock:
-            held = self.values.setdefault(name, {})
-            for key, value in zip(keys, values, strict=True):
-                held[plain_key(key)] = bytes(value)
+            self.values.put(name, keys, values)
 
     def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
-        check_value_map(name, keys)
-        held = self.values.get(name, {})
-        return [held.get(plain_key(key)) for key in keys]
+        return self.values.get(name, keys)
 
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
-        check_value_map(name, keys)
         with self._local_lock:
-            held = self.values.get(name, {})
-            for key in keys:
-                held.pop(plain_key(key), None)
+            self.values.remove(name, keys)
 
     # -- facts ---------------------------------------------------------------------------
     def posting_counts(self) -> list[PostingCounts]:
@@ -176,7 +193,7 @@ class MemoryStorage(Storage):
 
     def drop(self) -> None:
         with self._local_lock:
-            self.meta, self.records, self.values = None, {}, {}
+            self.meta, self.records, self.values = None, {}, ValueMaps()
             self.postings = [{} for _ in self.postings]
 
 
