@@ -46,8 +46,9 @@ RUSAGE_CHILDREN: a child started by Popen's vfork starts at the driver's peak. M
 hold the whole corpus in memory are skipped, with the reason printed, where their peak per
 document measured (``KB_PER_DOCUMENT``) would pass half of the machine's memory.
 
-Building the corpus ran at ~34,000 documents/s (zh, 200,000, 2 shared cores, nice 19): some
-5 minutes at 10^7, in ~18 GB (zh; en ~11 GB) of ``--corpus-dir``.
+Building the corpus ran at 75,000-80,000 (zh) and 91,000 (en) documents/s at 200,000 on a quiet
+moment of the 2 shared cores, 34,000 (zh) under load (nice 19): 2-5 minutes at 10^7, in ~18 GB
+(zh; en ~11 GB) of ``--corpus-dir``.
 
     nice -n 19 python3 benchmarks/scale_quality.py --size 20000 --lang zh
     nice -n 19 python3 benchmarks/scale_quality.py --size 200000 --lang zh --methods neardup rensa datatrove
