@@ -79,6 +79,6 @@ class Workspace:
         self.close()
 
 
-#: A budget so large nothing spills: the stages called one by one without a workspace.
 def unbounded() -> Workspace:
+    """A budget so large nothing spills: for the stages called one by one without a workspace."""
     return Workspace(1 << 62)
