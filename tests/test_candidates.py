@@ -15,6 +15,8 @@ from neardup.dedup.candidates import (
     bands_for,
     candidate_pairs,
     collision_probability,
+    positions_fit,
+    prefix_pairs,
 )
 from neardup.dedup.clusters import components
 from neardup.dedup.shingle_sets import ShingleSets
@@ -119,6 +121,46 @@ def test_short_texts_are_searched_exactly() -> None:
             texts.append("".join(chars))
     missed, _, promised = check_promise(texts, CandidateSettings())
     assert promised > 50 and missed == 0
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.8])
+def test_prefix_search_finds_every_pair_at_the_threshold(threshold: float) -> None:
+    """Random small sets with planted near-copies: every pair of Jaccard >= t is a candidate
+    (prefix, size and positional filters together lose none)."""
+    rng = np.random.default_rng(int(threshold * 10))
+    for _ in range(60):
+        count, vocabulary = int(rng.integers(2, 40)), int(rng.integers(5, 80))
+        sets = [np.unique(rng.integers(0, vocabulary, int(rng.integers(1, 30)))) for _ in range(count)]
+        for _ in range(count // 3):
+            base = sets[int(rng.integers(0, count))]
+            copy = base[rng.random(base.size) > 0.2] if base.size > 2 else base
+            sets[int(rng.integers(0, count))] = np.unique(
+                np.concatenate([copy, rng.integers(0, vocabulary, 2)])
+            )
+        hashes = np.concatenate(sets).astype(np.uint64)
+        documents = np.repeat(np.arange(count), [len(one) for one in sets])
+        found = {
+            (int(key >> 32), int(key & 0xFFFFFFFF)) for key in prefix_pairs(hashes, documents, threshold)
+        }
+        for i in range(count):
+            for j in range(i + 1, count):
+                union = np.union1d(sets[i], sets[j]).size
+                if np.intersect1d(sets[i], sets[j]).size >= threshold * union - 1e-9:
+                    assert (i, j) in found
+
+
+def test_a_late_common_token_is_no_candidate() -> None:
+    """Two 10-token sets sharing only their 5th tokens share a prefix token (6 are kept at
+    t = 0.5) but can share at most 6 tokens from there, below the 7 that t = 0.5 needs."""
+    assert not positions_fit(np.array([10]), np.array([4]), np.array([10]), np.array([4]), 0.5)[0]
+    assert positions_fit(np.array([10]), np.array([3]), np.array([10]), np.array([3]), 0.5)[0]
+    # rarest tokens 0-3 of a and 100-103 of b (document frequency 1), then 4-9 common to both
+    left, right = np.arange(10), np.concatenate([np.arange(100, 104), np.arange(4, 10)])
+    filler = np.arange(4, 10)  # a third document makes tokens 4-9 more frequent than the rest
+    hashes = np.concatenate([left, right, filler]).astype(np.uint64)
+    documents = np.repeat(np.arange(3), [10, 10, 6])
+    pairs = {(int(key >> 32), int(key & 0xFFFFFFFF)) for key in prefix_pairs(hashes, documents, 0.5)}
+    assert (0, 1) not in pairs  # J = 6/14: prefix tokens 4 and 5 are common, but too late
 
 
 def test_dev_samples_against_brute_force() -> None:

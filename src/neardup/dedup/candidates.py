@@ -36,7 +36,10 @@ candidate with the exact Jaccard (:meth:`Verifier.verify_texts`).
 Short documents (fewer than ``short_shingles`` shingles) get too few bins filled for banding to
 mean anything, so every method searches them by exact prefix filtering (Bayardo et al. 2007): with
 tokens ordered by document frequency, two sets of Jaccard >= t share a token among the first
-|A| − ⌈t·|A|⌉ + 1 of each. A pair with Jaccard >= t has sizes within a factor t, so documents
+|A| − ⌈t·|A|⌉ + 1 of each, and their first common token comes early enough in both to leave
+room for the overlap t needs (positional filtering, Xiao et al. 2008: without it short texts
+drawn from one vocabulary pair by rare tokens near the end of their prefixes, and those pairs
+grow with the collection). A pair with Jaccard >= t has sizes within a factor t, so documents
 below ``short_shingles / threshold`` shingles are searched that way and documents from
 ``short_shingles`` up by the method: every pair is covered by one of the two. Documents without
 shingles get no candidates.
@@ -148,9 +151,17 @@ def bands_for(threshold: float, rows: int, recall: float = 0.99) -> int:
 # -- pairs from keys ---------------------------------------------------------------------------
 
 
-def keyed_pairs(keys: npt.ArrayLike, owners: IntArray, max_bucket: int, hub: int) -> IntArray:
+def keyed_pairs(
+    keys: npt.ArrayLike,
+    owners: IntArray,
+    max_bucket: int,
+    hub: int,
+    admit: Callable[[IntArray, IntArray], npt.NDArray[np.bool_]] | None = None,
+) -> IntArray:
     """Pair keys (i·2^32 + j, i < j) of the owners that share a key; a key held by more than
-    ``max_bucket`` entries pairs each entry with the bucket's first ``hub`` entries only."""
+    ``max_bucket`` entries pairs each entry with the bucket's first ``hub`` entries only.
+    ``admit(left, right)``, given the two entries' positions in ``keys``, drops the pairs
+    that cannot qualify (the prefix search's positional bound) before they are collected."""
     values = np.asarray(keys, dtype=np.uint64)
     if values.size < 2:
         return np.empty(0, dtype=np.int64)
@@ -160,12 +171,19 @@ def keyed_pairs(keys: npt.ArrayLike, owners: IntArray, max_bucket: int, hub: int
     order, starts, lengths, _ = _runs_by_key(values, index_bits)
     big = lengths > max_bucket
     parts: list[IntArray] = []
+
+    def collect(left: IntArray, right: IntArray) -> None:
+        if admit is not None:
+            chosen = admit(left, right)
+            left, right = left[chosen], right[chosen]
+        parts.append(_pair_keys(owners[left], owners[right]))
+
     for a, b in pairs_in_runs(starts[~big], lengths[~big]):
-        parts.append(_pair_keys(owners[order[a]], owners[order[b]]))
+        collect(order[a], order[b])
     for start, length in zip(starts[big].tolist(), lengths[big].tolist(), strict=True):
-        members = owners[order[start : start + length]]
+        members = order[start : start + length]
         heads = members[:hub]
-        parts.append(_pair_keys(np.repeat(heads, length), np.tile(members, len(heads))))
+        collect(np.repeat(heads, length), np.tile(members, len(heads)))
     return _unique(parts)
 
 
@@ -209,12 +227,15 @@ def prefix_pairs(
     sizes = np.diff(np.append(heads, owner.size))
     rank = np.arange(owner.size) - np.repeat(heads, sizes)
     keep = rank < np.repeat(prefix_lengths(sizes, threshold), sizes)
-    keys = keyed_pairs(token[keep].astype(np.uint64), owner[keep], max_bucket=max_bucket, hub=hub)
-    size_array = np.zeros(int(owner.max()) + 1, dtype=np.int64)
-    size_array[owner[heads]] = sizes
-    low, high = size_array[keys >> 32], size_array[keys & 0xFFFFFFFF]
-    kept: IntArray = keys[sizes_fit(low, high, threshold)]
-    return kept
+    kept_rank, kept_size = rank[keep], np.repeat(sizes, sizes)[keep]
+
+    def admit(left: IntArray, right: IntArray) -> npt.NDArray[np.bool_]:
+        size_a, size_b = kept_size[left], kept_size[right]
+        return sizes_fit(size_a, size_b, threshold) & positions_fit(
+            size_a, kept_rank[left], size_b, kept_rank[right], threshold
+        )
+
+    return keyed_pairs(token[keep].astype(np.uint64), owner[keep], max_bucket, hub, admit)
 
 
 def prefix_lengths(sizes: IntArray, threshold: float) -> IntArray:
@@ -222,6 +243,20 @@ def prefix_lengths(sizes: IntArray, threshold: float) -> IntArray:
     for the local search and the Spark job, in the same float64 arithmetic."""
     lengths: IntArray = sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1
     return lengths
+
+
+def positions_fit(
+    size_a: IntArray, rank_a: IntArray, size_b: IntArray, rank_b: IntArray, threshold: float
+) -> npt.NDArray[np.bool_]:
+    """Whether a pair that shares the token at 0-based ``rank_a`` of one document's ordered
+    tokens and ``rank_b`` of the other's may still reach ``threshold`` (PPJoin's positional
+    filter, Xiao et al. 2008): Jaccard >= t needs an overlap of ⌈t·(|a|+|b|)/(1+t)⌉, and
+    from their first common token on at most 1 + min(|a|−rank_a−1, |b|−rank_b−1) more tokens
+    can be shared. The first common token gives the largest bound of all the tokens a pair
+    shares, so keeping a pair if any of them passes drops only pairs below ``threshold``."""
+    needed = np.ceil(threshold * (size_a + size_b) / (1.0 + threshold) - 1e-9)
+    fits: npt.NDArray[np.bool_] = np.minimum(size_a - rank_a, size_b - rank_b) >= needed
+    return fits
 
 
 def sizes_fit(low: IntArray, high: IntArray, threshold: float) -> npt.NDArray[np.bool_]:

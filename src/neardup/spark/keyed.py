@@ -6,9 +6,10 @@ documents, :func:`~neardup.dedup.candidates.prefix_pairs` (exact prefix filterin
 document's tokens by their document frequency among all short documents (ties by hash
 value), keeps the first ``size − ⌈t·size⌉ + 1``, pairs the documents that keep a common
 token (a token kept by more than ``max_bucket`` documents pairs each with the first ``hub``
-of them only) and drops pairs whose sizes are more than a factor ``t`` apart. The hub rule
-makes the candidates depend on the whole collection, so the same steps run here, each as a
-Spark operation, and give the same set:
+of them only) and drops pairs whose sizes are more than a factor ``t`` apart or whose first
+common token comes too late to reach ``t``. The hub rule makes the candidates depend on the
+whole collection, so the same steps run here, each as a Spark operation, and give the same
+set:
 
 1. one row per (document, token), with the document's size and prefix length (per task);
 2. document frequencies by a grouped count (an aggregate: nothing per record reaches the
@@ -16,7 +17,8 @@ Spark operation, and give the same set:
 3. the rows ranked within their document by (frequency, token as unsigned), and those past
    the prefix dropped;
 4. the prefix tokens grouped like band keys and each group paired by :func:`bucket_pairs`
-   (members in order key order, which is the local numbering's order), sizes checked.
+   (members in order key order, which is the local numbering's order), sizes and the
+   positional bound (``positions_fit``) checked.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pyspark import RDD
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ..dedup.candidates import CandidateSettings, prefix_lengths, sizes_fit
+from ..dedup.candidates import CandidateSettings, positions_fit, prefix_lengths, sizes_fit
 from ..dedup.pipeline import DedupSettings
 
 #: The LSH of ``neardup dedup``'s default settings.
@@ -78,14 +80,27 @@ def token_rows(rows: Iterable[tuple[int, bytes]], threshold: float) -> Iterator[
 
 
 def prefix_bucket_pairs(
-    members: Iterable[tuple[int, int]], settings: CandidateSettings = LSH_SETTINGS
+    members: Iterable[tuple[int, tuple[int, int]]], settings: CandidateSettings = LSH_SETTINGS
 ) -> Iterator[tuple[int, int]]:
-    """The pairs of the (order, size) documents that keep one token, as ``prefix_pairs``
-    makes them: ``keyed_pairs``' rule, then the size check."""
-    sizes = dict(members)
-    for a, b in bucket_pairs(sizes, settings):
-        if size_fits(sizes[a], sizes[b], settings.threshold):
+    """The pairs of the (order, (size, rank)) documents that keep one token, as
+    ``prefix_pairs`` makes them: ``keyed_pairs``' rule, then the size and positional checks
+    (``rank`` is the token's 1-based place in the document's order)."""
+    places = dict(members)
+    threshold = settings.threshold
+    for a, b in bucket_pairs(places, settings):
+        (size_a, rank_a), (size_b, rank_b) = places[a], places[b]
+        if size_fits(size_a, size_b, threshold) and position_fits(
+            size_a, rank_a - 1, size_b, rank_b - 1, threshold
+        ):
             yield a, b
+
+
+def position_fits(size_a: int, rank_a: int, size_b: int, rank_b: int, threshold: float) -> bool:
+    """Whether a pair sharing a token at these 0-based ranks may reach ``threshold``
+    (``positions_fit``)."""
+    sizes = np.array([size_a, size_b], dtype=np.int64)
+    ranks = np.array([rank_a, rank_b], dtype=np.int64)
+    return bool(positions_fit(sizes[:1], ranks[:1], sizes[1:], ranks[1:], threshold)[0])
 
 
 def prefix_candidates(
@@ -107,5 +122,7 @@ def prefix_candidates(
         .withColumn("rank", F.row_number().over(within))
         .where(F.col("rank") <= F.col("prefix"))
     )
-    keyed = kept.select("token", "order", "size").rdd.map(lambda row: (row[0], (row[1], row[2])))
+    keyed = kept.select("token", "order", "size", "rank").rdd.map(
+        lambda row: (row[0], (row[1], (row[2], row[3])))
+    )
     return keyed.groupByKey(partitions).flatMap(lambda item: prefix_bucket_pairs(item[1], settings))
