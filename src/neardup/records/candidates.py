@@ -139,28 +139,54 @@ def derive(column: KeyColumn, form: str) -> IntArray:
     return mapped[column.codes]  # -1 codes read the appended -1
 
 
-def key_types(columns: Sequence[KeyColumn]) -> list[tuple[str, IntArray]]:
-    """Every key type of the module docstring as ``(name, codes)``, codes -1 for no key."""
-    types: list[tuple[str, IntArray]] = []
-    for column in columns:
+@dataclass(frozen=True)
+class KeySpec:
+    """One key type: its name, the column(s) it reads (positions into the key columns) and,
+    for a derived key, the form (``phonetic``, ``words``, ``alnum``, ``start``)."""
+
+    name: str
+    columns: tuple[int, ...]
+    form: str | None = None
+
+
+def key_specs(columns: Sequence[KeyColumn]) -> list[KeySpec]:
+    """The key types of the module docstring for these columns, in :func:`key_types`' order
+    (the incremental path stores them, so later rows get the same keys)."""
+    specs: list[KeySpec] = []
+    for position, column in enumerate(columns):
         if not column.values:
             continue  # all null: no key
         # a column of one value is still a key: its rows (a few, or a whole small table of
         # copies) pair up, and where it is held by more than the cap it makes no pairs anyway
-        types.append((column.name, column.codes))
+        specs.append(KeySpec(column.name, (position,)))
         for form, _ in _DERIVED.get(column.kind, ()):
-            codes = derive(column, form)
-            types.append((f"{column.name}~{form}", codes))
+            specs.append(KeySpec(f"{column.name}~{form}", (position,), form))
     varied = sorted(
-        (column for column in columns if len(column.values) >= 2),
-        key=lambda column: -len(column.values),
+        (position for position, column in enumerate(columns) if len(column.values) >= 2),
+        key=lambda position: -len(columns[position].values),
     )[:PAIR_COLUMNS]
-    order = {column.name: position for position, column in enumerate(columns)}
-    varied.sort(key=lambda column: order[column.name])
-    for left, right in itertools.combinations(varied, 2):
-        both = (left.codes >= 0) & (right.codes >= 0)
-        combined = np.where(both, left.codes * (len(right.values) + 1) + right.codes, -1)
-        types.append((f"{left.name}+{right.name}", combined))
+    for left, right in itertools.combinations(sorted(varied), 2):
+        specs.append(KeySpec(f"{columns[left].name}+{columns[right].name}", (left, right)))
+    return specs
+
+
+def derived_value(kind: str, form: str, value: str) -> str:
+    """A derived form of one normalised value ('' when it comes out empty: no key)."""
+    return dict(_DERIVED[kind])[form](value)
+
+
+def key_types(columns: Sequence[KeyColumn]) -> list[tuple[str, IntArray]]:
+    """Every key type of the module docstring as ``(name, codes)``, codes -1 for no key."""
+    types: list[tuple[str, IntArray]] = []
+    for spec in key_specs(columns):
+        if len(spec.columns) == 2:
+            left, right = columns[spec.columns[0]], columns[spec.columns[1]]
+            both = (left.codes >= 0) & (right.codes >= 0)
+            types.append((spec.name, np.where(both, left.codes * (len(right.values) + 1) + right.codes, -1)))
+        elif spec.form is None:
+            types.append((spec.name, columns[spec.columns[0]].codes))
+        else:
+            types.append((spec.name, derive(columns[spec.columns[0]], spec.form)))
     return types
 
 

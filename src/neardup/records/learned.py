@@ -210,30 +210,19 @@ def learned_duplicate_records(
     """Duplicate rows of a stream of chunks by learned weights (module docstring). Bad keys
     stop the run or are skipped as in :func:`~neardup.records.dedup.find_duplicate_records`."""
     check_keep(keep)
-    if on_error not in ON_ERROR_CHOICES:
-        raise ConfigError(f"on_error must be 'fail' or 'skip'; got {on_error!r}")
     if not 0.0 <= threshold <= 1.0:
         raise ConfigError(f"threshold must be between 0 and 1; got {threshold!r}")
     report = report if report is not None else ErrorReport()
-    sample, stream = _sample(chunks, len(columns))
-    base = schema.resolve(columns, sample)
-    used = choose_columns(base, sample)
-    ignored = (*base.ignored, *(c.name for c in base.fields if c.name not in {u.name for u in used}))
-    resolved = ResolvedSchema(base.key, base.key_index, tuple(used), tuple(ignored))
-    if on_schema is not None:
-        on_schema(resolved)
-    if not used:
-        raise ConfigError("no columns left to compare: every column is constant, binary or ignored")
-    store = _Columns(tuple(c.name for c in used), tuple(c.kind for c in used), tuple(c.index for c in used))
-    keys: list[RecordKey] = []
-    first_seen: dict[RecordKey, int] = {}
-    for chunk in stream:
-        if chunk.count:
-            keep_rows = _check_keys(chunk, resolved, keys, first_seen, report, on_error, source_name)
-            store.add(chunk, keep_rows)
-        if progress is not None:
-            progress(chunk.count)
-    key_columns = store.finish()
+    resolved, keys, key_columns = read_key_columns(
+        columns,
+        chunks,
+        schema,
+        on_error=on_error,
+        report=report,
+        source_name=source_name,
+        progress=progress,
+        on_schema=on_schema,
+    )
     pairs, scored = score_table(key_columns, len(keys), threshold)
     filled = np.zeros(len(keys), dtype=np.int64)
     for column in key_columns:
@@ -256,11 +245,51 @@ def learned_duplicate_records(
     )
 
 
+def read_key_columns(
+    columns: Sequence[str],
+    chunks: Iterable[RowChunk],
+    schema: RecordSchema,
+    *,
+    on_error: str = "fail",
+    report: ErrorReport | None = None,
+    source_name: str = "input",
+    progress: Callable[[int], object] | None = None,
+    on_schema: Callable[[ResolvedSchema], object] | None = None,
+) -> tuple[ResolvedSchema, list[RecordKey], list[KeyColumn]]:
+    """The schema resolved on the first rows (columns to compare and their kinds), the
+    rows' keys and the compared columns as codes of normalised values: what the learned
+    path reads of a source, for the batch and for the first run of an index."""
+    if on_error not in ON_ERROR_CHOICES:
+        raise ConfigError(f"on_error must be 'fail' or 'skip'; got {on_error!r}")
+    report = report if report is not None else ErrorReport()
+    sample, stream = _sample(chunks, len(columns))
+    base = schema.resolve(columns, sample)
+    used = choose_columns(base, sample)
+    ignored = (*base.ignored, *(c.name for c in base.fields if c.name not in {u.name for u in used}))
+    resolved = ResolvedSchema(base.key, base.key_index, tuple(used), tuple(ignored))
+    if on_schema is not None:
+        on_schema(resolved)
+    if not used:
+        raise ConfigError("no columns left to compare: every column is constant, binary or ignored")
+    store = _Columns(tuple(c.name for c in used), tuple(c.kind for c in used), tuple(c.index for c in used))
+    keys: list[RecordKey] = []
+    first_seen: dict[RecordKey, int] = {}
+    for chunk in stream:
+        if chunk.count:
+            keep_rows = _check_keys(chunk, resolved, keys, first_seen, report, on_error, source_name)
+            store.add(chunk, keep_rows)
+        if progress is not None:
+            progress(chunk.count)
+    return resolved, keys, store.finish()
+
+
 @dataclass(frozen=True)
 class _Scored:
     model: LearnedModel
     candidate_i: IntArray
     candidate_j: IntArray
+    #: Each key type's cap (:func:`~neardup.records.candidates.choose_caps`), in key order.
+    caps: tuple[int, ...] = ()
 
 
 def prepared(columns: Sequence[KeyColumn]) -> tuple[PreparedTable, dict[str, Counter[str]]]:
@@ -322,7 +351,7 @@ def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tu
         varied,
         int(np.count_nonzero(first != np.arange(rows))),
     )
-    return pairs, _Scored(model, candidates.i, candidates.j)
+    return pairs, _Scored(model, candidates.i, candidates.j, candidates.caps)
 
 
 def _with_copies(pairs: Pairs, first: IntArray) -> Pairs:

@@ -343,8 +343,29 @@ def bound_disagreement(weights: FieldWeights, pairs: PairLevels) -> FieldWeights
 # -- scoring ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class TermFrequencies:
+    """A column's term frequencies as :func:`match_weights` reads them: ``counts`` of values
+    (a value not listed counts 1, so a stored model may list only the values held twice or
+    more), ``size`` the rows holding a value and ``agreement`` Σf², the share of random row
+    pairs that agree on it."""
+
+    counts: Mapping[str, int]
+    size: int
+    agreement: float
+
+    @classmethod
+    def of(cls, counter: Mapping[str, int]) -> TermFrequencies:
+        """The frequencies of a column's full value counts."""
+        size = sum(counter.values())
+        agreement = sum(count * count for count in counter.values()) / size / size if size else 0.0
+        return cls(counter, size, agreement)
+
+
 def match_weights(
-    weights: FieldWeights, pairs: PairLevels, counts: Mapping[str, Counter[str]] | None = None
+    weights: FieldWeights,
+    pairs: PairLevels,
+    counts: Mapping[str, Counter[str] | TermFrequencies] | None = None,
 ) -> FloatArray:
     """Each pair's match weight in bits: log2(λ/(1−λ)) plus every column's log2(m/u) at its
     level. With ``counts`` (:func:`~neardup.records.compare.term_counts`), exact agreement on
@@ -361,20 +382,26 @@ def match_weights(
         table = np.append(np.asarray(column.weights), 0.0)
         bits = table[np.where(levels >= 0, levels, len(column.weights))]
         counter = counts.get(name) if counts is not None else None
-        if counter and column.kind in TF_KINDS:
+        terms: TermFrequencies | None = None
+        if isinstance(counter, TermFrequencies):
+            terms = counter
+        elif counter:
+            terms = TermFrequencies.of(counter)
+        if terms is not None and terms.size and column.kind in TF_KINDS:
             exact = np.flatnonzero((levels == len(column.weights) - 1) & (pairs.left[position] != None))  # noqa: E711
-            size = sum(counter.values())
-            agreement = sum(count * count for count in counter.values()) / size / size
             values = pairs.left[position][exact].tolist()
-            shares = np.fromiter((counter.get(v, 1) for v in values), float, len(values)) / size
-            u_values = np.clip(shares * (column.u[-1] / agreement), EPSILON, 1.0 - EPSILON)
+            known = terms.counts
+            shares = np.fromiter((known.get(v, 1) for v in values), float, len(values)) / terms.size
+            u_values = np.clip(shares * (column.u[-1] / terms.agreement), EPSILON, 1.0 - EPSILON)
             bits[exact] = np.log2(column.m[-1] / u_values)
         total += bits
     return total
 
 
 def match_probability(
-    weights: FieldWeights, pairs: PairLevels, counts: Mapping[str, Counter[str]] | None = None
+    weights: FieldWeights,
+    pairs: PairLevels,
+    counts: Mapping[str, Counter[str] | TermFrequencies] | None = None,
 ) -> FloatArray:
     """P(match) of each pair: 2^w / (1 + 2^w) of its :func:`match_weights`."""
     return _probability(match_weights(weights, pairs, counts))

@@ -56,8 +56,10 @@ ADD_ATTEMPTS = 10
 QUERY_BATCH = 256
 _SIGN = np.uint64(1 << 63)
 #: The value maps a store keeps beside its records (:meth:`Storage.put_values`): ``texts``
-#: holds each record's text compressed by :func:`neardup.index.texts.pack_text`.
-VALUE_MAPS = ("texts",)
+#: holds each record's text compressed by :func:`neardup.index.texts.pack_text`; ``rows`` and
+#: ``blocks`` hold what a records index keeps (:mod:`neardup.records.incremental`: a row's
+#: values by its key, the rows under a block key). The store knows nothing of their meaning.
+VALUE_MAPS = ("texts", "rows", "blocks")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 #: Tags that keep the hashes of big ints and of strings apart from those of int64 keys.
 _STR_TAG = 0x5BD1E9955BD1E995

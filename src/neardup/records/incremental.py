@@ -1,0 +1,625 @@
+"""Records incrementally (``neardup records SOURCE --index URL``): seed 002's incremental
+mode for the learned path. New rows are checked against the stored ones instead of the whole
+table being read, weighed and renumbered every day.
+
+**First run** (an empty store): the batch of :mod:`neardup.records.learned` runs on the
+source as it does without ``--index``, and the store keeps its model
+(:class:`~neardup.records.index_model.RecordsModel`, in the store's meta) and per row its
+normalised values, its group and its block keys. A group is named by the key of its first
+row (the representative of ``--clusters``), so a group id never has to be renumbered.
+
+**Later runs** check each new row (a key not stored yet) against the stored rows that share
+one of its block keys, and against the earlier new rows of its batch, with the stored model:
+it joins the group of its most probable match at or above the threshold, or starts its own.
+A stored row's group never changes (groups are never merged: a row that matches two groups
+joins the likelier one, which is also what keeps a chain of plausible pairs from joining
+groups, as the batch's chain guard does). Rows whose key is already stored, or that
+appear earlier in the same run, are skipped and counted; they are never changed.
+
+**Queries** (``mode="any"`` / ``"all"``) check rows against the stored ones without adding
+anything: whether a row has a stored duplicate, or every stored duplicate with its match
+probability (seed 002's two incremental modes).
+
+What a store holds (two value maps, :meth:`~neardup.storage.base.Storage.put_values`; the
+store knows nothing of what they mean): ``rows`` maps a row's key to JSON ``{"v": values,
+"g": group, "b": block keys}``; ``blocks`` maps a block key (a 64-bit hash of the key type
+and the key) to the JSON list of the stored rows holding it: seed 002's ``{"blockName",
+"info": [...]}`` documents. A key type's block that grows past the type's cap makes no pairs
+in the batch, and never will again (stores only grow), so its list is replaced by ``"*"``:
+a common surname costs one short read, whatever the table's size. Exact copies (every
+compared value the same) share the block of their values' hash, which keeps only the first
+copy, so a copy joins its group however many there are, as in the batch.
+
+Each batch is checked and written under the store's writer lock, and its rows and blocks are
+written in one transaction on SQL stores (elsewhere blocks first, then rows: a row is stored
+only once its blocks are, and a re-run adds whatever a crash left out; block entries naming
+rows never stored are passed over).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from ..dedup.clusters import cluster_records
+from ..errors import ConfigError, InputError, StorageDamagedError
+from ..io.record import ErrorReport
+from ..storage import open_storage
+from ..storage.base import RecordShape, Storage, key_problem, shown_key
+from ..storage.urls import redacted
+from .candidates import KeyColumn, derived_value, key_specs
+from .compare import LEVELS, PairLevels, compare_values, normalize_column
+from .index_model import META_KEY, RecordsModel, check_columns, stored_terms
+from .learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT, prepared, read_key_columns, score_table
+from .schema import RecordSchema, RowChunk
+from .sources import RowSource, SqlSource
+from .values import RecordKey, record_key
+from .weights import match_probability
+
+#: Rows checked and written per transaction.
+DEFAULT_BATCH_SIZE = 1000
+MODES = ("add", "any", "all")
+ROWS_MAP = "rows"
+BLOCKS_MAP = "blocks"
+#: The list of a block held by more rows than its key type's cap (it makes no pairs).
+OVER_CAP = "*"
+
+Values = list[str | None]
+
+
+@dataclass(frozen=True)
+class RecordMatch:
+    """A stored row that a checked row matches: its key, group and match probability."""
+
+    key: RecordKey
+    group: RecordKey
+    probability: float
+
+
+@dataclass(frozen=True)
+class CheckedRow:
+    """One row of the source as a run saw it. ``status``: ``added`` (stored now, in
+    ``group``), ``stored`` (its key was stored already: skipped, ``group`` the stored one) or
+    ``checked`` (a query). ``matches``: the stored or earlier rows it matched, most probable
+    first (``all``: every one; otherwise the best one)."""
+
+    key: RecordKey
+    status: str
+    group: RecordKey | None
+    matches: tuple[RecordMatch, ...] = ()
+
+    @property
+    def duplicate(self) -> bool:
+        """Whether the row matched a row stored (or added before it)."""
+        return bool(self.matches)
+
+
+@dataclass
+class IndexedRecords:
+    """What a run did: the rows in source order, and counts. ``created`` is True for the
+    first run, which learned the model and made the store."""
+
+    mode: str
+    created: bool
+    model: RecordsModel
+    rows: list[CheckedRow] = field(default_factory=list)
+    added: int = 0
+    skipped: int = 0
+    bad: int = 0
+
+    @property
+    def duplicates(self) -> int:
+        """Rows that matched a stored (or earlier) row."""
+        return sum(row.duplicate for row in self.rows)
+
+    def cluster_rows(self) -> Iterator[dict[str, Any]]:
+        """``{"id": key, "cluster": group}`` for every row with a group (``--clusters``)."""
+        for row in self.rows:
+            if row.group is not None:
+                yield {"id": row.key, "cluster": row.group}
+
+    def check_rows(self) -> Iterator[dict[str, Any]]:
+        """One line per row: ``{"id", "duplicate"}`` for ``any``, with ``"matches": [{"id",
+        "group", "probability"}]`` for ``all``; ``{"id", "group", "status"}`` for ``add``."""
+        for row in self.rows:
+            if self.mode == "add":
+                yield {"id": row.key, "group": row.group, "status": row.status}
+            elif self.mode == "any":
+                yield {"id": row.key, "duplicate": row.duplicate}
+            else:
+                found = [{"id": m.key, "group": m.group, "probability": m.probability} for m in row.matches]
+                yield {"id": row.key, "duplicate": row.duplicate, "matches": found}
+
+
+def index_records(
+    source: RowSource,
+    index: str | Storage,
+    schema: RecordSchema,
+    *,
+    mode: str = "add",
+    threshold: float = DEFAULT_THRESHOLD,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_error: str = "fail",
+    report: ErrorReport | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> IndexedRecords:
+    """``neardup records SOURCE --index URL``: check the rows of ``source`` against the
+    records index at ``index`` (a store URL or SQLite path, or an opened store, which is
+    left open) and, in ``add`` mode, store the new ones (module docstring). An empty store
+    learns its model from ``source`` (``threshold`` applies there; a stored model keeps its
+    own); queries need a stored model. ``schema``'s key must be the stored one."""
+    if mode not in MODES:
+        raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be at least 1; got {batch_size!r}")
+    report = report if report is not None else ErrorReport()
+    store = open_storage(index) if isinstance(index, str) else index
+    where = redacted(index) if isinstance(index, str) else store.name
+    try:
+        model = stored_model(store, where)
+        if model is None and mode != "add":
+            raise ConfigError(f"{where} holds no records index yet; add rows first (--mode add)")
+        if isinstance(source, SqlSource) and not source.columns:
+            source.open()  # a query's columns are known once it runs
+        if model is None:
+            return _first_run(source, store, schema, threshold, batch_size, on_error, report, progress)
+        if schema.key != model.key:
+            raise ConfigError(
+                f"the records index at {where} is keyed by column {model.key!r}; give --key {model.key}"
+            )
+        check_columns(model, source.columns, source.name)
+        result = IndexedRecords(mode, False, model)
+        checker = _Checker(store, model, result)
+        for batch in _batches(source, model, batch_size, on_error, report, progress):
+            checker.run(batch)
+        result.bad = report.count
+        return result
+    finally:
+        if isinstance(index, str):
+            store.close()
+
+
+def stored_model(store: Storage, where: str) -> RecordsModel | None:
+    """The records model a store holds; None for an empty store. A store holding something
+    else (a document index) is refused."""
+    meta = store.read_meta()
+    if meta is None:
+        return None
+    if META_KEY not in meta:
+        raise ConfigError(f"{where} holds a document index, not a records index; give --index another store")
+    return RecordsModel.from_meta(meta[META_KEY], where)
+
+
+# -- rows -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Batch:
+    """New rows of one batch: key, source row number, normalised values (model order)."""
+
+    keys: list[RecordKey]
+    numbers: list[int]
+    values: list[Values]
+
+
+def _batches(
+    source: RowSource,
+    model: RecordsModel,
+    size: int,
+    on_error: str,
+    report: ErrorReport,
+    progress: Callable[[int], object] | None,
+) -> Iterator[_Batch]:
+    """The source's rows with good keys, normalised by the model's kinds, ``size`` at a time."""
+    wanted = [name for name in source.columns if name in (model.key, *model.names)]
+    source.select(wanted)
+    position = {name: index for index, name in enumerate(source.columns)}
+    pending = _Batch([], [], [])
+    for chunk in source.chunks():
+        columns = [normalize_column(list(chunk.columns[position[n]]), k).tolist() for n, k in model.columns]
+        good = _good_keys(chunk, position[model.key], on_error, report, source.name)
+        for row, (key, number) in good:
+            pending.keys.append(key)
+            pending.numbers.append(number)
+            pending.values.append([column[row] for column in columns])
+            if len(pending.keys) == size:
+                yield pending
+                pending = _Batch([], [], [])
+        if progress is not None:
+            progress(chunk.count)
+    if pending.keys:
+        yield pending
+
+
+def _good_keys(
+    chunk: RowChunk, key_index: int, on_error: str, report: ErrorReport, source_name: str
+) -> list[tuple[int, tuple[RecordKey, int]]]:
+    """(row in chunk, (key, row number)) of the rows whose key a store can hold; the others
+    stop the run (``fail``) or are counted and skipped."""
+    good = []
+    for row, value in enumerate(chunk.columns[key_index]):
+        number = chunk.first_row + row
+        try:
+            key = record_key(value)
+            problem = key_problem(key)
+            if problem is not None:
+                raise ValueError(f"the key {shown_key(key)} {problem}")
+        except ValueError as exc:
+            error = InputError(
+                f"{exc}; every row needs a key a store can hold", f"{source_name} row {number}"
+            )
+            if on_error == "fail":
+                raise error from None
+            report.add(error)
+            continue
+        good.append((row, (key, number)))
+    return good
+
+
+def block_keys(model: RecordsModel, values: Values) -> list[tuple[int, int]]:
+    """A row's blocks as (key type, block key); the type ``len(model.specs)`` is the hash of
+    all its values (exact copies), absent for a row with no value."""
+    blocks = []
+    kinds = model.kinds
+    for number, spec in enumerate(model.specs):
+        parts = [values[column] for column in spec.columns]
+        if any(part is None for part in parts):
+            continue
+        text = "\x1f".join(part for part in parts if part is not None)
+        if spec.form is not None:
+            text = derived_value(kinds[spec.columns[0]], spec.form, text)
+            if not text:
+                continue
+        blocks.append((number, _block_hash(number, text)))
+    if any(value is not None for value in values):
+        blocks.append((len(model.specs), _block_hash(-1, json.dumps(values, ensure_ascii=False))))
+    return blocks
+
+
+def _block_hash(number: int, text: str) -> int:
+    return xxhash.xxh3_64_intdigest(f"{number}\x1e{text}".encode("utf-8", "surrogatepass"))
+
+
+# -- the stored maps --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    """A stored row as the ``rows`` map keeps it."""
+
+    values: Values
+    group: RecordKey
+    blocks: tuple[int, ...]
+
+    def encode(self) -> bytes:
+        body = {"v": self.values, "g": self.group, "b": list(self.blocks)}
+        return json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+    @classmethod
+    def decode(cls, data: bytes, key: RecordKey) -> StoredRow:
+        try:
+            body = json.loads(data.decode("utf-8", "surrogatepass"))
+            return cls(list(body["v"]), body["g"], tuple(body["b"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StorageDamagedError(
+                f"stored row {shown_key(key)} of the records index is not readable ({exc!r}); the store "
+                "is damaged: build a new index"
+            ) from exc
+
+
+def _read_blocks(store: Storage, keys: Sequence[int]) -> dict[int, list[RecordKey] | None]:
+    """Each block's stored rows (None: over its cap); blocks not stored are left out."""
+    out: dict[int, list[RecordKey] | None] = {}
+    for key, data in zip(keys, store.get_values(BLOCKS_MAP, list(keys)), strict=True):
+        if data is not None:
+            held = json.loads(data)
+            out[key] = None if held == OVER_CAP else list(held)
+    return out
+
+
+def _read_rows(store: Storage, keys: Sequence[RecordKey]) -> dict[RecordKey, StoredRow]:
+    found = store.get_values(ROWS_MAP, list(keys))
+    return {
+        key: StoredRow.decode(data, key) for key, data in zip(keys, found, strict=True) if data is not None
+    }
+
+
+def _write(
+    store: Storage,
+    rows: dict[RecordKey, StoredRow],
+    blocks: dict[int, list[RecordKey] | None],
+) -> None:
+    """Blocks, then rows (one transaction on SQL stores: the caller holds ``exclusive``)."""
+    block_keys_ = list(blocks)
+    encoded = [
+        json.dumps(OVER_CAP if held is None else held, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        for held in blocks.values()
+    ]
+    store.put_values(BLOCKS_MAP, block_keys_, encoded)
+    store.put_values(ROWS_MAP, list(rows), [row.encode() for row in rows.values()])
+
+
+def _grown(
+    model: RecordsModel,
+    stored: dict[int, list[RecordKey] | None],
+    holders: dict[tuple[int, int], list[RecordKey]],
+) -> dict[int, list[RecordKey] | None]:
+    """The blocks after adding ``holders`` (new rows per (type, block)): appended, replaced
+    by the over-cap mark past the type's cap; the copies block keeps its first row only."""
+    out: dict[int, list[RecordKey] | None] = {}
+    for (number, block), keys in holders.items():
+        if block in stored and stored[block] is None:
+            continue  # over its cap for good
+        held = list(stored.get(block) or [])
+        if number == len(model.specs):
+            if not held:
+                out[block] = keys[:1]
+            continue
+        known = set(held)
+        held.extend(key for key in keys if key not in known)
+        out[block] = None if len(held) > model.caps[number] else held
+    return out
+
+
+# -- the first run ----------------------------------------------------------------------------
+
+
+def _first_run(
+    source: RowSource,
+    store: Storage,
+    schema: RecordSchema,
+    threshold: float,
+    batch_size: int,
+    on_error: str,
+    report: ErrorReport,
+    progress: Callable[[int], object] | None,
+) -> IndexedRecords:
+    """Learn the model from the whole source (the batch path), store it, then the rows with
+    their batch groups, a transaction per batch."""
+    if not 0.0 <= threshold <= 1.0:
+        raise ConfigError(f"threshold must be between 0 and 1; got {threshold!r}")
+    wanted = schema.columns_to_read(source.columns)
+    if len(wanted) < len(source.columns):
+        source.select(wanted)
+    schema = dataclasses.replace(schema, ignore=())
+    resolved, keys, columns = read_key_columns(
+        source.columns,
+        source.chunks(),
+        schema,
+        on_error=on_error,
+        report=report,
+        source_name=source.name,
+        progress=progress,
+    )
+    for key in keys:
+        problem = key_problem(key)
+        if problem is not None:
+            raise InputError(
+                f"the key {shown_key(key)} {problem}; every row needs a key a store can hold", source.name
+            )
+    pairs, scored = score_table(columns, len(keys), threshold)
+    table, counts = prepared(columns)
+    model = RecordsModel(
+        key=resolved.key,
+        columns=tuple((column.name, column.kind) for column in columns),
+        specs=tuple(key_specs(columns)),
+        caps=scored.caps,
+        weights=scored.model.weights,
+        learned=scored.model.learned,
+        threshold=threshold,
+        idf=table.idf,
+        terms=stored_terms(counts),
+    )
+    clusters = cluster_records(len(keys), pairs.i, pairs.j, keep="first")
+    groups = [keys[index] for index in clusters.cluster.tolist()]
+    store.attach(RecordShape(1, 1, 1, 64, lambda words: words[:, :1]))
+    store.write_meta({META_KEY: model.to_meta()})
+    result = IndexedRecords("add", True, model, bad=report.count)
+    for start in range(0, len(keys), batch_size):
+        chosen = range(start, min(start + batch_size, len(keys)))
+        values = [[_value(column, row) for column in columns] for row in chosen]
+        _store_rows(store, model, [keys[row] for row in chosen], values, [groups[row] for row in chosen])
+        for row in chosen:
+            result.rows.append(CheckedRow(keys[row], "added", groups[row]))
+    result.added = len(keys)
+    return result
+
+
+def _value(column: KeyColumn, row: int) -> str | None:
+    code = int(column.codes[row])
+    return None if code < 0 else column.values[code]
+
+
+def _store_rows(
+    store: Storage, model: RecordsModel, keys: list[RecordKey], values: list[Values], groups: list[RecordKey]
+) -> None:
+    """Store rows whose groups are decided, with their blocks, in one transaction."""
+    blocks = [block_keys(model, row) for row in values]
+    holders: dict[tuple[int, int], list[RecordKey]] = {}
+    for key, row_blocks in zip(keys, blocks, strict=True):
+        for pair in row_blocks:
+            holders.setdefault(pair, []).append(key)
+    with store.exclusive():
+        stored = _read_blocks(store, sorted({block for _, block in holders}))
+        rows = {
+            key: StoredRow(row, group, tuple(block for _, block in row_blocks))
+            for key, row, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
+        }
+        _write(store, rows, _grown(model, stored, holders))
+
+
+# -- later runs and queries -------------------------------------------------------------------
+
+
+class _Checker:
+    """Checks batches of new rows against a store with its model (module docstring)."""
+
+    def __init__(self, store: Storage, model: RecordsModel, result: IndexedRecords) -> None:
+        self.store = store
+        self.model = model
+        self.result = result
+        self.seen: set[RecordKey] = set()
+        self.tops = np.asarray([len(LEVELS[kind]) - 1 for kind in model.kinds], dtype=np.int8)
+
+    def run(self, batch: _Batch) -> None:
+        adding = self.result.mode == "add"
+        if adding:
+            with self.store.exclusive():
+                self._add(batch)
+        else:
+            self._query(batch)
+
+    def _query(self, batch: _Batch) -> None:
+        blocks = [block_keys(self.model, values) for values in batch.values]
+        stored = _read_blocks(self.store, sorted({block for row in blocks for _, block in row}))
+        found = [
+            self._stored_candidates(blocks[row], stored, {}, batch.keys[row]) for row in range(len(blocks))
+        ]
+        rows = _read_rows(self.store, sorted({key for keys in found for key in keys}, key=_order))
+        every = self.result.mode == "all"
+        for row, key in enumerate(batch.keys):
+            candidates = [other for other in found[row] if other in rows]
+            chances = self._probabilities(batch.values[row], [rows[other].values for other in candidates])
+            matches = _matches(
+                candidates, [rows[other].group for other in candidates], chances, self._accepts
+            )
+            if not every:
+                matches = matches[:1]
+            self.result.rows.append(CheckedRow(key, "checked", None, tuple(matches)))
+
+    def _add(self, batch: _Batch) -> None:
+        """Read the batch's stored rows and blocks, decide each new row in order (against
+        stored rows and the new rows before it), write rows and blocks."""
+        present = _read_rows(self.store, batch.keys)
+        new = [row for row, key in enumerate(batch.keys) if key not in present and key not in self.seen]
+        self.seen.update(batch.keys)
+        blocks = {row: block_keys(self.model, batch.values[row]) for row in new}
+        holders: dict[tuple[int, int], list[RecordKey]] = {}
+        for row in new:
+            for pair in blocks[row]:
+                holders.setdefault(pair, []).append(batch.keys[row])
+        stored = _read_blocks(self.store, sorted({block for _, block in holders}))
+        found = {row: self._stored_candidates(blocks[row], stored, holders, batch.keys[row]) for row in new}
+        rows = _read_rows(self.store, sorted({key for keys in found.values() for key in keys}, key=_order))
+        added: dict[RecordKey, StoredRow] = {}
+        outcome: dict[int, CheckedRow] = {}
+        for row in new:
+            key = batch.keys[row]
+            earlier = self._batch_candidates(blocks[row], stored, holders, key, added)
+            candidates = [other for other in found[row] if other in rows] + earlier
+            known = {**rows, **added}
+            chances = self._probabilities(batch.values[row], [known[other].values for other in candidates])
+            matches = _matches(
+                candidates, [known[other].group for other in candidates], chances, self._accepts
+            )
+            group = matches[0].group if matches else key
+            added[key] = StoredRow(batch.values[row], group, tuple(block for _, block in blocks[row]))
+            outcome[row] = CheckedRow(key, "added", group, tuple(matches[:1]))
+        _write(self.store, added, _grown(self.model, stored, holders))
+        for row, key in enumerate(batch.keys):
+            if row in outcome:
+                self.result.rows.append(outcome[row])
+                self.result.added += 1
+            else:
+                before = present[key].group if key in present else None
+                self.result.rows.append(CheckedRow(key, "stored", before))
+                self.result.skipped += 1
+
+    def _stored_candidates(
+        self,
+        blocks: list[tuple[int, int]],
+        stored: dict[int, list[RecordKey] | None],
+        holders: dict[tuple[int, int], list[RecordKey]],
+        key: RecordKey,
+    ) -> list[RecordKey]:
+        """Stored rows sharing a block with the row, where the block (with the batch's new
+        rows, or the row itself in a query) stays within its type's cap; copies whatever the cap."""
+        found: dict[RecordKey, None] = {}
+        for number, block in blocks:
+            held = stored.get(block, [])
+            if held is None:
+                continue
+            if number < len(self.model.specs):
+                count = len(held) + max(1, len(holders.get((number, block), ())))
+                if count > self.model.caps[number]:
+                    continue
+            found.update((other, None) for other in held if other != key)
+        return list(found)
+
+    def _batch_candidates(
+        self,
+        blocks: list[tuple[int, int]],
+        stored: dict[int, list[RecordKey] | None],
+        holders: dict[tuple[int, int], list[RecordKey]],
+        key: RecordKey,
+        added: dict[RecordKey, StoredRow],
+    ) -> list[RecordKey]:
+        """The new rows before this one (decided already) that share a block within its cap."""
+        found: dict[RecordKey, None] = {}
+        for number, block in blocks:
+            held = stored.get(block, [])
+            if held is None:
+                continue
+            new = holders.get((number, block), [])
+            if number < len(self.model.specs) and len(held) + len(new) > self.model.caps[number]:
+                continue
+            found.update((other, None) for other in new if other in added and other not in held)
+        return [other for other in found if other != key]
+
+    def _probabilities(self, values: Values, others: list[Values]) -> npt.NDArray[np.float64]:
+        """The match probability of the row with each of ``others`` (1 for an exact copy)."""
+        if not others:
+            return np.zeros(0, dtype=np.float64)
+        model = self.model
+        levels = np.full((len(others), len(model.columns)), -1, dtype=np.int8)
+        shared = []
+        for column, kind in enumerate(model.kinds):
+            left = np.empty(len(others), dtype=object)
+            left[:] = [values[column]] * len(others)
+            right = np.empty(len(others), dtype=object)
+            right[:] = [other[column] for other in others]
+            levels[:, column] = compare_values(left, right, kind, model.idf[column])
+            same = left.copy()
+            same[left != right] = None
+            shared.append(same)
+        filled = any(value is not None for value in values)
+        copies = np.asarray([filled and other == values for other in others], dtype=bool)
+        if model.learned:
+            pairs = PairLevels(model.names, model.kinds, levels, tuple(shared))
+            chances = match_probability(model.weights, pairs, model.terms)
+        else:
+            compared = (levels >= 0).sum(axis=1)
+            agreeing = (levels >= self.tops - 1).sum(axis=1)
+            share = np.where(compared > 0, agreeing / np.maximum(compared, 1), 0.0)
+            chances = np.where(share >= FEW_PAIRS_AGREEMENT, 1.0, 0.0)
+        return np.where(copies, 1.0, chances)
+
+    def _accepts(self, probability: float) -> bool:
+        # with nothing learned, the agreement rule alone decides (as in the batch)
+        return probability >= (self.model.threshold if self.model.learned else 1.0)
+
+
+def _matches(
+    keys: list[RecordKey],
+    groups: list[RecordKey],
+    chances: npt.NDArray[np.float64],
+    accepts: Callable[[float], bool],
+) -> list[RecordMatch]:
+    """The accepted candidates, most probable first (ties in candidate order)."""
+    found = [
+        RecordMatch(key, group, float(chance))
+        for key, group, chance in zip(keys, groups, chances.tolist(), strict=True)
+        if accepts(chance)
+    ]
+    return sorted(found, key=lambda match: -match.probability)
+
+
+def _order(key: RecordKey) -> tuple[bool, str | int]:
+    return (isinstance(key, str), key)
