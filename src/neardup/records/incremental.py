@@ -57,7 +57,16 @@ from ..storage.urls import redacted
 from .candidates import KeyColumn, derived_value, key_specs
 from .compare import LEVELS, PairLevels, compare_values, normalize_column
 from .index_model import META_KEY, RecordsModel, check_columns, stored_terms
-from .learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT, prepared, read_key_columns, score_table
+from .learned import (
+    DEFAULT_THRESHOLD,
+    FEW_PAIRS_AGREEMENT,
+    GUARD_PROBABILITY,
+    GUARD_SHARE,
+    GUARD_SLACK,
+    prepared,
+    read_key_columns,
+    score_table,
+)
 from .schema import RecordSchema, RowChunk
 from .sources import RowSource, SqlSource
 from .values import RecordKey, record_key
@@ -466,6 +475,8 @@ class _Checker:
         self.model = model
         self.result = result
         self.seen: set[RecordKey] = set()
+        #: The match each added row of the last batch joined, by key.
+        self.best: dict[RecordKey, tuple[RecordMatch, ...]] = {}
         self.tops = np.asarray([len(LEVELS[kind]) - 1 for kind in model.kinds], dtype=np.int8)
 
     def run(self, batch: _Batch) -> None:
@@ -483,20 +494,25 @@ class _Checker:
             self._stored_candidates(blocks[row], stored, {}, batch.keys[row]) for row in range(len(blocks))
         ]
         rows = _read_rows(self.store, sorted({key for keys in found for key in keys}, key=_order))
+        found = [[other for other in keys if other in rows] for keys in found]
+        chances = self._probabilities(
+            [batch.values[row] for row, keys in enumerate(found) for _ in keys],
+            [rows[other].values for keys in found for other in keys],
+        )
         every = self.result.mode == "all"
+        start = 0
         for row, key in enumerate(batch.keys):
-            candidates = [other for other in found[row] if other in rows]
-            chances = self._probabilities(batch.values[row], [rows[other].values for other in candidates])
-            matches = _matches(
-                candidates, [rows[other].group for other in candidates], chances, self._accepts
+            candidates = found[row]
+            mine = chances[start : start + len(candidates)]
+            start += len(candidates)
+            matches = _matches(candidates, [rows[other].group for other in candidates], mine, self._accepts)
+            self.result.rows.append(
+                CheckedRow(key, "checked", None, tuple(matches if every else matches[:1]))
             )
-            if not every:
-                matches = matches[:1]
-            self.result.rows.append(CheckedRow(key, "checked", None, tuple(matches)))
 
     def _add(self, batch: _Batch) -> None:
-        """Read the batch's stored rows and blocks, decide each new row in order (against
-        stored rows and the new rows before it), write rows and blocks."""
+        """Read the batch's stored rows and blocks, score every candidate pair at once, decide
+        each new row in order (against stored rows and the new rows before it), write."""
         present = _read_rows(self.store, batch.keys)
         new = [row for row, key in enumerate(batch.keys) if key not in present and key not in self.seen]
         self.seen.update(batch.keys)
@@ -508,29 +524,55 @@ class _Checker:
         stored = _read_blocks(self.store, sorted({block for _, block in holders}))
         found = {row: self._stored_candidates(blocks[row], stored, holders, batch.keys[row]) for row in new}
         rows = _read_rows(self.store, sorted({key for keys in found.values() for key in keys}, key=_order))
-        added: dict[RecordKey, StoredRow] = {}
-        outcome: dict[int, CheckedRow] = {}
-        for row in new:
-            key = batch.keys[row]
-            earlier = self._batch_candidates(blocks[row], stored, holders, key, added)
-            candidates = [other for other in found[row] if other in rows] + earlier
-            known = {**rows, **added}
-            chances = self._probabilities(batch.values[row], [known[other].values for other in candidates])
-            matches = _matches(
-                candidates, [known[other].group for other in candidates], chances, self._accepts
-            )
-            group = matches[0].group if matches else key
-            added[key] = StoredRow(batch.values[row], group, tuple(block for _, block in blocks[row]))
-            outcome[row] = CheckedRow(key, "added", group, tuple(matches[:1]))
+        position = {batch.keys[row]: row for row in new}
+        candidates = {
+            row: [other for other in found[row] if other in rows]
+            + self._batch_candidates(blocks[row], stored, holders, row, position)
+            for row in new
+        }
+        chances = self._probabilities(
+            [batch.values[row] for row in new for _ in candidates[row]],
+            [
+                rows[o].values if o in rows else batch.values[position[o]]
+                for row in new
+                for o in candidates[row]
+            ],
+        )
+        added = self._decide(batch, new, candidates, chances, rows)
         _write(self.store, added, _grown(self.model, stored, holders))
         for row, key in enumerate(batch.keys):
-            if row in outcome:
-                self.result.rows.append(outcome[row])
+            if key in added and position.get(key) == row:
+                self.result.rows.append(CheckedRow(key, "added", added[key].group, self.best.get(key, ())))
                 self.result.added += 1
             else:
                 before = present[key].group if key in present else None
                 self.result.rows.append(CheckedRow(key, "stored", before))
                 self.result.skipped += 1
+
+    def _decide(
+        self,
+        batch: _Batch,
+        new: list[int],
+        candidates: dict[int, list[RecordKey]],
+        chances: npt.NDArray[np.float64],
+        rows: dict[RecordKey, StoredRow],
+    ) -> dict[RecordKey, StoredRow]:
+        """The new rows in order, each in the group of its most probable match the guard
+        lets it join (:func:`_guarded_group`), or its own."""
+        added: dict[RecordKey, StoredRow] = {}
+        self.best = {}
+        start = 0
+        for row in new:
+            key, others = batch.keys[row], candidates[row]
+            mine = chances[start : start + len(others)]
+            start += len(others)
+            groups = [rows[other].group if other in rows else added[other].group for other in others]
+            matches = _matches(others, groups, mine, self._accepts)
+            group = _guarded_group(matches, groups, mine) or key
+            self.best[key] = tuple(match for match in matches if match.group == group)[:1]
+            blocks = block_keys(self.model, batch.values[row])
+            added[key] = StoredRow(batch.values[row], group, tuple(block for _, block in blocks))
+        return added
 
     def _stored_candidates(
         self,
@@ -558,10 +600,10 @@ class _Checker:
         blocks: list[tuple[int, int]],
         stored: dict[int, list[RecordKey] | None],
         holders: dict[tuple[int, int], list[RecordKey]],
-        key: RecordKey,
-        added: dict[RecordKey, StoredRow],
+        row: int,
+        position: dict[RecordKey, int],
     ) -> list[RecordKey]:
-        """The new rows before this one (decided already) that share a block within its cap."""
+        """The new rows before this one that share a block within its type's cap."""
         found: dict[RecordKey, None] = {}
         for number, block in blocks:
             held = stored.get(block, [])
@@ -570,27 +612,30 @@ class _Checker:
             new = holders.get((number, block), [])
             if number < len(self.model.specs) and len(held) + len(new) > self.model.caps[number]:
                 continue
-            found.update((other, None) for other in new if other in added and other not in held)
-        return [other for other in found if other != key]
+            found.update((other, None) for other in new if position[other] < row and other not in held)
+        return list(found)
 
-    def _probabilities(self, values: Values, others: list[Values]) -> npt.NDArray[np.float64]:
-        """The match probability of the row with each of ``others`` (1 for an exact copy)."""
-        if not others:
+    def _probabilities(self, left_rows: list[Values], right_rows: list[Values]) -> npt.NDArray[np.float64]:
+        """The match probability of each pair of rows (1 for an exact copy)."""
+        if not left_rows:
             return np.zeros(0, dtype=np.float64)
         model = self.model
-        levels = np.full((len(others), len(model.columns)), -1, dtype=np.int8)
+        count = len(left_rows)
+        levels = np.full((count, len(model.columns)), -1, dtype=np.int8)
         shared = []
         for column, kind in enumerate(model.kinds):
-            left = np.empty(len(others), dtype=object)
-            left[:] = [values[column]] * len(others)
-            right = np.empty(len(others), dtype=object)
-            right[:] = [other[column] for other in others]
+            left = np.empty(count, dtype=object)
+            left[:] = [values[column] for values in left_rows]
+            right = np.empty(count, dtype=object)
+            right[:] = [values[column] for values in right_rows]
             levels[:, column] = compare_values(left, right, kind, model.idf[column])
             same = left.copy()
             same[left != right] = None
             shared.append(same)
-        filled = any(value is not None for value in values)
-        copies = np.asarray([filled and other == values for other in others], dtype=bool)
+        copies = np.asarray(
+            [a == b and any(v is not None for v in a) for a, b in zip(left_rows, right_rows, strict=True)],
+            dtype=bool,
+        )
         if model.learned:
             pairs = PairLevels(model.names, model.kinds, levels, tuple(shared))
             chances = match_probability(model.weights, pairs, model.terms)
@@ -619,6 +664,27 @@ def _matches(
         if accepts(chance)
     ]
     return sorted(found, key=lambda match: -match.probability)
+
+
+def _guarded_group(
+    matches: list[RecordMatch], groups: list[RecordKey], chances: npt.NDArray[np.float64]
+) -> RecordKey | None:
+    """The group of the most probable match that the batch's chain guard would let the row
+    join (:func:`~neardup.records.learned.guarded_pairs`): at least :data:`GUARD_SHARE` of the
+    row's candidate pairs with the group's rows (less :data:`GUARD_SLACK`) have probability
+    ≥ :data:`GUARD_PROBABILITY`; a row that matches one site of an organisation but not its
+    other sites starts its own group rather than joining theirs."""
+    likely = chances >= GUARD_PROBABILITY
+    tried: set[RecordKey] = set()
+    for match in matches:
+        if match.group in tried:
+            continue
+        tried.add(match.group)
+        inside = np.asarray([group == match.group for group in groups], dtype=bool)
+        between = int(np.count_nonzero(inside))
+        if between < 2 or np.count_nonzero(likely[inside]) >= GUARD_SHARE * between - GUARD_SLACK:
+            return match.group
+    return None
 
 
 def _order(key: RecordKey) -> tuple[bool, str | int]:
