@@ -79,7 +79,9 @@ def run_set(name: str, data: Path, slices: int, seed: int, store: str | None, wo
         changed = [key for key, group in groups.items() if before.get(key) != group]
         if changed:
             stable = False
-            print(f"{name}: slice {number + 1} changed the group of {len(changed)} stored rows", file=sys.stderr)
+            print(
+                f"{name}: slice {number + 1} changed the group of {len(changed)} stored rows", file=sys.stderr
+            )
         groups.update((row.key, row.group) for row in result.rows if row.status == "added")
     gold = {row[0]: row[1] for row in rows}
     keys = [str(key) for key in groups]
@@ -102,7 +104,9 @@ def run_set(name: str, data: Path, slices: int, seed: int, store: str | None, wo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=DATA, help="folder of the dev record sets")
     parser.add_argument("--sets", nargs="+", default=list(SETS), help="set names (files without .csv)")
     parser.add_argument("--slices", type=int, default=5, help="slices the shuffled rows are fed in")

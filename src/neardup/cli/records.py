@@ -25,6 +25,7 @@ from ..fingerprint.hashing import HASH_NAMES
 from ..io.output import write_jsonl
 from ..io.record import ErrorReport
 from ..records.dedup import AUTO, DEFAULT_MAX_DISTANCE, RECORD_CHECKS, RecordsResult, verification
+from ..records.incremental import MODES, IndexedRecords, index_records
 from ..records.learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT
 from ..records.run import SimhashSearch, dedup_records, pair_rows, write_group_table
 from ..records.schema import ResolvedSchema, parse_field, schema_from_mapping
@@ -122,6 +123,21 @@ _SIMHASH_KEYS = ("max_distance", "verify", "min_similarity", "fields", "only_lis
 )
 @click.option("--replace-table", is_flag=True, help="Let --write-table replace an existing table.")
 @click.option(
+    "--index",
+    "index_url",
+    metavar="URL",
+    help="Records index (SQLite path or store URL): the first run learns and stores the model and "
+    "the rows; later runs check new rows against the stored ones and add them (docs/records.md).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default="add",
+    show_default=True,
+    help="With --index: add new rows; any: whether each row has a stored duplicate; all: every "
+    "stored duplicate with its match probability (any/all add nothing; JSON lines on stdout).",
+)
+@click.option(
     "--chunk-size",
     type=click.IntRange(min=1),
     default=DEFAULT_CHUNK_SIZE,
@@ -178,6 +194,9 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
     for nothing. Kinds are chosen from the first 1,000 rows unless --field gives them.
     Rows are streamed in --chunk-size chunks; the source is only read.
 
+    With --index URL the model and rows are stored, and later runs check only new rows
+    against the stored ones (--mode add|any|all; docs/records.md).
+
     \b
     URLs: sqlite:///file.db, postgresql://user@host/db, mysql://user@host/db (drivers:
     psycopg, pymysql; pip install 'neardup[stores]').
@@ -195,9 +214,33 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
     """
     started = time.perf_counter()
     settings = _settings(ctx, options)
-    _check_outputs(ctx, settings)
+    if settings["index_url"]:
+        _check_index_options(ctx, settings)
+    else:
+        _check_outputs(ctx, settings)
     report = ErrorReport()
-    row_source = open_source(
+    row_source = _open_source(source, settings, report)
+    if settings["write_table"] and not isinstance(row_source, SqlSource):
+        raise click.UsageError("--write-table writes to the source database; SOURCE is a file", ctx)
+    try:
+        if settings["index_url"]:
+            indexed = _run_index(row_source, settings, report)
+        else:
+            if isinstance(row_source, SqlSource) and settings["write_table"]:
+                row_source.check_target(settings["write_table"], replace=settings["replace_table"])
+            result = _run(row_source, settings, report)
+    finally:
+        row_source.close()
+    if settings["index_url"]:
+        _write_index_outputs(indexed, settings, time.perf_counter() - started)
+    else:
+        _write_outputs(result, row_source, settings)
+        click.echo(_summary(result, settings, time.perf_counter() - started), err=True)
+    report_skipped(report)
+
+
+def _open_source(source: str, settings: dict[str, Any], report: ErrorReport) -> RowSource:
+    return open_source(
         source,
         table=settings["table"],
         query=settings["query"],
@@ -207,18 +250,59 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
         report=report,
         max_bytes=settings["max_bytes"],
     )
-    if settings["write_table"] and not isinstance(row_source, SqlSource):
-        raise click.UsageError("--write-table writes to the source database; SOURCE is a file", ctx)
-    try:
-        if isinstance(row_source, SqlSource) and settings["write_table"]:
-            row_source.check_target(settings["write_table"], replace=settings["replace_table"])
-        result = _run(row_source, settings, report)
-    finally:
-        row_source.close()
-    _write_outputs(result, row_source, settings)
-    seconds = time.perf_counter() - started
-    click.echo(_summary(result, settings, seconds), err=True)
-    report_skipped(report)
+
+
+def _check_index_options(ctx: click.Context, settings: dict[str, Any]) -> None:
+    """Usage errors for options that --index does not take: it uses the learned weights and
+    keeps its groups in the store."""
+    if not settings["learned"]:
+        raise click.UsageError(
+            "--index uses the learned field weights; leave out -k, --verify, --min-similarity, "
+            "--field, --only-fields, --bits and --hash (and those [records] keys)",
+            ctx,
+        )
+    for option, name in (("--pairs", "pairs_path"), ("--write-table", "write_table")):
+        if settings[name]:
+            raise click.UsageError(f"{option} is not written with --index; use --clusters PATH", ctx)
+    if settings["clusters_path"] and settings["mode"] != "add":
+        raise click.UsageError("--clusters is written in --mode add; queries print JSON lines", ctx)
+    check_outputs_not_inputs(ctx, {"--clusters": settings["clusters_path"]})
+
+
+def _run_index(row_source: RowSource, settings: dict[str, Any], report: ErrorReport) -> IndexedRecords:
+    """:func:`~neardup.records.incremental.index_records` with the command's options."""
+    with progress_bar(settings["progress"], "rows", unit=" rows") as bar:
+        indexed = index_records(
+            row_source,
+            settings["index_url"],
+            settings["record_schema"],
+            mode=settings["mode"],
+            threshold=float(settings["match_threshold"]),
+            on_error=settings["on_error"],
+            report=report,
+            progress=bar.update,
+        )
+    return indexed
+
+
+def _write_index_outputs(indexed: IndexedRecords, settings: dict[str, Any], seconds: float) -> None:
+    """The clusters (add) or the query lines (any/all), then the summary on stderr."""
+    if indexed.mode != "add":
+        write_jsonl("-", indexed.check_rows())
+    elif settings["clusters_path"]:
+        write_jsonl(settings["clusters_path"], indexed.cluster_rows())
+    rows = len(indexed.rows)
+    rate = rows / seconds if seconds > 0 else 0.0
+    if indexed.mode == "add":
+        made = "made the index (model learned from these rows); " if indexed.created else ""
+        joined = sum(row.status == "added" and row.group != row.key for row in indexed.rows)
+        done = (
+            f"{made}{indexed.added} added ({joined} joined a group), {indexed.skipped} already stored "
+            "(skipped, unchanged)"
+        )
+    else:
+        done = f"{indexed.duplicates} have a stored duplicate (--mode {indexed.mode}; nothing added)"
+    click.echo(f"neardup: {rows} rows, {done}; {seconds:.1f} s ({rate:,.0f} rows/s)", err=True)
 
 
 def _check_outputs(ctx: click.Context, settings: dict[str, Any]) -> None:

@@ -514,8 +514,11 @@ class _Checker:
         """Read the batch's stored rows and blocks, score every candidate pair at once, decide
         each new row in order (against stored rows and the new rows before it), write."""
         present = _read_rows(self.store, batch.keys)
-        new = [row for row, key in enumerate(batch.keys) if key not in present and key not in self.seen]
-        self.seen.update(batch.keys)
+        new = []
+        for row, key in enumerate(batch.keys):
+            if key not in present and key not in self.seen:
+                new.append(row)
+            self.seen.add(key)
         blocks = {row: block_keys(self.model, batch.values[row]) for row in new}
         holders: dict[tuple[int, int], list[RecordKey]] = {}
         for row in new:

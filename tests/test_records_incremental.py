@@ -1,0 +1,317 @@
+"""Records incrementally (``neardup records SOURCE --index URL``, issue 31): the first run
+learns and stores, later runs check new rows against the stored ones with stable groups,
+queries add nothing, stores of another model version or kind are refused; on every store
+(the conformance suite's backends, real servers with ``-m servers``) and, for quality, on
+the dev record sets fed in shuffled slices against one batch run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from neardup.cli.main import main
+from neardup.errors import ConfigError, InputError
+from neardup.records.incremental import (
+    BLOCKS_MAP,
+    ROWS_MAP,
+    IndexedRecords,
+    StoredRow,
+    block_keys,
+    index_records,
+    stored_model,
+)
+from neardup.records.index_model import META_KEY, MODEL_VERSION
+from neardup.records.run import dedup_records
+from neardup.records.schema import RecordSchema
+from neardup.records.sources import open_source
+from neardup.storage import open_storage
+from neardup.storage.base import RecordShape, Storage
+from tests.test_storage_conformance import backend, store_url  # noqa: F401 - fixtures
+
+from .conftest import shared_file
+
+HEADER = ["id", "name", "street", "city", "born", "phone"]
+#: Six people, each with a few copies carrying typos; enough rows that EM has pairs to learn from.
+PEOPLE = [
+    ("Zhang San", "12 Garden Road", "Guangzhou", "1990-01-02", "020-5551234"),
+    ("Mary Jones", "4 Elm Street", "Boston", "1985-07-30", "617-5550199"),
+    ("Li Si", "88 Harbour View", "Shenzhen", "1979-11-12", "0755-5554321"),
+    ("Peter Brown", "301 King Street", "Sydney", "1962-03-08", "02-5559876"),
+    ("Anna Muller", "7 Lindenweg", "Berlin", "2001-09-17", "030-5550111"),
+    ("Wang Wu", "5 Riverside Lane", "Chengdu", "1995-05-25", "028-5550777"),
+]
+
+
+def typo(text: str, rng: random.Random) -> str:
+    position = rng.randrange(1, len(text) - 1)
+    return text[:position] + text[position + 1] + text[position] + text[position + 2 :]
+
+
+def people_rows(copies: int, seed: int, prefix: str) -> list[list[str]]:
+    """Each person ``copies`` times, a typo in one column of each copy after the first."""
+    rng = random.Random(seed)
+    rows = []
+    for number, person in enumerate(PEOPLE):
+        for copy in range(copies):
+            values = list(person)
+            if copy:
+                column = rng.randrange(len(values))
+                values[column] = typo(values[column], rng)
+            rows.append([f"{prefix}{number}-{copy}", *values])
+    rng.shuffle(rows)
+    return rows
+
+
+def write_csv(path: Path, rows: list[list[str]], header: list[str] = HEADER) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def feed(path: Path, index: str | Storage, mode: str = "add", **options: object) -> IndexedRecords:
+    with open_source(str(path)) as source:
+        return index_records(source, index, RecordSchema(key="id"), mode=mode, **options)  # type: ignore[arg-type]
+
+
+def groups_of(store: Storage, keys: list[object]) -> dict[object, object]:
+    found = store.get_values(ROWS_MAP, keys)  # type: ignore[arg-type]
+    return {key: StoredRow.decode(data, key).group for key, data in zip(keys, found, strict=True) if data}  # type: ignore[arg-type]
+
+
+def person(key: object) -> str:
+    return str(key).split("-")[0].lstrip("ab")
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Storage]:  # noqa: F811 - the imported fixture
+    opened = open_storage(store_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def test_later_rows_join_stored_groups_which_never_change(tmp_path: Path, store: Storage) -> None:
+    first = feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), store)
+    assert first.created and first.added == 24 and first.skipped == 0
+    before = {row.key: row.group for row in first.rows}
+    assert all(person(group) == person(key) for key, group in before.items())
+    assert len(set(before.values())) == len(PEOPLE)  # one group per person, named by a row's key
+    second = feed(write_csv(tmp_path / "b.csv", people_rows(3, 2, "b")), store)
+    assert not second.created and second.added == 18
+    for row in second.rows:  # each new row joins its person's stored group
+        assert row.status == "added" and row.group in set(before.values())
+        assert person(row.group) == person(row.key), row
+        assert row.matches and row.matches[0].probability >= first.model.threshold
+    assert groups_of(store, list(before)) == before  # stored groups unchanged
+
+
+def test_a_new_entity_starts_its_own_group_named_by_its_key(tmp_path: Path, store: Storage) -> None:
+    feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), store)
+    stranger = ["n1", "Olga Petrova", "19 Nevsky Prospekt", "St Petersburg", "1970-12-01", "812-5550000"]
+    result = feed(write_csv(tmp_path / "n.csv", [stranger, ["n2", *stranger[1:]]]), store)
+    assert [(row.key, row.group) for row in result.rows] == [("n1", "n1"), ("n2", "n1")]  # copy joins n1
+
+
+def test_stored_keys_are_skipped_counted_and_left_alone(tmp_path: Path, store: Storage) -> None:
+    rows = people_rows(4, 1, "a")
+    feed(write_csv(tmp_path / "a.csv", rows), store)
+    before = groups_of(store, [row[0] for row in rows])
+    changed = [[row[0], "Someone Else", "1 Other Road", "Elsewhere", "1900-01-01", "000"] for row in rows[:5]]
+    again = feed(write_csv(tmp_path / "b.csv", [*changed, ["z9", *rows[0][1:]], ["z9", *rows[0][1:]]]), store)
+    assert (again.added, again.skipped) == (1, 6)  # z9's second line is a key seen in this run
+    assert [row.status for row in again.rows] == ["stored"] * 5 + ["added", "stored"]
+    assert [row.group for row in again.rows[:5]] == [before[row[0]] for row in rows[:5]]
+    assert groups_of(store, [row[0] for row in rows]) == before
+    assert StoredRow.decode(store.get_values(ROWS_MAP, [rows[0][0]])[0] or b"", rows[0][0]).values[0] == (
+        rows[0][1].lower()
+    )
+
+
+def test_queries_find_duplicates_and_add_nothing(tmp_path: Path, store: Storage) -> None:
+    feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), store)
+    stranger = ["q0", "Olga Petrova", "19 Nevsky Prospekt", "St Petersburg", "1970-12-01", "812-5550000"]
+    queries = write_csv(tmp_path / "q.csv", [*people_rows(1, 3, "q")[:3], stranger])
+    found = feed(queries, store, mode="any")
+    assert [row.duplicate for row in found.rows] == [True, True, True, False]
+    assert all(len(row.matches) == 1 for row in found.rows[:3])
+    every = feed(queries, store, mode="all")
+    for row in every.rows[:3]:
+        assert len(row.matches) == 4  # the person's four stored rows
+        assert {person(match.key) for match in row.matches} == {person(row.key).lstrip("q")}
+        assert [m.probability for m in row.matches] == sorted(
+            (m.probability for m in row.matches), reverse=True
+        )
+    lines = list(every.check_rows())
+    assert lines[3] == {"id": "q0", "duplicate": False, "matches": []}
+    assert store.get_values(ROWS_MAP, ["q0", *(row.key for row in found.rows)]) == [None] * 5
+
+
+def test_the_model_and_blocks_are_stored(tmp_path: Path, store: Storage) -> None:
+    result = feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), store)
+    model = stored_model(store, "test")
+    assert model is not None and model.names == ("name", "street", "city", "born", "phone")
+    assert model == result.model
+    row = StoredRow.decode(store.get_values(ROWS_MAP, [result.rows[0].key])[0] or b"", result.rows[0].key)
+    assert list(row.blocks) == [block for _, block in block_keys(model, row.values)]
+    held = store.get_values(BLOCKS_MAP, list(row.blocks))
+    assert all(data is not None and result.rows[0].key in json.loads(data) for data in held)
+
+
+def test_a_store_of_another_model_version_is_refused_naming_the_fix(tmp_path: Path, store: Storage) -> None:
+    result = feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), store)
+    other = open_storage(f"sqlite:///{tmp_path}/old.db")
+    other.attach(RecordShape(1, 1, 1, 64, lambda words: words))
+    other.write_meta({META_KEY: {**result.model.to_meta(), "version": MODEL_VERSION - 1}})
+    with pytest.raises(ConfigError, match=f"version {MODEL_VERSION - 1}.*--index NEW_URL") as caught:
+        feed(write_csv(tmp_path / "b.csv", people_rows(1, 2, "b")), other)
+    assert "\n" not in str(caught.value)
+    other.close()
+
+
+def test_a_document_index_and_an_empty_store_are_refused_for_queries(tmp_path: Path) -> None:
+    rows = write_csv(tmp_path / "a.csv", people_rows(1, 1, "a"))
+    documents = tmp_path / "docs.jsonl"
+    documents.write_text('{"id": 1, "text": "some words to index here"}\n', encoding="utf-8")
+    added = CliRunner().invoke(main, ["index", "add", str(tmp_path / "docs.db"), str(documents)])
+    assert added.exit_code == 0, added.output
+    with pytest.raises(ConfigError, match="holds a document index, not a records index"):
+        feed(rows, str(tmp_path / "docs.db"))
+    with pytest.raises(ConfigError, match="no records index yet"):
+        feed(rows, str(tmp_path / "empty.db"), mode="any")
+
+
+def test_bad_keys_stop_or_are_skipped_and_a_missing_column_is_named(tmp_path: Path, store: Storage) -> None:
+    feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), store)
+    long_key = ["x" * 300, *PEOPLE[0]]
+    bad = write_csv(tmp_path / "bad.csv", [long_key, ["ok1", *PEOPLE[1]]])
+    with pytest.raises(InputError, match=r"row 1: the key .* ids are at most 255"):
+        feed(bad, store)
+    assert store.get_values(ROWS_MAP, ["ok1"]) == [None]  # nothing of the failed batch was written
+    skipped = feed(bad, store, on_error="skip")
+    assert (skipped.added, skipped.bad) == (1, 1)
+    narrow = write_csv(tmp_path / "narrow.csv", [["n1", "Zhang San"]], ["id", "name"])
+    with pytest.raises(ConfigError, match="no column 'street', 'city', 'born', 'phone'"):
+        feed(narrow, store)
+
+
+def test_batches_are_independent_of_their_size(tmp_path: Path) -> None:
+    """A row decided in the batch of its earlier duplicates or in a later batch gets the same group."""
+    first, later = people_rows(4, 1, "a"), people_rows(5, 2, "b")
+    outcomes = []
+    for size in (1, 7, 1000):
+        url = str(tmp_path / f"s{size}.db")
+        feed(write_csv(tmp_path / "a.csv", first), url)
+        result = feed(write_csv(tmp_path / "b.csv", later), url, batch_size=size)
+        outcomes.append([(row.key, row.group) for row in result.rows])
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    assert len({group for _, group in outcomes[0]}) == len(PEOPLE)
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_the_command_adds_then_queries(tmp_path: Path) -> None:
+    index = str(tmp_path / "idx.db")
+    first = write_csv(tmp_path / "a.csv", people_rows(4, 1, "a"))
+    made = run(
+        "records", str(first), "--key", "id", "--index", index, "--clusters", str(tmp_path / "c.jsonl")
+    )
+    assert made.exit_code == 0, made.output
+    assert "made the index" in made.stderr and "24 added" in made.stderr
+    clusters = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert len(clusters) == 24 and len({line["cluster"] for line in clusters}) == len(PEOPLE)
+    again = run("records", str(first), "--key", "id", "--index", index)
+    assert "0 added (0 joined a group), 24 already stored" in again.stderr
+    queries = write_csv(tmp_path / "q.csv", people_rows(1, 3, "q"))
+    answered = run("records", str(queries), "--key", "id", "--index", index, "--mode", "all")
+    assert answered.exit_code == 0, answered.output
+    lines = [json.loads(line) for line in answered.stdout.splitlines()]
+    assert len(lines) == 6 and all(line["duplicate"] and len(line["matches"]) == 4 for line in lines)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["-k", "8"], ["--pairs", "p.jsonl"], ["--write-table", "t"], ["--mode", "any", "--clusters", "c.jsonl"]],
+)
+def test_the_command_refuses_options_an_index_does_not_take(tmp_path: Path, options: list[str]) -> None:
+    rows = write_csv(tmp_path / "a.csv", people_rows(1, 1, "a"))
+    result = run("records", str(rows), "--key", "id", "--index", str(tmp_path / "i.db"), *options)
+    assert result.exit_code == 2, result.output
+    assert "--index" in result.output or "--clusters" in result.output
+    assert not (tmp_path / "i.db").exists()
+
+
+# -- the dev sets --------------------------------------------------------------------------------
+
+SLICES = 5
+
+
+def pairwise_f1(predicted: list[object], gold: list[object]) -> float:
+    def pairs(counts: Counter[object]) -> int:
+        return sum(count * (count - 1) // 2 for count in counts.values())
+
+    both = pairs(Counter(zip(predicted, gold, strict=True)))
+    found, truth = pairs(Counter(predicted)), pairs(Counter(gold))
+    precision, recall = both / found if found else 1.0, both / truth if truth else 1.0
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "febrl_dataset1",
+        pytest.param("febrl_dataset2", marks=pytest.mark.slow),
+        pytest.param("febrl_dataset3", marks=pytest.mark.slow),
+        pytest.param(
+            "dedupe_csv_example",
+            marks=[
+                pytest.mark.slow,
+                pytest.mark.xfail(
+                    strict=True,
+                    reason="issue 31 not done: F1 0.887 against batch 0.915 (model fitted on the first "
+                    "slice's 667 rows; with the whole table's weights and frequencies precision is 0.98)",
+                ),
+            ],
+        ),
+    ],
+)
+def test_slices_through_the_index_score_as_one_batch(tmp_path: Path, name: str) -> None:
+    """Shuffled rows fed in five slices: the union of their groups scores pairwise F1 ≥ 0.90 and
+    within 0.02 of one batch run over all rows, and no stored group ever changes."""
+    path = shared_file(f"dev/records/{name}.csv")
+    with path.open(encoding="utf-8", newline="") as handle:
+        header, *rows = list(csv.reader(handle))
+    random.Random(31).shuffle(rows)
+    gold = {row[0]: row[1] for row in rows}
+    schema = RecordSchema(key="id", ignore=("cluster",))
+    url = str(tmp_path / "index.db")
+    groups: dict[object, object] = {}
+    for number in range(SLICES):
+        part = write_csv(tmp_path / f"{number}.csv", rows[number::SLICES], header)
+        with open_source(str(part)) as source:
+            result = index_records(source, url, schema)
+        stored = open_storage(url)
+        assert groups_of(stored, list(groups)) == groups, f"slice {number + 1} changed stored groups"
+        stored.close()
+        groups.update((row.key, row.group) for row in result.rows)
+    keys = list(groups)
+    incremental = pairwise_f1([groups[key] for key in keys], [gold[str(key)] for key in keys])
+    with open_source(str(write_csv(tmp_path / "all.csv", rows, header))) as source:
+        batch = dedup_records(source, schema)
+    names = [str(key) for key in batch.keys]
+    whole = pairwise_f1([names[index] for index in batch.clusters.cluster.tolist()], [gold[k] for k in names])
+    assert incremental >= 0.90 and incremental >= whole - 0.02, (incremental, whole)
