@@ -60,9 +60,7 @@ from .index_model import META_KEY, RecordsModel, check_columns, stored_terms
 from .learned import (
     DEFAULT_THRESHOLD,
     FEW_PAIRS_AGREEMENT,
-    GUARD_PROBABILITY,
-    GUARD_SHARE,
-    GUARD_SLACK,
+    guarded_pairs,
     prepared,
     read_key_columns,
     score_table,
@@ -560,21 +558,40 @@ class _Checker:
         chances: npt.NDArray[np.float64],
         rows: dict[RecordKey, StoredRow],
     ) -> dict[RecordKey, StoredRow]:
-        """The new rows in order, each in the group of its most probable match the guard
-        lets it join (:func:`_guarded_group`), or its own."""
-        added: dict[RecordKey, StoredRow] = {}
+        """The new rows with their groups, joined as the batch joins rows (accepted pairs most
+        probable first, under the chain guard: :func:`~neardup.records.learned.guarded_pairs`),
+        except that two stored groups are never joined: a component holding stored rows takes
+        their group, any other the key of its first new row."""
+        keys = [batch.keys[row] for row in new]
+        stored = sorted({other for row in new for other in candidates[row] if other in rows}, key=_order)
+        node = {key: index for index, key in enumerate([*keys, *stored])}
+        sizes = [len(candidates[row]) for row in new]
+        i = np.repeat(np.arange(len(new), dtype=np.int64), sizes)
+        j = np.asarray([node[other] for row in new for other in candidates[row]], dtype=np.int64)
+        accepted = np.flatnonzero([self._accepts(chance) for chance in chances.tolist()]).astype(np.int64)
+        first_of: dict[RecordKey, int] = {}
+        first = np.arange(len(node), dtype=np.int64)
+        for index, key in enumerate(stored, len(keys)):
+            first[index] = first_of.setdefault(rows[key].group, index)
+        apart = np.arange(len(node)) >= len(keys)
+        kept = guarded_pairs(i, j, chances, accepted, first, apart)
+        links = np.flatnonzero(first != np.arange(len(node)))
+        cluster = cluster_records(
+            len(node), np.concatenate([i[kept], links]), np.concatenate([j[kept], first[links]])
+        ).cluster.tolist()
+        anchor = {cluster[index]: rows[key].group for index, key in enumerate(stored, len(keys))}
+        groups: list[RecordKey] = [anchor.get(label, keys[min(label, len(keys) - 1)]) for label in cluster]
         self.best = {}
-        start = 0
-        for row in new:
-            key, others = batch.keys[row], candidates[row]
-            mine = chances[start : start + len(others)]
-            start += len(others)
-            groups = [rows[other].group if other in rows else added[other].group for other in others]
-            matches = _matches(others, groups, mine, self._accepts)
-            group = _guarded_group(matches, groups, mine) or key
-            self.best[key] = tuple(match for match in matches if match.group == group)[:1]
-            blocks = block_keys(self.model, batch.values[row])
-            added[key] = StoredRow(batch.values[row], group, tuple(block for _, block in blocks))
+        for pair in sorted(accepted.tolist(), key=lambda pair: -chances[pair]):
+            left, right = int(i[pair]), int(j[pair])
+            if groups[left] == groups[right] and keys[left] not in self.best:
+                other = [*keys, *stored][right]
+                self.best[keys[left]] = (RecordMatch(other, groups[right], float(chances[pair])),)
+        added: dict[RecordKey, StoredRow] = {}
+        for index, row in enumerate(new):
+            group = groups[index]  # the component of a new row holds a new row or a stored group
+            blocks = tuple(block for _, block in block_keys(self.model, batch.values[row]))
+            added[keys[index]] = StoredRow(batch.values[row], group, blocks)
         return added
 
     def _stored_candidates(
@@ -667,27 +684,6 @@ def _matches(
         if accepts(chance)
     ]
     return sorted(found, key=lambda match: -match.probability)
-
-
-def _guarded_group(
-    matches: list[RecordMatch], groups: list[RecordKey], chances: npt.NDArray[np.float64]
-) -> RecordKey | None:
-    """The group of the most probable match that the batch's chain guard would let the row
-    join (:func:`~neardup.records.learned.guarded_pairs`): at least :data:`GUARD_SHARE` of the
-    row's candidate pairs with the group's rows (less :data:`GUARD_SLACK`) have probability
-    ≥ :data:`GUARD_PROBABILITY`; a row that matches one site of an organisation but not its
-    other sites starts its own group rather than joining theirs."""
-    likely = chances >= GUARD_PROBABILITY
-    tried: set[RecordKey] = set()
-    for match in matches:
-        if match.group in tried:
-            continue
-        tried.add(match.group)
-        inside = np.asarray([group == match.group for group in groups], dtype=bool)
-        between = int(np.count_nonzero(inside))
-        if between < 2 or np.count_nonzero(likely[inside]) >= GUARD_SHARE * between - GUARD_SLACK:
-            return match.group
-    return None
 
 
 def _order(key: RecordKey) -> tuple[bool, str | int]:

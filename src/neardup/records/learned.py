@@ -373,6 +373,7 @@ def guarded_pairs(
     probability: npt.NDArray[np.float64],
     accepted: IntArray,
     first: IntArray | None = None,
+    apart: npt.NDArray[np.bool_] | None = None,
 ) -> IntArray:
     """The accepted pairs (positions into ``i``/``j``, ascending) that end inside one group
     when accepted pairs join groups most probable first, and a pair that would join two groups
@@ -380,8 +381,12 @@ def guarded_pairs(
     candidate pairs between the two groups (less :data:`GUARD_SLACK`) have probability ≥
     :data:`GUARD_PROBABILITY`. Rows with the same ``first`` (exact copies,
     :func:`~neardup.records.candidates.identical_rows`) start as one group, so the guard
-    weighs a row against all the copies and never keeps them apart. Deterministic: ties in
-    probability are taken in pair order."""
+    weighs a row against all the copies and never keeps them apart. Two groups that each hold
+    a row marked in ``apart`` are never joined (the stored groups of a records index, whose ids
+    must not change: :mod:`neardup.records.incremental`). Deterministic: ties in probability
+    are taken in pair order.
+
+    Long: one union-find walk whose state (labels, members, each node's pairs) every step shares."""
     if not len(accepted):
         return accepted
     used = [i[accepted], j[accepted]]
@@ -404,6 +409,9 @@ def guarded_pairs(
     members: list[list[int]] = [[] for _ in range(count)]
     for node, group in enumerate(label.tolist()):
         members[group].append(node)
+    fixed = np.zeros(count, dtype=bool)  # the groups holding a row marked apart
+    if apart is not None:
+        fixed[label[apart[nodes]]] = True
     by_probability = accepted[np.argsort(-probability[accepted], kind="stable")]
     for a, b in zip(
         np.searchsorted(nodes, i[by_probability]).tolist(),
@@ -411,7 +419,7 @@ def guarded_pairs(
         strict=True,
     ):
         left, right = int(label[a]), int(label[b])
-        if left == right:
+        if left == right or (fixed[left] and fixed[right]):
             continue
         if len(members[left]) > len(members[right]):
             left, right = right, left
@@ -424,6 +432,7 @@ def guarded_pairs(
         label[members[left]] = right
         members[right].extend(members[left])
         members[left] = []
+        fixed[right] |= fixed[left]
     same = label[np.searchsorted(nodes, i[accepted])] == label[np.searchsorted(nodes, j[accepted])]
     kept: IntArray = accepted[same]
     return kept
