@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "dedup": {*BASE, "distance", "blocks", "text", "io", "fingerprint", "similarity", "storage", "index"},
     "records": {*BASE, "distance", "text", "io", "fingerprint", "storage", "dedup"},  # storage.urls
     "eval": {*BASE, "blocks", "io", "fingerprint", "similarity", "dedup"},
-    "service": {*BASE, "distance", "io", "storage", "index", "dedup", "neardup"},
+    "service": {*BASE, "distance", "io", "storage", "index", "dedup", "records", "neardup"},
     "spark": {*BASE, "blocks", "text", "io", "fingerprint", "similarity", "dedup"},
     "cli": {
         *BASE,

@@ -12,6 +12,7 @@ import random
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -22,6 +23,7 @@ from neardup.records.incremental import (
     BLOCKS_MAP,
     ROWS_MAP,
     IndexedRecords,
+    RecordsIndex,
     StoredRow,
     block_keys,
     index_records,
@@ -315,3 +317,73 @@ def test_slices_through_the_index_score_as_one_batch(tmp_path: Path, name: str) 
     names = [str(key) for key in batch.keys]
     whole = pairwise_f1([names[index] for index in batch.clusters.cluster.tolist()], [gold[k] for k in names])
     assert incremental >= 0.90 and incremental >= whole - 0.02, (incremental, whole)
+
+
+# -- rows given as mappings, and the service -----------------------------------------------------
+
+
+def as_mappings(rows: list[list[str]]) -> list[dict[str, Any]]:
+    return [dict(zip(HEADER, row, strict=True)) for row in rows]
+
+
+def test_a_records_index_checks_rows_given_as_mappings(tmp_path: Path) -> None:
+    url = str(tmp_path / "idx.db")
+    feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), url)
+    with RecordsIndex.open(url) as records:
+        queried = records.check_many(as_mappings(people_rows(1, 3, "q")), mode="any")
+        assert all(row.duplicate and row.status == "checked" for row in queried)
+        missing_phone = [
+            {key: value for key, value in row.items() if key != "phone"}
+            for row in as_mappings(people_rows(1, 4, "m"))
+        ]
+        assert all(row.duplicate for row in records.check_many(missing_phone, mode="all"))
+        added = records.check_many(as_mappings(people_rows(1, 5, "b")), mode="add")
+        assert [row.status for row in added] == ["added"] * len(PEOPLE)
+        assert all(person(row.group) == person(row.key) for row in added)
+        with pytest.raises(InputError, match=r"row 2: the key is null.*'id'"):
+            records.check_many([{"id": "z1", "name": "x"}, {"name": "no key"}], mode="add")
+        assert records.store.get_values(ROWS_MAP, ["z1"]) == [None]
+    with pytest.raises(ConfigError, match="holds no records index; make one with `neardup records"):
+        RecordsIndex.open(str(tmp_path / "none.db"))
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_the_service_checks_rows_one_or_a_batch(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi", reason="the service tests need the 'service' extra (fastapi, httpx)")
+    from fastapi.testclient import TestClient
+
+    from neardup import SimhashIndex
+    from neardup.fingerprint.config import FingerprintConfig
+    from neardup.index.config import IndexConfig
+    from neardup.service import ServiceSettings, create_app
+
+    url = str(tmp_path / "idx.db")
+    feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), url)
+    documents = SimhashIndex.open(
+        f"sqlite:///{tmp_path}/docs.db", IndexConfig(fingerprint=FingerprintConfig())
+    )
+    records = RecordsIndex.open(url)
+    app = create_app(documents, ServiceSettings(token="t0ken", max_documents=10), records=records)
+    headers = {"Authorization": "Bearer t0ken"}
+    with TestClient(app, raise_server_exceptions=False) as client:
+        rows = as_mappings(people_rows(1, 3, "q"))
+        one = client.post("/v1/records/check", json={"row": rows[0], "mode": "all"}, headers=headers)
+        assert one.status_code == 200, one.text
+        body = one.json()
+        assert body["id"] == rows[0]["id"] and body["duplicate"] and len(body["matches"]) == 4
+        assert body["status"] == "checked" and body["group"] is None
+        batch = client.post("/v1/records/check", json={"rows": rows, "mode": "add"}, headers=headers)
+        assert batch.status_code == 200, batch.text
+        results = batch.json()["results"]
+        assert [result["id"] for result in results] == [row["id"] for row in rows]
+        assert all(result["status"] == "added" and result["group"] for result in results)
+        assert client.post("/v1/records/check", json={"row": rows[0]}).status_code == 401
+        too_many = client.post("/v1/records/check", json={"rows": rows * 2}, headers=headers)
+        assert too_many.status_code == 413
+        bad = client.post("/v1/records/check", json={"row": rows[0], "mode": "some"}, headers=headers)
+        assert bad.status_code == 422
+        keyless = client.post("/v1/records/check", json={"row": {"name": "x"}}, headers=headers)
+        assert keyless.status_code == 422 and "row 1: the key is null" in keyless.text
+        assert "/v1/records/check" in client.get("/openapi.json").json()["paths"]
+    records.close()
+    documents.close()

@@ -146,6 +146,13 @@ MAX_WORKERS = 64
     f"at most {MAX_WORKERS}).",
 )
 @click.option(
+    "--records",
+    "records_url",
+    metavar="URL",
+    help="Also serve this records index (made by `neardup records SOURCE --index URL`) at "
+    "POST /v1/records/check; one worker process.",
+)
+@click.option(
     "--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info"
 )
 @create_option
@@ -168,7 +175,8 @@ def serve(
 
     \b
     Routes: POST /v1/check (check-and-add), /v1/query, /v1/documents, /v1/fingerprint;
-    GET|DELETE /v1/documents/{id}; GET /v1/stats, /healthz; the API page at /docs.
+    GET|DELETE /v1/documents/{id}; GET /v1/stats, /healthz; the API page at /docs; with
+    --records URL, POST /v1/records/check.
 
     \b
     Example:
@@ -184,6 +192,9 @@ def serve(
     except ImportError as exc:  # an older uvicorn
         raise ConfigError(str(exc)) from exc
 
+    records_url = options.pop("records_url")
+    if records_url and workers > 1:
+        raise ConfigError("--records is served by one process; use --workers 1 with it")
     settings = _service_settings(_read_token(token_file), host, options)
     configure(settings)
     server: dict[str, Any] = {
@@ -198,7 +209,7 @@ def serve(
         if workers > 1:
             _serve_workers(ctx, url, max_distance, settings, token_file, workers, server, listening)
         else:
-            _serve_one(ctx, url, max_distance, settings, server, listening)
+            _serve_one(ctx, url, max_distance, settings, server, listening, records_url)
     click.echo("neardup: stopped", err=True)
 
 
@@ -260,14 +271,21 @@ def _serve_one(
     settings: ServiceSettings,
     options: dict[str, Any],
     listening: socket.socket,
+    records_url: str | None = None,
 ) -> None:
-    """Serve in this process, on the socket bound here."""
+    """Serve in this process, on the socket bound here (and the records index, if given)."""
     import uvicorn
 
+    from ..records.incremental import RecordsIndex
     from ..service import create_app
 
-    with open_index(url, requested_config(ctx, max_distance)) as opened, _stopped_by_sigterm():
-        app = create_app(opened, settings)
+    records = RecordsIndex.open(records_url) if records_url else None
+    with (
+        contextlib.closing(records) if records else contextlib.nullcontext(),
+        open_index(url, requested_config(ctx, max_distance)) as opened,
+        _stopped_by_sigterm(),
+    ):
+        app = create_app(opened, settings, records=records)
         served = f"{_described(opened)} on http://{options['host']}:{options['port']}"
         click.echo(f"neardup: serving {served} (API page: /docs)", err=True)
         server = uvicorn.Server(uvicorn.Config(app, **options))

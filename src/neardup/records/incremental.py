@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +191,74 @@ def index_records(
     finally:
         if isinstance(index, str):
             store.close()
+
+
+class RecordsIndex:
+    """A records index opened for rows given as mappings of column → value, not read from a
+    source: the service's ``/v1/records/check`` and Python callers. The index must exist
+    (made by a first run of :func:`index_records`); its stored model decides."""
+
+    def __init__(self, store: Storage, model: RecordsModel, where: str) -> None:
+        self.store = store
+        self.model = model
+        self.where = where
+
+    @classmethod
+    def open(cls, url: str) -> RecordsIndex:
+        """The records index at ``url`` (a store URL or SQLite path)."""
+        store = open_storage(url)
+        try:
+            model = stored_model(store, redacted(url))
+        except BaseException:
+            store.close()
+            raise
+        if model is None:
+            store.discard()
+            raise ConfigError(
+                f"{redacted(url)} holds no records index; make one with `neardup records SOURCE "
+                f"--key KEY --index {redacted(url)}`"
+            )
+        return cls(store, model, redacted(url))
+
+    def check_many(self, rows: Sequence[Mapping[str, Any]], *, mode: str = "any") -> list[CheckedRow]:
+        """Each row checked against the stored ones (``any``/``all``, nothing added) or
+        checked and added (``add``), in order. A column the model compares that a row lacks
+        is null; other fields are ignored. A row without a usable key is refused naming it,
+        and nothing of the call is stored."""
+        if mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        batch = _Batch([], [], [])
+        for number, row in enumerate(rows, 1):
+            where = f"row {number}"
+            try:
+                key = record_key(row.get(self.model.key))
+                problem = key_problem(key)
+                if problem is not None:
+                    raise ValueError(f"the key {shown_key(key)} {problem}")
+            except ValueError as exc:
+                raise InputError(f"{exc}; every row needs its {self.model.key!r} (a key)", where) from None
+            batch.keys.append(key)
+            batch.numbers.append(number)
+        columns = [
+            normalize_column([row.get(name) for row in rows], kind).tolist()
+            for name, kind in self.model.columns
+        ]
+        batch.values = [[column[row] for column in columns] for row in range(len(rows))]
+        result = IndexedRecords(mode, False, self.model)
+        checker = _Checker(self.store, self.model, result)
+        for start in range(0, len(rows), DEFAULT_BATCH_SIZE):
+            part = slice(start, start + DEFAULT_BATCH_SIZE)
+            checker.run(_Batch(batch.keys[part], batch.numbers[part], batch.values[part]))
+        return result.rows
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> RecordsIndex:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def stored_model(store: Storage, where: str) -> RecordsModel | None:

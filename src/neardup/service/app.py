@@ -7,6 +7,8 @@ Routes (all ``/v1`` routes need the bearer token when one is set):
 - ``POST /v1/documents``: add; ``GET`` / ``DELETE /v1/documents/{id}``: read, remove.
 - ``POST /v1/check``: check-and-add (seed 002's incremental mode): the stable cluster id and
   the matches, in one step.
+- ``POST /v1/records/check``: rows against a records index, when the app serves one
+  (:mod:`.records_routes`).
 - ``GET /v1/stats``, ``GET /healthz``, and the OpenAPI page at ``/docs``.
 
 Every POST takes one document, or ``{"documents": [...]}`` with the request's options, and
@@ -17,6 +19,7 @@ level: the index, the settings and the two worker threads (:mod:`.engine`) belon
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import logging
@@ -38,6 +41,7 @@ from ..errors import InputError, KeyNotFoundError
 from ..index.keys import Match
 from ..index.simhash_index import SimhashIndex
 from ..io.record import Record, record_from_mapping
+from ..records.incremental import RecordsIndex
 from ..storage.base import MAX_KEY_BYTES, Key, check_key
 from .engine import Engine, Found, QueryOption
 from .errors import ServiceError, install_error_handlers, validation_error
@@ -57,6 +61,7 @@ from .models import (
     TextBatch,
     TextDocument,
 )
+from .records_routes import RecordRow, RecordRows, records_routes
 from .settings import ServiceSettings
 
 IdType = Literal["string", "int"]
@@ -77,11 +82,16 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def create_app(
-    index: Index | SimhashIndex, settings: ServiceSettings | None = None, *, owns_index: bool = False
+    index: Index | SimhashIndex,
+    settings: ServiceSettings | None = None,
+    *,
+    owns_index: bool = False,
+    records: RecordsIndex | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``index`` (an :class:`~neardup.Index`; a :class:`SimhashIndex`
-    opened from a store is served through one). The app's worker threads stop with its
-    lifespan; the index is closed then too if ``owns_index``, else the caller closes it."""
+    opened from a store is served through one), and ``records`` (a records index) at
+    ``/v1/records/check`` when given. The app's worker threads stop with its lifespan; the
+    indexes are closed then too if ``owns_index``, else the caller closes them."""
     settings = settings or ServiceSettings()
     documents = index if isinstance(index, Index) else Index(index)
     engine = Engine(documents, settings)
@@ -92,6 +102,8 @@ def create_app(
         engine.close()
         if owns_index:
             index.close()
+            if records is not None:
+                records.close()
 
     app = FastAPI(
         title="neardup",
@@ -104,6 +116,10 @@ def create_app(
     install_error_handlers(app)
     bodies: dict[str, Any] = {}
     app.include_router(_routes(engine, settings, bodies))
+    if records is not None:
+        reader = functools.partial(_read_body, settings=settings)
+        app.include_router(records_routes(engine, settings, records, _guards(settings), reader))
+        bodies["RecordRow | RecordRows"] = (RecordRow, RecordRows)
     _document_bodies(app, bodies)
 
     health = Health(engine, documents.index.storage)
@@ -117,11 +133,8 @@ def create_app(
     return app
 
 
-def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -> APIRouter:
-    """The service's routes, one short handler per endpoint.
-
-    Long: it is the route table, kept whole so the API reads in one place.
-    """
+def _guards(settings: ServiceSettings) -> list[Any]:
+    """The dependencies of every ``/v1`` route: the bearer token, when one is set."""
     bearer = HTTPBearer(auto_error=False, description="The token of `neardup serve --token-file`.")
 
     def authorize(request: Request) -> None:
@@ -139,7 +152,15 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
             )
 
     # The bearer scheme only documents the token on the OpenAPI page; authorize checks it.
-    router = APIRouter(prefix="/v1", dependencies=[Depends(bearer), Depends(authorize)], responses=_ERRORS)
+    return [Depends(bearer), Depends(authorize)]
+
+
+def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -> APIRouter:
+    """The service's routes, one short handler per endpoint.
+
+    Long: it is the route table, kept whole so the API reads in one place.
+    """
+    router = APIRouter(prefix="/v1", dependencies=_guards(settings), responses=_ERRORS)
     bits = engine.bits
 
     def body_of(single: type[BaseModel], batch: type[BaseModel]) -> dict[str, Any]:
