@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -387,3 +391,99 @@ def test_the_service_checks_rows_one_or_a_batch(tmp_path: Path) -> None:
         assert "/v1/records/check" in client.get("/openapi.json").json()["paths"]
     records.close()
     documents.close()
+
+
+# -- crash safety ---------------------------------------------------------------------------------
+
+CRASH_ROWS = 3000
+CRASH_BATCH = 100
+SYLLABLES = ["an", "bo", "ci", "da", "el", "fu", "ga", "hi", "jo", "ka", "li", "mu", "ne", "or", "pa", "qi"]
+
+
+def crash_rows(seed: int, prefix: str, count: int = CRASH_ROWS) -> list[list[str]]:
+    """``count`` rows of ``count // 3`` entities, three rows each (typos in the copies)."""
+    rng = random.Random(seed)
+    rows = []
+    for entity in range(count // 3):
+        name = " ".join("".join(rng.choices(SYLLABLES, k=3)) for _ in range(2))
+        values = [name, f"{rng.randrange(1, 999)} {rng.choice(SYLLABLES)}road", rng.choice(SYLLABLES) * 2,
+                  f"19{rng.randrange(10, 99)}-0{rng.randrange(1, 9)}-1{rng.randrange(0, 9)}",
+                  f"555{rng.randrange(10**6, 10**7)}"]  # fmt: skip
+        for copy in range(3):
+            row = list(values)
+            if copy:
+                column = rng.randrange(len(row))
+                row[column] = typo(row[column], rng)
+            rows.append([f"{prefix}{entity}-{copy}", *row])
+    rng.shuffle(rows)
+    return rows
+
+
+def records_command(url: str, path: Path) -> list[str]:
+    code = "from neardup.cli.main import main; main()"
+    return [sys.executable, "-c", code, "records", str(path), "--key", "id", "--index", url,
+            "--batch-size", str(CRASH_BATCH), "--report-batches", "--no-progress"]  # fmt: skip
+
+
+def killed_after(command: list[str], acknowledgements: int) -> list[dict[str, Any]]:
+    """Run the command, SIGKILL it once it has acknowledged that many batches; the acks seen."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None and process.stderr is not None
+        acked: list[dict[str, Any]] = []
+        for line in process.stdout:
+            acked.append(json.loads(line))
+            if len(acked) >= acknowledgements:
+                os.kill(process.pid, signal.SIGKILL)
+                break
+        process.wait(timeout=60)
+        assert process.returncode == -signal.SIGKILL, (
+            f"the run ended before the kill: {process.stderr.read()}"
+        )
+    return acked
+
+
+@pytest.mark.parametrize("phase", ["first", "later"])
+@pytest.mark.parametrize("server", ["sqlite", "redis", "postgres"])
+def test_a_killed_run_keeps_every_acknowledged_batch_and_a_rerun_completes_it(
+    server: str, phase: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = {
+        "sqlite": lambda: f"sqlite:///{tmp_path}/crash.db",
+        "redis": lambda: str(request.getfixturevalue("fresh_redis_url")),
+        "postgres": lambda: str(request.getfixturevalue("fresh_postgres_url")),
+    }[server]()
+    before: dict[object, object] = {}
+    if phase == "later":  # a finished first run, then the killed one adds to it
+        first = write_csv(tmp_path / "first.csv", crash_rows(1, "f", 600))
+        made = subprocess.run(records_command(url, first), capture_output=True, text=True, timeout=300)
+        assert made.returncode == 0, made.stderr
+        before = {int(line["batch"]): line for line in map(json.loads, made.stdout.splitlines())}
+    rows = crash_rows(2, "k")
+    path = write_csv(tmp_path / "rows.csv", rows)
+    ids = [row[0] for row in rows]
+    acked = killed_after(records_command(url, path), acknowledgements=8)
+    acknowledged = sum(int(ack["added"]) for ack in acked)
+    assert acked[-1]["last_id"] == ids[acknowledged - 1]
+    store = open_storage(url)
+    try:
+        held = store.get_values(ROWS_MAP, ids)
+        stored = sum(value is not None for value in held)
+        # every acknowledged row is there; whole batches only, in input order
+        assert stored >= acknowledged and stored % CRASH_BATCH == 0
+        assert all(value is not None for value in held[:stored]) and not any(held[stored:])
+        groups = groups_of(store, ids[:stored])
+    finally:
+        store.close()
+    finished = subprocess.run(records_command(url, path), capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    reports = [json.loads(line) for line in finished.stdout.splitlines()]
+    assert sum(int(report["added"]) for report in reports) == CRASH_ROWS - stored
+    assert sum(int(report["skipped"]) for report in reports) == stored
+    store = open_storage(url)
+    try:
+        assert all(value is not None for value in store.get_values(ROWS_MAP, ids))
+        assert groups_of(store, ids[:stored]) == groups  # the rerun changed no stored group
+        assert len(set(groups_of(store, ids).values())) < CRASH_ROWS / 2  # copies were joined
+    finally:
+        store.close()
+    assert before or phase == "first"

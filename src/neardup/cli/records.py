@@ -8,6 +8,7 @@ a :class:`~neardup.records.schema.RecordSchema` and a source (:mod:`neardup.reco
 
 from __future__ import annotations
 
+import json
 import time
 import tomllib
 from pathlib import Path
@@ -25,7 +26,7 @@ from ..fingerprint.hashing import HASH_NAMES
 from ..io.output import write_jsonl
 from ..io.record import ErrorReport
 from ..records.dedup import AUTO, DEFAULT_MAX_DISTANCE, RECORD_CHECKS, RecordsResult, verification
-from ..records.incremental import MODES, IndexedRecords, index_records
+from ..records.incremental import DEFAULT_BATCH_SIZE, MODES, BatchDone, IndexedRecords, index_records
 from ..records.learned import DEFAULT_THRESHOLD, FEW_PAIRS_AGREEMENT
 from ..records.run import SimhashSearch, dedup_records, pair_rows, write_group_table
 from ..records.schema import ResolvedSchema, parse_field, schema_from_mapping
@@ -136,6 +137,19 @@ _SIMHASH_KEYS = ("max_distance", "verify", "min_similarity", "fields", "only_lis
     show_default=True,
     help="With --index: add new rows; any: whether each row has a stored duplicate; all: every "
     "stored duplicate with its match probability (any/all add nothing; JSON lines on stdout).",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=DEFAULT_BATCH_SIZE,
+    show_default=True,
+    help="With --index: rows checked and stored per transaction.",
+)
+@click.option(
+    "--report-batches",
+    is_flag=True,
+    help='With --index (add): print {"batch", "added", "skipped", "last_id"} on stdout after each '
+    "committed batch.",
 )
 @click.option(
     "--chunk-size",
@@ -264,8 +278,12 @@ def _check_index_options(ctx: click.Context, settings: dict[str, Any]) -> None:
     for option, name in (("--pairs", "pairs_path"), ("--write-table", "write_table")):
         if settings[name]:
             raise click.UsageError(f"{option} is not written with --index; use --clusters PATH", ctx)
-    if settings["clusters_path"] and settings["mode"] != "add":
-        raise click.UsageError("--clusters is written in --mode add; queries print JSON lines", ctx)
+    if (settings["clusters_path"] or settings["report_batches"]) and settings["mode"] != "add":
+        raise click.UsageError(
+            "--clusters and --report-batches are for --mode add; queries print JSON lines", ctx
+        )
+    if settings["report_batches"] and settings["clusters_path"] == "-":
+        raise click.UsageError("--report-batches prints on stdout; write --clusters to a file", ctx)
     check_outputs_not_inputs(ctx, {"--clusters": settings["clusters_path"]})
 
 
@@ -281,8 +299,14 @@ def _run_index(row_source: RowSource, settings: dict[str, Any], report: ErrorRep
             on_error=settings["on_error"],
             report=report,
             progress=bar.update,
+            batch_size=settings["batch_size"],
+            on_batch=_report_batch if settings["report_batches"] else None,
         )
     return indexed
+
+
+def _report_batch(done: BatchDone) -> None:
+    click.echo(json.dumps(done.to_dict(), ensure_ascii=False))
 
 
 def _write_index_outputs(indexed: IndexedRecords, settings: dict[str, Any], seconds: float) -> None:

@@ -108,6 +108,20 @@ class CheckedRow:
         return bool(self.matches)
 
 
+@dataclass(frozen=True)
+class BatchDone:
+    """A batch committed to the store (``--report-batches``): its number (from 1), rows
+    added, rows skipped (their key stored already) and the key of its last row."""
+
+    number: int
+    added: int
+    skipped: int
+    last_key: RecordKey | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch": self.number, "added": self.added, "skipped": self.skipped, "last_id": self.last_key}
+
+
 @dataclass
 class IndexedRecords:
     """What a run did: the rows in source order, and counts. ``created`` is True for the
@@ -156,12 +170,14 @@ def index_records(
     on_error: str = "fail",
     report: ErrorReport | None = None,
     progress: Callable[[int], object] | None = None,
+    on_batch: Callable[[BatchDone], object] | None = None,
 ) -> IndexedRecords:
     """``neardup records SOURCE --index URL``: check the rows of ``source`` against the
     records index at ``index`` (a store URL or SQLite path, or an opened store, which is
-    left open) and, in ``add`` mode, store the new ones (module docstring). An empty store
-    learns its model from ``source`` (``threshold`` applies there; a stored model keeps its
-    own); queries need a stored model. ``schema``'s key must be the stored one."""
+    left open) and, in ``add`` mode, store the new ones, ``batch_size`` rows a transaction
+    (module docstring); ``on_batch`` hears each committed batch. An empty store learns its
+    model from ``source`` (``threshold`` applies there; a stored model keeps its own);
+    queries need a stored model. ``schema``'s key must be the stored one."""
     if mode not in MODES:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     if batch_size < 1:
@@ -176,7 +192,8 @@ def index_records(
         if isinstance(source, SqlSource) and not source.columns:
             source.open()  # a query's columns are known once it runs
         if model is None:
-            return _first_run(source, store, schema, threshold, batch_size, on_error, report, progress)
+            learn = _Learn(schema, threshold, batch_size, on_error)
+            return _first_run(source, store, learn, report, progress, on_batch)
         if schema.key != model.key:
             raise ConfigError(
                 f"the records index at {where} is keyed by column {model.key!r}; give --key {model.key}"
@@ -184,8 +201,11 @@ def index_records(
         check_columns(model, source.columns, source.name)
         result = IndexedRecords(mode, False, model)
         checker = _Checker(store, model, result)
-        for batch in _batches(source, model, batch_size, on_error, report, progress):
+        for number, batch in enumerate(_batches(source, model, batch_size, on_error, report, progress), 1):
+            added, skipped = result.added, result.skipped
             checker.run(batch)
+            if on_batch is not None and mode == "add":
+                on_batch(BatchDone(number, result.added - added, result.skipped - skipped, batch.keys[-1]))
         result.bad = report.count
         return result
     finally:
@@ -446,18 +466,27 @@ def _grown(
 # -- the first run ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Learn:
+    """The settings of a first run."""
+
+    schema: RecordSchema
+    threshold: float
+    batch_size: int
+    on_error: str
+
+
 def _first_run(
     source: RowSource,
     store: Storage,
-    schema: RecordSchema,
-    threshold: float,
-    batch_size: int,
-    on_error: str,
+    learn: _Learn,
     report: ErrorReport,
     progress: Callable[[int], object] | None,
+    on_batch: Callable[[BatchDone], object] | None,
 ) -> IndexedRecords:
     """Learn the model from the whole source (the batch path), store it, then the rows with
     their batch groups, a transaction per batch."""
+    schema, threshold, batch_size = learn.schema, learn.threshold, learn.batch_size
     if not 0.0 <= threshold <= 1.0:
         raise ConfigError(f"threshold must be between 0 and 1; got {threshold!r}")
     wanted = schema.columns_to_read(source.columns)
@@ -468,7 +497,7 @@ def _first_run(
         source.columns,
         source.chunks(),
         schema,
-        on_error=on_error,
+        on_error=learn.on_error,
         report=report,
         source_name=source.name,
         progress=progress,
@@ -479,10 +508,30 @@ def _first_run(
             raise InputError(
                 f"the key {shown_key(key)} {problem}; every row needs a key a store can hold", source.name
             )
+    model, groups = _learned(resolved.key, columns, keys, threshold)
+    store.attach(RecordShape(1, 1, 1, 64, lambda words: words[:, :1]))
+    store.write_meta({META_KEY: model.to_meta()})
+    result = IndexedRecords("add", True, model, bad=report.count)
+    for start in range(0, len(keys), batch_size):
+        chosen = range(start, min(start + batch_size, len(keys)))
+        values = [[_value(column, row) for column in columns] for row in chosen]
+        _store_rows(store, model, [keys[row] for row in chosen], values, [groups[row] for row in chosen])
+        for row in chosen:
+            result.rows.append(CheckedRow(keys[row], "added", groups[row]))
+        if on_batch is not None:
+            on_batch(BatchDone(start // batch_size + 1, len(chosen), 0, keys[chosen[-1]]))
+    result.added = len(keys)
+    return result
+
+
+def _learned(
+    key: str, columns: list[KeyColumn], keys: list[RecordKey], threshold: float
+) -> tuple[RecordsModel, list[RecordKey]]:
+    """The batch's model of the table, and each row's group (its group's first row's key)."""
     pairs, scored = score_table(columns, len(keys), threshold)
     table, counts = prepared(columns)
     model = RecordsModel(
-        key=resolved.key,
+        key=key,
         columns=tuple((column.name, column.kind) for column in columns),
         specs=tuple(key_specs(columns)),
         caps=scored.caps,
@@ -494,17 +543,7 @@ def _first_run(
     )
     clusters = cluster_records(len(keys), pairs.i, pairs.j, keep="first")
     groups = [keys[index] for index in clusters.cluster.tolist()]
-    store.attach(RecordShape(1, 1, 1, 64, lambda words: words[:, :1]))
-    store.write_meta({META_KEY: model.to_meta()})
-    result = IndexedRecords("add", True, model, bad=report.count)
-    for start in range(0, len(keys), batch_size):
-        chosen = range(start, min(start + batch_size, len(keys)))
-        values = [[_value(column, row) for column in columns] for row in chosen]
-        _store_rows(store, model, [keys[row] for row in chosen], values, [groups[row] for row in chosen])
-        for row in chosen:
-            result.rows.append(CheckedRow(keys[row], "added", groups[row]))
-    result.added = len(keys)
-    return result
+    return model, groups
 
 
 def _value(column: KeyColumn, row: int) -> str | None:
