@@ -646,7 +646,13 @@ class _Checker:
                 for o in candidates[row]
             ],
         )
-        added = self._decide(batch, new, candidates, chances, rows)
+        groups = self._decide(batch, new, candidates, chances, rows)
+        added = {
+            batch.keys[row]: StoredRow(
+                batch.values[row], groups[batch.keys[row]], tuple(block for _, block in blocks[row])
+            )
+            for row in new
+        }
         _write(self.store, added, _grown(self.model, stored, holders))
         for row, key in enumerate(batch.keys):
             if key in added and position.get(key) == row:
@@ -664,8 +670,8 @@ class _Checker:
         candidates: dict[int, list[RecordKey]],
         chances: npt.NDArray[np.float64],
         rows: dict[RecordKey, StoredRow],
-    ) -> dict[RecordKey, StoredRow]:
-        """The new rows with their groups, joined as the batch joins rows (accepted pairs most
+    ) -> dict[RecordKey, RecordKey]:
+        """The new rows' groups, joined as the batch joins rows (accepted pairs most
         probable first, under the chain guard: :func:`~neardup.records.learned.guarded_pairs`),
         except that two stored groups are never joined: a component holding stored rows takes
         their group, any other the key of its first new row."""
@@ -694,12 +700,8 @@ class _Checker:
             if groups[left] == groups[right] and keys[left] not in self.best:
                 other = [*keys, *stored][right]
                 self.best[keys[left]] = (RecordMatch(other, groups[right], float(chances[pair])),)
-        added: dict[RecordKey, StoredRow] = {}
-        for index, row in enumerate(new):
-            group = groups[index]  # the component of a new row holds a new row or a stored group
-            blocks = tuple(block for _, block in block_keys(self.model, batch.values[row]))
-            added[keys[index]] = StoredRow(batch.values[row], group, blocks)
-        return added
+        # the component of a new row holds a new row or a stored group
+        return {key: groups[index] for index, key in enumerate(keys)}
 
     def _stored_candidates(
         self,
