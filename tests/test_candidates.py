@@ -64,7 +64,7 @@ def edited_corpus(seed: int, originals: int = 60, words: int = 120) -> list[str]
 
 def check_promise(texts: list[str], settings: CandidateSettings) -> tuple[int, float, int]:
     """Assert the structural guarantees; return (missed pairs >= threshold, their expected
-    number under 1 − (1 − s^r)^b, pairs >= threshold)."""
+    number under the binomial tail of ``hits`` band keys, pairs >= threshold)."""
     shingles = Shingles.of(texts)
     pairs = candidate_pairs(shingles, settings)
     assert pairs.dtype == np.int64 and pairs.ndim == 2 and pairs.shape[1] == 2
@@ -76,17 +76,35 @@ def check_promise(texts: list[str], settings: CandidateSettings) -> tuple[int, f
     hit = np.array([(a, b) in found for a, b in zip(i.tolist(), j.tolist(), strict=True)], dtype=bool)
     missed = promised & ~hit
     expected = sum(
-        1 - collision_probability(s, settings.rows, settings.band_count) for s in jaccard[promised].tolist()
+        1 - collision_probability(s, settings.rows, settings.band_count, settings.hits)
+        for s in jaccard[promised].tolist()
     )
     return int(missed.sum()), expected, int(promised.sum())
 
 
 def test_bands_meet_the_promised_recall_and_no_fewer_would() -> None:
-    for threshold, rows in ((0.5, 5), (0.5, 4), (0.8, 6), (0.3, 3)):
-        bands = bands_for(threshold, rows, 0.99)
-        assert collision_probability(threshold, rows, bands) >= 0.99
-        assert bands == 1 or collision_probability(threshold, rows, bands - 1) < 0.99
-    assert CandidateSettings().band_count == 146 and CandidateSettings().bins == 730
+    for threshold, rows, hits in (
+        (0.5, 5, 1),
+        (0.5, 4, 1),
+        (0.8, 6, 1),
+        (0.3, 3, 1),
+        (0.5, 5, 2),
+        (0.3, 3, 3),
+    ):
+        bands = bands_for(threshold, rows, 0.99, hits)
+        assert collision_probability(threshold, rows, bands, hits) >= 0.99
+        assert bands == hits or collision_probability(threshold, rows, bands - 1, hits) < 0.99
+    assert bands_for(0.5, 5, 0.99) == 146
+    assert CandidateSettings().band_count == 210 and CandidateSettings().bins == 1050
+
+
+def test_two_hits_are_the_binomial_tail() -> None:
+    """P[at least 2 of b bands] against a simulation of the bands."""
+    rng = np.random.default_rng(3)
+    agree = rng.random((20_000, 210)) < 0.5**5
+    simulated = float((agree.sum(axis=1) >= 2).mean())
+    assert abs(simulated - collision_probability(0.5, 5, 210, 2)) < 0.005
+    assert collision_probability(0.5, 5, 210, 1) == 1 - (1 - 0.5**5) ** 210
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -96,8 +114,8 @@ def test_oph_finds_every_pair_above_the_sure_margin_and_misses_no_more_than_expe
     shingles = Shingles.of(texts)
     pairs = found_set(candidate_pairs(shingles, settings))
     i, j, jaccard = brute_force(shingles)
-    # At Jaccard 0.7 a pair is missed with probability (1 - 0.7^5)^146 < 1e-11.
-    assert 1 - collision_probability(0.7, settings.rows, settings.band_count) < 1e-9
+    # At Jaccard 0.7 a pair shares fewer than 2 of 210 band keys with probability < 1e-9.
+    assert 1 - collision_probability(0.7, settings.rows, settings.band_count, settings.hits) < 1e-9
     sure = [(a, b) for a, b, s in zip(i.tolist(), j.tolist(), jaccard.tolist(), strict=True) if s >= 0.7]
     assert len(sure) > 25
     assert [pair for pair in sure if pair not in pairs] == []

@@ -102,6 +102,7 @@ class CandidateSettings:
     recall: float = 0.99
     rows: int = 5
     bands: int | None = None
+    hits: int = 2
     short_shingles: int = 64
     max_bucket: int = 200
     hub: int = 2
@@ -120,6 +121,8 @@ class CandidateSettings:
             raise ConfigError(f"the promised recall must lie in (0, 1); got {self.recall!r}")
         if self.rows < 1 or (self.bands is not None and self.bands < 1):
             raise ConfigError(f"rows and bands must be >= 1; got {self.rows!r} and {self.bands!r}")
+        if not 1 <= self.hits <= self.band_count:
+            raise ConfigError(f"hits must lie in [1, {self.band_count}] (the bands); got {self.hits!r}")
         if not 0 <= self.check_bins <= self.bins:
             raise ConfigError(f"check_bins must lie in [0, {self.bins}]; got {self.check_bins!r}")
         if self.max_bucket < 2 or self.hub < 1:
@@ -127,25 +130,51 @@ class CandidateSettings:
 
     @property
     def band_count(self) -> int:
-        return self.bands if self.bands is not None else bands_for(self.threshold, self.rows, self.recall)
+        return (
+            self.bands
+            if self.bands is not None
+            else bands_for(self.threshold, self.rows, self.recall, self.hits)
+        )
 
     @property
     def bins(self) -> int:
         return self.band_count * self.rows
 
 
-def collision_probability(similarity: float, rows: int, bands: int) -> float:
-    """P[a pair of Jaccard ``similarity`` shares a band key] = 1 − (1 − s^rows)^bands."""
-    return 1.0 - (1.0 - similarity**rows) ** bands
+def collision_probability(similarity: float, rows: int, bands: int, hits: int = 1) -> float:
+    """P[a pair of Jaccard ``similarity`` shares at least ``hits`` of ``bands`` band keys]: the
+    binomial tail of ``bands`` trials that each succeed with probability s^rows (for one hit,
+    1 − (1 − s^rows)^bands)."""
+    agree = similarity**rows
+    if agree >= 1.0:
+        return 1.0 if bands >= hits else 0.0
+    if hits == 1:
+        return 1.0 - (1.0 - agree) ** bands
+    below = sum(
+        math.comb(bands, k) * agree**k * (1.0 - agree) ** (bands - k) for k in range(min(hits, bands + 1))
+    )
+    return max(0.0, 1.0 - below)
 
 
-def bands_for(threshold: float, rows: int, recall: float = 0.99) -> int:
-    """The fewest bands of ``rows`` rows that find a pair at ``threshold`` with probability
-    >= ``recall``: (1 − t^r)^b <= 1 − recall."""
+def bands_for(threshold: float, rows: int, recall: float = 0.99, hits: int = 1) -> int:
+    """The fewest bands of ``rows`` rows whose keys a pair at ``threshold`` shares ``hits``
+    times with probability >= ``recall``."""
     agree = threshold**rows
     if agree >= 1.0:
-        return 1
-    return max(1, math.ceil(math.log(1.0 - recall) / math.log1p(-agree) - 1e-9))
+        return hits
+    if hits == 1:  # (1 − t^r)^b <= 1 − recall, in closed form
+        return max(1, math.ceil(math.log(1.0 - recall) / math.log1p(-agree) - 1e-9))
+    low, high = hits - 1, hits  # the tail grows with the bands: double, then bisect
+    while collision_probability(threshold, rows, high, hits) < recall:
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (
+            (low, middle)
+            if collision_probability(threshold, rows, middle, hits) >= recall
+            else (middle, high)
+        )
+    return high
 
 
 # -- pairs from keys ---------------------------------------------------------------------------
@@ -398,16 +427,17 @@ class CandidateSearch:
         if self.count >= 1 << 31:
             raise InputError(f"{self.count} documents exceed the 2^31 a candidate search numbers")
         span = self.workspace.share("check_bins") // max(1, 2 * settings.check_bins)
-        found = PairTiles(self.count, span, self.workspace)
+        found = PairTiles(self.count, span, self.workspace, settings.hits)
         hashes = np.concatenate(self._short_hashes) if self._short_hashes else np.zeros(0, np.uint64)
         documents = np.concatenate(self._short_documents) if self._short_documents else np.zeros(0, np.int64)
-        found.add(prefix_pairs(hashes, documents, settings.threshold, settings.max_bucket, settings.hub))
+        prefix = prefix_pairs(hashes, documents, settings.threshold, settings.max_bucket, settings.hub)
+        found.add(prefix, sure=True)
         done = done or (lambda _: None)
         done(1)
         if self._segments:
             fingerprints = np.concatenate([part[0] for part in self._segments])
             owners = np.concatenate([part[1] for part in self._segments])
-            found.add(_segment_candidates(fingerprints, owners, settings))
+            found.add(_segment_candidates(fingerprints, owners, settings), sure=True)
         if self._keys:
             owners = np.concatenate(self._owners)
             for band in range(settings.band_count):

@@ -1,11 +1,14 @@
 """The candidate pairs of a batch run, gathered band by band and checked tile by tile.
 
 Pairs arrive as pair keys (i·2^32 + j, i < j) from every band, many of them found by several
-bands. Held in memory they are merged and deduplicated as they come; past their share of the
-run's memory budget each buffer is deduplicated and split by tile, ``(i // span, j // span)``,
-into a file per tile. A tile's pairs read the check bins and texts of two spans of documents
-only, so the check reads a tile with a bounded working set; tiles are given back sorted and
-unique, and together they are exactly the pairs held in memory would have been.
+bands, and a pair is a candidate once ``hits`` bands have found it (each band gives a pair at
+most once). Held in memory they are merged as they come, each key kept at most ``hits`` times
+(a sort: enough to count to ``hits``); past their share of the run's memory budget each
+buffer is merged so and split by tile, ``(i // span, j // span)``, into a file per tile. A
+tile's pairs read the check bins and texts of two spans of documents only, so the check reads
+a tile with a bounded working set; tiles are given back sorted and unique, the keys found
+``hits`` times, and together they are exactly the pairs held in memory would have been.
+Pairs that are candidates by themselves (the exact prefix search's) are added ``sure``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ..arrays import sorted_unique
 from .workspace import Workspace, unbounded
 
 IntArray = npt.NDArray[np.int64]
@@ -26,17 +28,37 @@ MERGE_PARTS = 16
 MAX_SPANS = 64
 
 
-def _unique(parts: list[IntArray]) -> IntArray:
+def _capped(parts: list[IntArray], hits: int) -> IntArray:
+    """The keys of ``parts``, sorted, each kept at most ``hits`` times."""
     if not parts:
         return np.empty(0, dtype=np.int64)
-    return np.asarray(sorted_unique(np.concatenate(parts)), dtype=np.int64)
+    keys = np.sort(np.concatenate(parts))
+    if keys.size <= hits:
+        return keys
+    keep = np.ones(keys.size, dtype=bool)
+    np.not_equal(keys[hits:], keys[:-hits], out=keep[hits:])
+    return keys[keep]
+
+
+def _found(keys: IntArray, hits: int) -> IntArray:
+    """The distinct keys of sorted ``keys`` that occur at least ``hits`` times."""
+    if keys.size < hits:
+        return keys[:0]
+    if hits > 1:  # the key that ends a run of ``hits`` equal keys, once per run and more
+        keys = keys[hits - 1 :][keys[hits - 1 :] == keys[: keys.size - hits + 1]]
+    first = np.ones(keys.size, dtype=bool)
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    found: IntArray = keys[first]
+    return found
 
 
 class PairTiles:
-    """Pair keys of ``documents`` documents; ``span`` documents per tile side when spilled."""
+    """Pair keys of ``documents`` documents; ``span`` documents per tile side when spilled;
+    a pair is kept once ``hits`` bands found it."""
 
-    def __init__(self, documents: int, span: int, workspace: Workspace | None = None) -> None:
+    def __init__(self, documents: int, span: int, workspace: Workspace | None = None, hits: int = 1) -> None:
         self.workspace = workspace or unbounded()
+        self.hits = hits
         self.span = max(1, span, -(-documents // MAX_SPANS))
         self.sides = max(1, -(-documents // self.span))
         self._parts: list[IntArray] = []
@@ -49,17 +71,20 @@ class PairTiles:
     def spilled(self) -> bool:
         return bool(self._files)
 
-    def add(self, keys: IntArray) -> None:
-        """More pair keys (any order, repeats allowed)."""
+    def add(self, keys: IntArray, sure: bool = False) -> None:
+        """More pair keys (any order): one band's, each once, or with ``sure`` pairs that are
+        candidates whatever the bands find."""
         if not keys.size:
             return
+        if sure and self.hits > 1:
+            keys = np.repeat(keys, self.hits)
         self._parts.append(keys)
         self._held += keys.nbytes
         if len(self._parts) >= MERGE_PARTS:
-            self._parts = [_unique(self._parts)]
+            self._parts = [_capped(self._parts, self.hits)]
             self._held = self._parts[0].nbytes
         if self._held > self.workspace.share("pairs"):
-            self._write(_unique(self._parts))
+            self._write(_capped(self._parts, self.hits))
             self._parts, self._held = [], 0
 
     def _tile_of(self, keys: IntArray) -> IntArray:
@@ -80,19 +105,21 @@ class PairTiles:
                 out.write(keys[start:stop].tobytes())
 
     def finish(self) -> None:
-        """Deduplicate what is held (and every tile file, in place) and count the pairs."""
-        held = _unique(self._parts)
-        self._parts, self._held = [held], held.nbytes
+        """Keep the pairs found ``hits`` times, sorted and unique, of what is held (and of
+        every tile file, in place), and count them."""
+        held = _capped(self._parts, self.hits)
         if self._files:
             self._write(held)
             self._parts, self._held = [], 0
             self.count = 0
             for path in self._files.values():
-                keys = _unique([np.fromfile(path, dtype=np.int64)])
+                keys = _found(np.sort(np.fromfile(path, dtype=np.int64)), self.hits)
                 keys.tofile(path)
                 self.count += len(keys)
         else:
-            self.count = len(held)
+            found = _found(held, self.hits)
+            self._parts, self._held = [found], found.nbytes
+            self.count = len(found)
         self._finished = True
 
     def tiles(self) -> Iterator[IntArray]:
@@ -106,4 +133,4 @@ class PairTiles:
 
     def all(self) -> IntArray:
         """Every pair key, sorted and unique (all in memory: for callers that want them all)."""
-        return _unique(list(self.tiles()))
+        return np.sort(np.concatenate([np.empty(0, dtype=np.int64), *self.tiles()]))

@@ -205,12 +205,12 @@ class DedupSettings:
         return self.explain or self.verify not in ("none", "auto") or self.auto_texts
 
     def lsh_settings(self) -> CandidateSettings:
-        """The shingle LSH: pairs of Jaccard >= the threshold found with probability >= 0.99,
-        pre-filtered on 512 sketch bins kept at 8 bits. A higher threshold needs fewer
+        """The shingle LSH: pairs of Jaccard >= the threshold found in two bands with
+        probability >= 0.99, pre-filtered on 512 sketch bins kept at 8 bits. A higher threshold needs fewer
         bands; they never drop below the bins the check reads."""
         threshold = self.threshold or LSH_THRESHOLD
-        rows = CandidateSettings.rows
-        bands = max(bands_for(threshold, rows), -(-LSH_CHECK_BINS // rows))
+        rows, hits = CandidateSettings.rows, CandidateSettings.hits
+        bands = max(bands_for(threshold, rows, hits=hits), -(-LSH_CHECK_BINS // rows), hits)
         return CandidateSettings(threshold=threshold, bands=bands, check_bins=LSH_CHECK_BINS)
 
 

@@ -9,14 +9,15 @@ with default settings, because every number comes from the same functions:
    the seed);
 2. (band, key) → order key, grouped: each bucket's members ordered by order key (the input
    order, as the local document numbers) and paired by the ``max_bucket``/``hub`` rule of
-   ``keyed_pairs`` (:func:`bucket_pairs`);
+   ``keyed_pairs`` (:func:`bucket_pairs`); a pair found by ``hits`` bands is a candidate
+   (counted by a grouped count, as ``PairTiles`` counts them);
 3. the short documents (fewer than ``short_shingles / threshold`` shingles) are searched by
    :func:`~neardup.spark.keyed.prefix_candidates`, the steps of ``prefix_pairs`` as Spark
    operations: the same candidates, with no document on the driver;
 4. candidates deduplicated; each is pre-filtered on the sketch (exact for two short
    documents, the b-bit estimate otherwise: :func:`pair_similarity`) with
-   ``LshStage``'s margin, then confirmed by the exact Jaccard of :class:`ShingleSets` on the
-   texts joined to the pair, as ``LshStage.confirmed`` does.
+   the batch check's margin, then confirmed by the exact Jaccard of :class:`ShingleSets` on
+   the texts joined to the pair, as :func:`~neardup.dedup.lsh.confirm` does.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def checked_pairs(
 ) -> Iterator[tuple[int, int, int, int]]:
     """(a, b, distance, 0) of the joined candidates that pass the sketch check and, when
     ``exact``, the exact shingle Jaccard of their texts where the sketch is unsure (as
-    ``LshStage.confirmed``)."""
+    :func:`~neardup.dedup.lsh.confirm`)."""
     threshold = check_threshold(exact, settings)
     pending: list[tuple[int, int, int, str, str]] = []
     for a, b, w0a, w1a, w0b, w1b, check_a, check_b, short_a, short_b, text_a, text_b in rows:
@@ -135,7 +136,7 @@ def _verified(
     pending: list[tuple[int, int, int, str, str]], fingerprinter: Fingerprinter
 ) -> Iterator[tuple[int, int, int, int]]:
     """The pairs whose exact shingle Jaccard reaches the threshold, texts seen by the
-    fingerprinter's normalizer (:class:`ShingleSets`, as ``LshStage.confirmed``)."""
+    fingerprinter's normalizer (:class:`ShingleSets`, as :func:`~neardup.dedup.lsh.confirm`)."""
     texts = [text for *_, text_a, text_b in pending for text in (text_a, text_b)]
     left = np.arange(0, len(texts), 2)
     sets = ShingleSets.of(len(texts), texts.__getitem__, fingerprinter.normalizer)
@@ -161,9 +162,11 @@ def lsh_search(
     long = records.where(F.col("bands").isNotNull()).select("order", "bands").rdd
     buckets = long.mapPartitions(lambda rows: band_rows((int(r[0]), bytes(r[1])) for r in rows))
     banded = buckets.groupByKey(partitions).flatMap(lambda item: bucket_pairs(item[1]))
+    found = spark.createDataFrame(banded, "a long, b long").groupBy("a", "b").count()
     shorts = records.where(F.col("short").isNotNull()).select("order", "short")
-    every = banded.union(prefix_candidates(spark, shorts, partitions))
-    candidates = spark.createDataFrame(every, "a long, b long").distinct().persist()
+    prefixed = spark.createDataFrame(prefix_candidates(spark, shorts, partitions), "a long, b long")
+    every = found.where(F.col("count") >= LSH_SETTINGS.hits).select("a", "b").union(prefixed)
+    candidates = every.distinct().persist()
     count = candidates.count()
     columns = ["order", "w0", "w1", "check", "short", *(["text"] if exact else [])]
     side = records.select(*columns)
