@@ -1,8 +1,8 @@
 """Batch and online decide alike: a band index stores the first 512 bins of the batch search's
 text sketch and its texts, and decides a candidate as batch dedup's default check does (the
 estimate, and the exact Jaccard of the texts within 0.08 of the threshold). What differs is
-the bands: an index posts 16 bands of 3 one-byte bins per record, the batch search keys 146
-bands of 5 (a store pays for every posting; docs/candidates.md). So on the dev news sets every
+the bands: an index posts 16 bands of 3 one-byte bins per record, the batch search keys 235
+bands of 5 and takes pairs two of them find (a store pays for every posting; docs/candidates.md). So on the dev news sets every
 pair an index finds is a pair batch finds, on every store, and the batch pairs it misses are
 near the threshold (a pair of Jaccard 0.5 shares a band with probability 0.88 there, 0.99 in
 batch). The library's default index scores the dev F1 the command line does (>= 0.99).
@@ -120,7 +120,7 @@ def test_with_the_batch_searchs_recall_an_index_gives_the_batch_pairs(
     batch_decided: tuple[Path, set[Pair]], tmp_path: Path
 ) -> None:
     """The bands are the one difference: an index that posts 40 bands (a pair of Jaccard
-    0.5 found with probability 0.995, as the batch search's 146 x 5 find it with 0.99)
+    0.5 found with probability 0.995, as the batch search's 2 of 235 x 5 find it with 0.99)
     gives exactly the batch pairs on the dev news sets."""
     path, batch = batch_decided
     config = IndexConfig.band_index().replace(scheme=BandScheme(64, bands=40))

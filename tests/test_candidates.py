@@ -95,7 +95,7 @@ def test_bands_meet_the_promised_recall_and_no_fewer_would() -> None:
         assert collision_probability(threshold, rows, bands, hits) >= 0.99
         assert bands == hits or collision_probability(threshold, rows, bands - 1, hits) < 0.99
     assert bands_for(0.5, 5, 0.99) == 146
-    assert CandidateSettings().band_count == 210 and CandidateSettings().bins == 1050
+    assert CandidateSettings().band_count == 235 and CandidateSettings().bins == 1175
 
 
 def test_two_hits_are_the_binomial_tail() -> None:
@@ -114,7 +114,7 @@ def test_oph_finds_every_pair_above_the_sure_margin_and_misses_no_more_than_expe
     shingles = Shingles.of(texts)
     pairs = found_set(candidate_pairs(shingles, settings))
     i, j, jaccard = brute_force(shingles)
-    # At Jaccard 0.7 a pair shares fewer than 2 of 210 band keys with probability < 1e-9.
+    # At Jaccard 0.7 a pair shares fewer than 2 of 235 band keys with probability < 1e-9.
     assert 1 - collision_probability(0.7, settings.rows, settings.band_count, settings.hits) < 1e-9
     sure = [(a, b) for a, b, s in zip(i.tolist(), j.tolist(), jaccard.tolist(), strict=True) if s >= 0.7]
     assert len(sure) > 25

@@ -10,20 +10,22 @@ candidate with the exact Jaccard (:meth:`Verifier.verify_texts`).
 
 ``oph`` (the default): one-permutation MinHash + LSH banding.
     Each shingle hash is mixed once with a seeded 64-bit finalizer; its top bits choose one of
-    K = bands × rows bins, its low 32 bits are the value, and each bin keeps its minimum
-    (Li, Owen & Zhang 2012) — O(total shingles), against O(total shingles × K) for K
-    independent permutations. Empty bins (documents with fewer shingles than bins) are filled by
-    optimal densification (Shrivastava 2017: each empty bin probes bins in a fixed pseudo-random
-    order and copies the first non-empty one), which keeps P[bin values equal] = Jaccard.
-    Rows of a band agree with probability s^rows, so a pair of Jaccard s shares at least one of
-    ``bands`` band keys with probability 1 − (1 − s^rows)^bands; ``bands`` is the smallest
-    count that makes that >= ``recall`` at ``threshold``. ``rows`` sets the background cost:
-    unrelated news pairs have Jaccard ~0.01-0.05 (dev sets: median 0.012, 99th percentile 0.05),
-    so with rows = 5 each of them becomes a candidate with probability ~146·0.05^5 ≈ 5e-5.
-    Band keys are sorted per band (one ``np.sort``), runs of equal keys give pairs; a key shared
-    by more than ``max_bucket`` documents (boilerplate, templates, mass copies) yields only the
-    pairs of each member with the bucket's first ``hub`` members, like a stopword that is kept
-    for connectivity but not expanded quadratically.
+    K bins, its low 32 bits are the value, and each bin keeps its minimum (Li, Owen & Zhang
+    2012) — O(total shingles), against O(total shingles × K) for K independent permutations.
+    Empty bins (documents with fewer shingles than bins) are filled by optimal densification
+    (Shrivastava 2017: each empty bin probes bins in a fixed pseudo-random order and copies the
+    first non-empty one), which keeps P[bin values equal] = Jaccard. Rows of a band agree with
+    probability s^rows, and a pair is a candidate once ``hits`` of the ``bands`` band keys
+    agree: with probability P[Bin(bands, s^rows) >= hits]; ``bands`` is the smallest count that
+    makes that >= ``recall`` at ``threshold``. ``rows`` and ``hits`` set the background cost:
+    unrelated news pairs have Jaccard ~0.01-0.05 (dev sets: median 0.012, 99th percentile
+    0.05), each agreeing on a band with probability ~0.05^5 ≈ 3e-7, so one hit would make
+    chance candidates grow with the collection (every document meets more strangers) and two
+    hits make them the square of that. Band keys are sorted per band (one ``np.sort``), runs
+    of equal keys give pairs; a key shared by more than ``max_bucket`` documents
+    (boilerplate, templates, mass copies) yields only the pairs of each member with the
+    bucket's first ``hub`` members, like a stopword that is kept for connectivity but not
+    expanded quadratically.
 ``segments``: several Simhash fingerprints per document (sentence groups cut at content-defined
     boundaries, so an insertion shifts only its own segment), searched exactly at ``segment_distance``
     bits by :func:`~neardup.dedup.batch.find_all_pairs`; fingerprints shared by more than
@@ -63,13 +65,12 @@ from ..errors import ConfigError, InputError
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..similarity.shingles import Shingles
 from ..similarity.sketches import (
-    TEXT_SKETCH_BINS,
     TEXT_SKETCH_SEED,
+    band_sketches,
     byte_bins,
     estimate_from_bins,
     hashed_band_keys,
     minhash_sketches,
-    oph_sketches,
 )
 from ..text.normalize import Normalizer
 from .band_keys import BandKeys
@@ -93,13 +94,17 @@ class CandidateSettings:
     """How candidates are searched (see the module docstring for the methods).
 
     ``threshold`` is the shingle Jaccard the verification keeps (0.5, as ``--verify
-    jaccard``); ``recall`` the probability promised for a pair exactly at it (higher Jaccard
-    is found more surely).
+    jaccard``); ``recall`` the probability, under independent bins, of finding a pair exactly
+    at it (higher Jaccard is found more surely): 0.995 to keep the 0.99 promised, because the
+    densified bins of shorter texts are copies of each other, which clusters the band hits
+    and lowers the chance of two (docs/candidates.md). A pair is a candidate once ``hits``
+    bands find it: chance collisions of unrelated texts, which grow with the collection, need
+    two coincidences instead of one.
     """
 
     method: str = "oph"
     threshold: float = 0.5
-    recall: float = 0.99
+    recall: float = 0.995
     rows: int = 5
     bands: int | None = None
     hits: int = 2
@@ -518,8 +523,8 @@ def sketch_long(
     renumber[long] = np.arange(long.size)
     chosen = renumber[shingles.documents] >= 0
     subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
-    if settings.method == "oph":  # the text sketch (its bins, or more for a low threshold)
-        sketch = oph_sketches(subset, max(settings.bins, TEXT_SKETCH_BINS), settings.seed)
+    if settings.method == "oph":  # the text sketch, extended for more bands
+        sketch = band_sketches(subset, settings.bins, settings.seed)
     else:
         sketch = minhash_sketches(subset, settings.bins, settings.seed)
     checks = byte_bins(sketch, settings.check_bins) if settings.check_bins else None

@@ -209,8 +209,8 @@ class DedupSettings:
         probability >= 0.99, pre-filtered on 512 sketch bins kept at 8 bits. A higher threshold needs fewer
         bands; they never drop below the bins the check reads."""
         threshold = self.threshold or LSH_THRESHOLD
-        rows, hits = CandidateSettings.rows, CandidateSettings.hits
-        bands = max(bands_for(threshold, rows, hits=hits), -(-LSH_CHECK_BINS // rows), hits)
+        rows, hits, recall = CandidateSettings.rows, CandidateSettings.hits, CandidateSettings.recall
+        bands = max(bands_for(threshold, rows, recall, hits), -(-LSH_CHECK_BINS // rows), hits)
         return CandidateSettings(threshold=threshold, bands=bands, check_bins=LSH_CHECK_BINS)
 
 

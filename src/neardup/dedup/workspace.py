@@ -23,7 +23,7 @@ DEFAULT_MEMORY = 4 << 30
 #: Below this a budget cannot hold one batch's working set; refused as a typo.
 MIN_MEMORY = 1 << 20
 #: The share of the budget each part holds in memory before it spills.
-SHARES = {"band_keys": 0.2, "check_bins": 0.2, "texts": 0.15, "pairs": 0.2}
+SHARES = {"band_keys": 0.25, "check_bins": 0.2, "texts": 0.15, "pairs": 0.2}
 
 
 class Workspace:

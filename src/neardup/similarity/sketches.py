@@ -30,12 +30,13 @@ _S32 = np.uint64(32)
 #: Values a one-byte bin takes: two bins of different minima agree by chance with 1/256.
 BIN_VALUES = 256
 #: The one sketch of a text, for every mode: one-permutation MinHash over this many bins with
-#: this seed. The batch search's default bands read all of them (146 bands of 5 rows find a
-#: pair of Jaccard 0.5 with probability 0.99); its candidate check, and the sketch an index
-#: stores, read the first :data:`CHECK_BINS` at one byte, so batch and online estimate a
-#: pair's Jaccard from the very same numbers.
+#: this seed. The batch search's bands read all of them and more (:func:`band_sketches`); its
+#: candidate check, and the sketch an index stores, read the first :data:`CHECK_BINS` at one
+#: byte, so batch and online estimate a pair's Jaccard from the very same numbers.
 TEXT_SKETCH_BINS = 730
 TEXT_SKETCH_SEED = 1
+#: Added to the seed of the sketch that extends the text sketch for more bands.
+EXTENSION_SEED = 0x9E3779B9
 #: One-byte bins a candidate check and a stored sketch read.
 CHECK_BINS = 512
 #: The band around the threshold where the texts decide, in batch and in an index that keeps
@@ -62,6 +63,19 @@ def oph_sketches(shingles: Shingles, bins: int, seed: int = 1) -> UInt32Array:
     sketch: UInt32Array = flat.reshape(shingles.count, bins)
     _densify(sketch, shingles.sizes > 0, seed)
     return sketch
+
+
+def band_sketches(shingles: Shingles, bins: int, seed: int = TEXT_SKETCH_SEED) -> UInt32Array:
+    """(count, max(bins, TEXT_SKETCH_BINS)) sketches: the text sketch of ``seed``, then, where
+    the bands need more bins, an independent sketch of the rest (seed + :data:`EXTENSION_SEED`).
+    One wider sketch would move every bin (a shingle's bin depends on the width), and its first
+    bins would no longer be the check's or an index's."""
+    sketch = oph_sketches(shingles, TEXT_SKETCH_BINS, seed)
+    if bins <= TEXT_SKETCH_BINS:
+        return sketch
+    extension = oph_sketches(shingles, bins - TEXT_SKETCH_BINS, seed + EXTENSION_SEED)
+    joined: UInt32Array = np.concatenate([sketch, extension], axis=1)
+    return joined
 
 
 #: Probe targets precomputed per bin, once per layout (attempts beyond are hashed as they
