@@ -113,6 +113,26 @@ def test_sketching_in_worker_processes_changes_nothing(
     assert list(shared.cluster_rows()) == list(alone.cluster_rows())
 
 
+def test_the_exact_check_in_runs_of_few_texts_changes_nothing(
+    dev_sample: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pairs near the threshold checked a few texts' sets at a time (as a large
+    collection is) get the Jaccard they get all at once."""
+    whole = dedup_documents(dev_sample)
+    monkeypatch.setattr(lsh, "EXACT_DOCUMENTS", 3)
+    calls: list[int] = []
+    original = lsh.ShingleSets.of
+
+    def counted(count: int, *args: Any, **kwargs: Any) -> Any:
+        calls.append(count)
+        return original(count, *args, **kwargs)
+
+    monkeypatch.setattr(lsh.ShingleSets, "of", counted)
+    runs = dedup_documents(dev_sample)
+    assert len(calls) > 5 and max(calls) <= 3
+    assert list(runs.pair_rows()) == list(whole.pair_rows()) and len(whole.pairs) > 50
+
+
 def test_a_higher_threshold_keeps_fewer_pairs_and_says_so(dev_sample: list[Any]) -> None:
     """--threshold 0.7 under the default search: fewer bands (never fewer than the checked
     bins), only pairs of Jaccard >= 0.7, and the summary names the threshold."""

@@ -45,6 +45,8 @@ IntArray = npt.NDArray[np.int64]
 #: Candidates checked on the sketch at a time, and confirmed on their texts at a time.
 SKETCH_CHUNK = 1 << 20
 TEXT_CHUNK = 1 << 16
+#: Texts whose shingle sets an exact check holds at once (~0.3-0.5 GB of news).
+EXACT_DOCUMENTS = 1 << 17
 
 
 def default_workers() -> int:
@@ -248,13 +250,28 @@ def _confirm_tile(sketches: Sketches, found: IntArray, mode: str, normalizer: No
 
 
 def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -> npt.NDArray[np.float64]:
-    """The exact shingle Jaccard of each pair (m, 2), each text shingled once
-    (:class:`ShingleSets`)."""
-    involved, inverse = unique_inverse(pairs)
-    rows = inverse.reshape(-1, 2)
+    """The exact shingle Jaccard of each pair (m, 2): the pairs in runs that involve at most
+    :data:`EXACT_DOCUMENTS` texts, each text shingled once per run (:class:`ShingleSets`), so
+    the sets held stay bounded however many pairs a large collection has near the threshold."""
+    result = np.empty(len(pairs), dtype=np.float64)
     texts, workers = sketches.texts, sketches.workers
-    sets = ShingleSets.of(len(involved), lambda row: texts[int(involved[row])], normalizer, workers)
-    return sets.jaccard(rows[:, 0], rows[:, 1], workers)
+    pending = [(0, len(pairs))]
+    while pending:
+        low, high = pending.pop()
+        involved, inverse = unique_inverse(pairs[low:high])
+        if len(involved) > EXACT_DOCUMENTS and high - low > 1:
+            middle = (low + high) // 2
+            pending += [(middle, high), (low, middle)]
+            continue
+        rows = inverse.reshape(-1, 2)
+        sets = ShingleSets.of(len(involved), _texts_of(texts, involved), normalizer, workers)
+        result[low:high] = sets.jaccard(rows[:, 0], rows[:, 1], workers)
+    return result
+
+
+def _texts_of(texts: TextStore, documents: npt.NDArray[np.generic]) -> Callable[[int], str]:
+    """The text of row ``r`` of ``documents`` (for :meth:`ShingleSets.of`)."""
+    return lambda row: texts[int(documents[row])]
 
 
 def explain_candidates(sketches: Sketches, pairs: Pairs, fingerprinter: Fingerprinter) -> list[Explanation]:
