@@ -133,6 +133,19 @@ def test_the_exact_check_in_runs_of_few_texts_changes_nothing(
     assert list(runs.pair_rows()) == list(whole.pair_rows()) and len(whole.pairs) > 50
 
 
+def test_distances_fingerprinted_by_workers_in_chunks_are_the_same(
+    dev_sample: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records of the kept pairs fingerprinted in many chunks over two forked workers
+    give the distances one chunk in this process gives."""
+    monkeypatch.setattr(lsh, "default_workers", lambda: 1)
+    alone = dedup_documents(dev_sample)
+    monkeypatch.setattr(lsh, "default_workers", lambda: 2)
+    monkeypatch.setattr(lsh, "TEXT_CHUNK", 7)
+    chunked = dedup_documents(dev_sample)
+    assert chunked.pairs.distance.tolist() == alone.pairs.distance.tolist() and len(alone.pairs) > 50
+
+
 def test_a_higher_threshold_keeps_fewer_pairs_and_says_so(dev_sample: list[Any]) -> None:
     """--threshold 0.7 under the default search: fewer bands (never fewer than the checked
     bins), only pairs of Jaccard >= 0.7, and the summary names the threshold."""

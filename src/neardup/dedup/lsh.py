@@ -269,6 +269,16 @@ def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -
     return result
 
 
+def _fingerprints(members: npt.NDArray[np.generic]) -> npt.NDArray[np.uint64]:
+    """The Simhash fingerprints of records ``members`` (in a worker: the sketches and the
+    fingerprinter are the forked state)."""
+    sketches, fingerprinter = shingle_sets.forked_state()
+    chosen = members.tolist()
+    texts, titles = sketches.texts, sketches.titles
+    words = fingerprinter.fingerprint_many([texts[k] for k in chosen], [titles[k] for k in chosen])
+    return np.asarray(words, dtype=np.uint64)
+
+
 def _texts_of(texts: TextStore, documents: npt.NDArray[np.generic]) -> Callable[[int], str]:
     """The text of row ``r`` of ``documents`` (for :meth:`ShingleSets.of`)."""
     return lambda row: texts[int(documents[row])]
@@ -296,18 +306,12 @@ def explain_candidates(sketches: Sketches, pairs: Pairs, fingerprinter: Fingerpr
 def pair_distances(
     sketches: Sketches, fingerprinter: Fingerprinter, i: IntArray, j: IntArray
 ) -> npt.NDArray[np.uint8]:
-    """Hamming distances of the pairs' Simhash fingerprints, fingerprinting only their records."""
+    """Hamming distances of the pairs' Simhash fingerprints, fingerprinting only their records
+    (in chunks, in forked workers when there are several)."""
     involved, inverse = unique_inverse(np.concatenate([i, j]))
-    texts, titles = sketches.texts, sketches.titles
-    parts = [
-        np.asarray(
-            fingerprinter.fingerprint_many([texts[k] for k in members], [titles[k] for k in members]),
-            dtype=np.uint64,
-        )
-        for members in (
-            involved[low : low + TEXT_CHUNK].tolist() for low in range(0, len(involved), TEXT_CHUNK)
-        )
-    ]
+    chunks = [involved[low : low + TEXT_CHUNK] for low in range(0, len(involved), TEXT_CHUNK)]
+    workers = sketches.workers if len(chunks) > 1 else 1
+    parts = list(forked_map(_fingerprints, chunks, (sketches, fingerprinter), workers))
     none = np.zeros((0, 2) if fingerprinter.bits == 128 else 0, np.uint64)
     words = np.concatenate(parts) if parts else none
     left, right = inverse[: len(i)], inverse[len(i) :]
