@@ -91,6 +91,9 @@ class MysqlDialect(SqlDialect):
     def value_type(self) -> str:
         return "LONGBLOB"  # a BLOB holds at most 64 KiB
 
+    def meta_type(self) -> str:
+        return "LONGTEXT"  # a TEXT holds at most 64 KiB
+
     def check_keys(self, keys: Sequence[Key]) -> None:
         check_keys(keys)  # the id rule of every store; it keeps ids within the column
 

@@ -330,7 +330,8 @@ class SqlStorage(Storage):
             self.dialect.check_creatable(cursor)
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.meta_table} "
-                f"(name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL){self.dialect.table_options()}"
+                f"(name VARCHAR(64) PRIMARY KEY, value {self.dialect.meta_type()} NOT NULL)"
+                f"{self.dialect.table_options()}"
             )
             NEW_LAYOUTS[self.new_layout](self).create(cursor)
             cursor.execute(self._values_table_statement())

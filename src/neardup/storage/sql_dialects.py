@@ -156,6 +156,10 @@ class SqlDialect:
         """The column type of stored values, which may be far larger than a record's blobs."""
         return self.blob_type
 
+    def meta_type(self) -> str:
+        """The column type of the meta rows' JSON (a records index keeps its model there)."""
+        return "TEXT"
+
     def marks(self, count: int) -> str:
         return ", ".join([self.placeholder] * count)
 
