@@ -23,6 +23,7 @@ from click.testing import CliRunner, Result
 
 from neardup.cli.main import main
 from neardup.errors import ConfigError, InputError
+from neardup.index.meta import RECORDS_META_KEY
 from neardup.records.incremental import (
     BLOCKS_MAP,
     ROWS_MAP,
@@ -164,6 +165,7 @@ def test_queries_find_duplicates_and_add_nothing(tmp_path: Path, store: Storage)
 
 def test_the_model_and_blocks_are_stored(tmp_path: Path, store: Storage) -> None:
     result = feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), store)
+    assert RECORDS_META_KEY == META_KEY  # the index layer names it to refuse a records store
     model = stored_model(store, "test")
     assert model is not None and model.names == ("name", "street", "city", "born", "phone")
     assert model == result.model
@@ -194,6 +196,10 @@ def test_a_document_index_and_an_empty_store_are_refused_for_queries(tmp_path: P
         feed(rows, str(tmp_path / "docs.db"))
     with pytest.raises(ConfigError, match="no records index yet"):
         feed(rows, str(tmp_path / "empty.db"), mode="any")
+    feed(rows, str(tmp_path / "records.db"))
+    refused = CliRunner().invoke(main, ["index", "stats", str(tmp_path / "records.db")])
+    assert refused.exit_code == 1 and "is a records index" in refused.output
+    assert "--mode any" in refused.output
 
 
 def test_bad_keys_stop_or_are_skipped_and_a_missing_column_is_named(tmp_path: Path, store: Storage) -> None:

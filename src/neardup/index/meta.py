@@ -41,6 +41,9 @@ TABLE_BYTES_PER_ENTRY = 8
 DEFAULT_MEMORY_BUDGET = 64
 #: Meta keys every stored index has; one missing means the meta was damaged or edited.
 REQUIRED_KEYS = ("bits", "max_distance", "scheme", "mu", "fingerprint_config")
+#: The meta entry of a records index (``neardup.records.index_model.META_KEY``; the index layer
+#: may not import records, and only names it to refuse such a store with the right command).
+RECORDS_META_KEY = "records_model"
 
 
 def tables_within(budget: int, bits: int = 64) -> int:
@@ -183,6 +186,11 @@ def check_header(header: dict[str, Any], path: str | Path) -> None:
 
 def check_store_version(meta: dict[str, Any], url: str) -> None:
     """Refuse a store that is not an index, or one made by another version of neardup."""
+    if isinstance(meta, dict) and RECORDS_META_KEY in meta:
+        raise InputError(
+            f"{url!r} is a records index (made by `neardup records SOURCE --index URL`), not a document "
+            "index; check rows against it with `neardup records SOURCE --key KEY --index URL --mode any`"
+        )
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise InputError(f"{url!r} is not a neardup index; use another store or table prefix")
     version = meta.get("version")
