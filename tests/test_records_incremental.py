@@ -196,6 +196,7 @@ def test_a_document_index_and_an_empty_store_are_refused_for_queries(tmp_path: P
         feed(rows, str(tmp_path / "docs.db"))
     with pytest.raises(ConfigError, match="no records index yet"):
         feed(rows, str(tmp_path / "empty.db"), mode="any")
+    assert not (tmp_path / "empty.db").exists()
     feed(rows, str(tmp_path / "records.db"))
     refused = CliRunner().invoke(main, ["index", "stats", str(tmp_path / "records.db")])
     assert refused.exit_code == 1 and "is a records index" in refused.output

@@ -188,6 +188,8 @@ def index_records(
     try:
         model = stored_model(store, where)
         if model is None and mode != "add":
+            if isinstance(index, str):
+                store.discard()  # a query leaves no empty store behind
             raise ConfigError(f"{where} holds no records index yet; add rows first (--mode add)")
         if isinstance(source, SqlSource) and not source.columns:
             source.open()  # a query's columns are known once it runs
