@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -61,8 +62,10 @@ class Shingles:
         """The shingle sets of ``texts``: :func:`shingles_of`, the one shingler."""
         return shingles_of(texts, normalizer)
 
-    @property
+    @cached_property
     def sizes(self) -> IntArray:
+        """Each text's shingle count (counted once: the search, the sketch and the
+        densification each ask)."""
         return np.bincount(self.documents, minlength=self.count).astype(np.int64)
 
     def sets(self) -> list[set[int]]:
