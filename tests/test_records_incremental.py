@@ -516,3 +516,17 @@ def test_a_model_larger_than_a_text_column_round_trips(
         assert stored_model(store, "test") == result.model
     finally:
         store.close()
+
+
+def test_later_runs_open_the_store_afresh(tmp_path: Path, store_url: str) -> None:  # noqa: F811
+    """A later run in a new process opens the store by its URL (MariaDB's column layout needs
+    the store attached before its writer lock): the same answers as through one open store."""
+    if store_url == "memory://":
+        pytest.skip("a memory:// store lives in one open store")
+    feed(write_csv(tmp_path / "a.csv", people_rows(4, 1, "a")), store_url)
+    later = feed(write_csv(tmp_path / "b.csv", people_rows(2, 2, "b")), store_url)
+    assert later.added == 12 and all(person(row.group) == person(row.key) for row in later.rows)
+    queried = feed(write_csv(tmp_path / "q.csv", people_rows(1, 3, "q")), store_url, mode="all")
+    assert all(len(row.matches) == 6 for row in queried.rows)
+    with RecordsIndex.open(store_url) as records:
+        assert all(row.duplicate for row in records.check_many(as_mappings(people_rows(1, 4, "r"))))

@@ -81,6 +81,16 @@ OVER_CAP = "*"
 Values = list[str | None]
 
 
+def _no_postings(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    return words[:, :1]
+
+
+#: What a records index tells a store of its records: nothing it uses (it keeps no records
+#: or postings there, only meta and value maps), but every store is attached to a shape
+#: before its meta is written or its writer lock taken.
+STORE_SHAPE = RecordShape(1, 1, 1, 64, _no_postings)
+
+
 @dataclass(frozen=True)
 class RecordMatch:
     """A stored row that a checked row matches: its key, group and match probability."""
@@ -186,6 +196,7 @@ def index_records(
     store = open_storage(index) if isinstance(index, str) else index
     where = redacted(index) if isinstance(index, str) else store.name
     try:
+        store.attach(STORE_SHAPE)
         model = stored_model(store, where)
         if model is None and mode != "add":
             if isinstance(index, str):
@@ -230,6 +241,7 @@ class RecordsIndex:
         """The records index at ``url`` (a store URL or SQLite path)."""
         store = open_storage(url)
         try:
+            store.attach(STORE_SHAPE)
             model = stored_model(store, redacted(url))
         except BaseException:
             store.close()
@@ -511,7 +523,6 @@ def _first_run(
                 f"the key {shown_key(key)} {problem}; every row needs a key a store can hold", source.name
             )
     model, groups = _learned(resolved.key, columns, keys, threshold)
-    store.attach(RecordShape(1, 1, 1, 64, lambda words: words[:, :1]))
     store.write_meta({META_KEY: model.to_meta()})
     result = IndexedRecords("add", True, model, bad=report.count)
     for start in range(0, len(keys), batch_size):
