@@ -270,7 +270,7 @@ def write_corpus(lang: str, size: int, dev: list[dict[str, Any]], path: Path) ->
             while hay + placed < line:  # haystack documents up to the next dev record's line
                 buffer.append(f'{{"id": "hay-{hay:08d}", "title": "", "text": "{next(bodies)}"}}\n')
                 hay += 1
-                if len(buffer) == CHUNK:
+                if len(buffer) >= CHUNK:  # a dev record may have taken it past CHUNK
                     out.write("".join(buffer))
                     buffer.clear()
             if row is not None:
