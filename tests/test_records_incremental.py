@@ -295,8 +295,8 @@ def pairwise_f1(predicted: list[object], gold: list[object]) -> float:
                 pytest.mark.slow,
                 pytest.mark.xfail(
                     strict=True,
-                    reason="issue 31 not done: F1 0.887 against batch 0.915 (model fitted on the first "
-                    "slice's 667 rows; with the whole table's weights and frequencies precision is 0.98)",
+                    reason="issue 31 not done: F1 0.889 against batch 0.915 (model fitted on the first "
+                    "slice's 667 rows; with the whole table's model 0.903: needs --refit)",
                 ),
             ],
         ),
