@@ -2,11 +2,12 @@
 text sketch and its texts, and decides a candidate as batch dedup's default check does (the
 estimate, and the exact Jaccard of the texts within 0.08 of the threshold). What differs is
 the bands: an index posts 16 bands of 3 one-byte bins per record, the batch search keys 235
-bands of 5 and takes pairs two of them find (a store pays for every posting; docs/candidates.md). So on the dev news sets every
-pair an index finds is a pair batch finds, on every store, and the batch pairs it misses are
-near the threshold (a pair of Jaccard 0.5 shares a band with probability 0.88 there, 0.99 in
-batch). The library's default index scores the dev F1 the command line does (>= 0.99).
-Pairs are unordered {a, b}: online, each record with its stored matches."""
+bands of 5 and takes pairs two of them find (a store pays for every posting;
+docs/candidates.md). So on the dev news sets every pair an index finds is a pair batch finds,
+on every store, and the batch pairs it misses are near the threshold (a pair of Jaccard 0.5
+shares a band with probability 0.88 there, 0.99 in batch). The library's default index scores
+the dev F1 the command line does (>= 0.99). Pairs are unordered {a, b}: online, each record
+with its stored matches."""
 
 from __future__ import annotations
 

@@ -78,6 +78,7 @@ DEFINED_IN: dict[str, str] = {
     "compact_keys": "neardup.similarity.shingles",
     "Shingles": "neardup.similarity.shingles",
     "oph_sketches": "neardup.similarity.sketches",
+    "band_sketches": "neardup.similarity.sketches",
     "byte_bins": "neardup.similarity.sketches",
     "estimate_from_bins": "neardup.similarity.sketches",
     "hashed_band_keys": "neardup.similarity.sketches",
@@ -90,7 +91,7 @@ DEFINED_IN: dict[str, str] = {
 #: What the batch search, the check, the stored sketch (index and service), the verifier and the
 #: Spark job import of the core (Spark's band keys and check bins come through ``sketch_long``).
 CALLERS: dict[str, set[str]] = {
-    "neardup.dedup.candidates": {"oph_sketches", "minhash_sketches", "hashed_band_keys", "byte_bins"},
+    "neardup.dedup.candidates": {"band_sketches", "minhash_sketches", "hashed_band_keys", "byte_bins"},
     "neardup.dedup.lsh": {"shingles_of"},
     "neardup.dedup.shingle_sets": {"shingles_of", "compact_keys"},
     "neardup.similarity.stored_sketch": {"shingles_of", "oph_sketches", "byte_bins", "estimate_from_bins"},
