@@ -268,6 +268,15 @@ def test_the_command_refuses_options_an_index_does_not_take(tmp_path: Path, opti
     assert not (tmp_path / "i.db").exists()
 
 
+@pytest.mark.parametrize("options", [["--mode", "any"], ["--batch-size", "5"], ["--report-batches"]])
+def test_the_batch_command_refuses_the_options_of_an_index(tmp_path: Path, options: list[str]) -> None:
+    """--mode, --batch-size and --report-batches without --index are refused, not ignored."""
+    rows = write_csv(tmp_path / "a.csv", people_rows(1, 1, "a"))
+    result = run("records", str(rows), "--key", "id", "--clusters", str(tmp_path / "c.jsonl"), *options)
+    assert result.exit_code == 2 and f"{options[0]} applies to a records index" in result.output
+    assert not (tmp_path / "c.jsonl").exists()
+
+
 # -- the dev sets --------------------------------------------------------------------------------
 
 SLICES = 5

@@ -231,6 +231,7 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
     if settings["index_url"]:
         _check_index_options(ctx, settings)
     else:
+        _check_batch_options(ctx)
         _check_outputs(ctx, settings)
     report = ErrorReport()
     row_source = _open_source(source, settings, report)
@@ -264,6 +265,19 @@ def _open_source(source: str, settings: dict[str, Any], report: ErrorReport) -> 
         report=report,
         max_bytes=settings["max_bytes"],
     )
+
+
+def _check_batch_options(ctx: click.Context) -> None:
+    """Usage errors for the options of --index given without it (never silently ignored)."""
+    for name, flag in (
+        ("mode", "--mode"),
+        ("batch_size", "--batch-size"),
+        ("report_batches", "--report-batches"),
+    ):
+        if ctx.get_parameter_source(name) in _EXPLICIT:
+            raise click.UsageError(
+                f"{flag} applies to a records index; give --index URL or leave it out", ctx
+            )
 
 
 def _check_index_options(ctx: click.Context, settings: dict[str, Any]) -> None:
