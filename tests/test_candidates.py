@@ -23,6 +23,7 @@ from neardup.dedup.shingle_sets import ShingleSets
 from neardup.errors import ConfigError, InputError
 from neardup.similarity import shingles as shingler
 from neardup.similarity.shingles import HAN_SHINGLE, LATIN_SHINGLE, shingles_of
+from neardup.similarity.sketches import band_columns
 from neardup.similarity.verify import Shingles
 from neardup.text.normalize import Normalizer
 from neardup.text.tokenize import CharNgramTokenizer, contains_han
@@ -96,6 +97,25 @@ def test_bands_meet_the_promised_recall_and_no_fewer_would() -> None:
         assert bands == hits or collision_probability(threshold, rows, bands - 1, hits) < 0.99
     assert bands_for(0.5, 5, 0.99) == 146
     assert CandidateSettings().band_count == 235 and CandidateSettings().bins == 1175
+
+
+def test_the_bands_past_the_text_sketch_regroup_its_bins() -> None:
+    """235 bands of 5: the text sketch's 730 bins in order, then 89 bands of its bins taken
+    from 5 different first bands each, so no two bands share more than one bin; bands past
+    two groupings read an extension sketch."""
+    columns = band_columns(5, 235)
+    assert columns[:730].tolist() == list(range(730)) and int(columns.max()) == 729
+    bands = columns.reshape(-1, 5)
+    assert all(len(set((band // 5).tolist())) == 5 for band in bands[146:])
+    shared = max(
+        len(set(a.tolist()) & set(b.tolist())) for a in bands[146:] for b in bands[: int(bands.shape[0])]
+    )
+    assert shared == 5  # a band shares all its bins only with itself
+    counts = np.bincount(columns)
+    assert counts.max() == 2 and len(set(columns[730:].tolist())) == 445
+    others = [len(set(a.tolist()) & set(b.tolist())) for k, a in enumerate(bands) for b in bands[k + 1 :]]
+    assert max(others) == 1
+    assert int(band_columns(5, 300).max()) == 730 + 8 * 5 - 1
 
 
 def test_two_hits_are_the_binomial_tail() -> None:

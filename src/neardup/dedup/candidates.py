@@ -523,8 +523,8 @@ def sketch_long(
     renumber[long] = np.arange(long.size)
     chosen = renumber[shingles.documents] >= 0
     subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
-    if settings.method == "oph":  # the text sketch, extended for more bands
-        sketch = band_sketches(subset, settings.bins, settings.seed)
+    if settings.method == "oph":  # the text sketch's bins, regrouped for more bands
+        sketch = band_sketches(subset, settings.rows, settings.band_count, settings.seed)
     else:
         sketch = minhash_sketches(subset, settings.bins, settings.seed)
     checks = byte_bins(sketch, settings.check_bins) if settings.check_bins else None

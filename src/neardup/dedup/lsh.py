@@ -35,6 +35,7 @@ from ..text.normalize import Normalizer
 from . import shingle_sets
 from .batch import Pairs
 from .candidates import CandidateSearch, CandidateSettings, as_pairs, sketch_long, split_short
+from .clusters import components
 from .pair_tiles import PairTiles
 from .shingle_sets import ShingleSets, forked_map
 from .text_store import PackedTexts, TextStore, pack_texts
@@ -252,20 +253,29 @@ def _confirm_tile(sketches: Sketches, found: IntArray, mode: str, normalizer: No
 def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -> npt.NDArray[np.float64]:
     """The exact shingle Jaccard of each pair (m, 2): the pairs in runs that involve at most
     :data:`EXACT_DOCUMENTS` texts, each text shingled once per run (:class:`ShingleSets`), so
-    the sets held stay bounded however many pairs a large collection has near the threshold."""
+    the sets held stay bounded however many pairs a large collection has near the threshold.
+    Where they do not fit one run the pairs go by connected component (near-duplicates come
+    in groups), so that a text is rarely shingled in two runs."""
+    involved, inverse = unique_inverse(pairs)
+    order = np.arange(len(pairs))
+    if len(involved) > EXACT_DOCUMENTS:
+        rows = inverse.reshape(-1, 2)
+        group = components(len(involved), rows[:, 0], rows[:, 1])
+        order = np.argsort(group[rows[:, 0]], kind="stable")
     result = np.empty(len(pairs), dtype=np.float64)
     texts, workers = sketches.texts, sketches.workers
     pending = [(0, len(pairs))]
     while pending:
         low, high = pending.pop()
-        involved, inverse = unique_inverse(pairs[low:high])
-        if len(involved) > EXACT_DOCUMENTS and high - low > 1:
+        chosen = order[low:high]
+        documents, local = unique_inverse(pairs[chosen])
+        if len(documents) > EXACT_DOCUMENTS and high - low > 1:
             middle = (low + high) // 2
             pending += [(middle, high), (low, middle)]
             continue
-        rows = inverse.reshape(-1, 2)
-        sets = ShingleSets.of(len(involved), _texts_of(texts, involved), normalizer, workers)
-        result[low:high] = sets.jaccard(rows[:, 0], rows[:, 1], workers)
+        rows = local.reshape(-1, 2)
+        sets = ShingleSets.of(len(documents), _texts_of(texts, documents), normalizer, workers)
+        result[chosen] = sets.jaccard(rows[:, 0], rows[:, 1], workers)
     return result
 
 

@@ -65,17 +65,39 @@ def oph_sketches(shingles: Shingles, bins: int, seed: int = 1) -> UInt32Array:
     return sketch
 
 
-def band_sketches(shingles: Shingles, bins: int, seed: int = TEXT_SKETCH_SEED) -> UInt32Array:
-    """(count, max(bins, TEXT_SKETCH_BINS)) sketches: the text sketch of ``seed``, then, where
-    the bands need more bins, an independent sketch of the rest (seed + :data:`EXTENSION_SEED`).
-    One wider sketch would move every bin (a shingle's bin depends on the width), and its first
-    bins would no longer be the check's or an index's."""
+def band_columns(rows: int, bands: int, bins: int = TEXT_SKETCH_BINS) -> IntArray:
+    """The sketch columns of ``bands`` bands of ``rows`` rows, band after band: the ``bins``
+    bins of the text sketch in order (its bins // rows bands), then the same bins regrouped
+    once, band k's row m being row m of band (k + stride·m) of the first grouping (stride =
+    bands of it // rows), so that a new band shares at most one bin with any other band; then
+    columns ``bins``, ``bins`` + 1, ... of an extension sketch. Regrouping costs no sketching,
+    and a chance agreement of one band's rows makes no second band agree."""
+    first = bins // rows
+    columns = [np.arange(min(bands, first) * rows, dtype=np.int64)]
+    regrouped = max(0, min(bands - first, first))
+    if regrouped:
+        stride = max(1, first // rows)
+        band = (np.arange(regrouped)[:, None] + stride * np.arange(rows)[None, :]) % first
+        columns.append((rows * band + np.arange(rows)[None, :]).reshape(-1))
+    extension = max(0, bands - first - regrouped) * rows
+    columns.append(bins + np.arange(extension, dtype=np.int64))
+    return np.concatenate(columns)
+
+
+def band_sketches(shingles: Shingles, rows: int, bands: int, seed: int = TEXT_SKETCH_SEED) -> UInt32Array:
+    """(count, rows·bands) sketch values in band order (:func:`band_columns`): the text
+    sketch of ``seed`` regrouped, and where the bands need more bins than two groupings, an
+    independent sketch of the rest (seed + :data:`EXTENSION_SEED`). One wider sketch would
+    move every bin (a shingle's bin depends on the width): its first bins would no longer be
+    the check's or an index's."""
     sketch = oph_sketches(shingles, TEXT_SKETCH_BINS, seed)
-    if bins <= TEXT_SKETCH_BINS:
-        return sketch
-    extension = oph_sketches(shingles, bins - TEXT_SKETCH_BINS, seed + EXTENSION_SEED)
-    joined: UInt32Array = np.concatenate([sketch, extension], axis=1)
-    return joined
+    columns = band_columns(rows, bands)
+    extension = int(columns.max(initial=0)) + 1 - TEXT_SKETCH_BINS
+    if extension > 0:
+        more = oph_sketches(shingles, extension, seed + EXTENSION_SEED)
+        sketch = np.concatenate([sketch, more], axis=1)
+    values: UInt32Array = sketch[:, columns]
+    return values
 
 
 #: Probe targets precomputed per bin, once per layout (attempts beyond are hashed as they
