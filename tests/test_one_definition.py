@@ -131,6 +131,8 @@ def concepts(function: ast.AST) -> set[str]:
         found.add("universal hashing")
     if names & {"BIN_VALUES"}:
         found.add("b-bit chance")
+    if names & {"_ROW_MULTIPLIERS"}:  # a band's rows combined by their multipliers
+        found.add("hashed band keys")
     for node in ast.walk(function):
         if (
             isinstance(node, ast.Attribute)

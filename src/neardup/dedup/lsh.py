@@ -46,8 +46,8 @@ IntArray = npt.NDArray[np.int64]
 #: Candidates checked on the sketch at a time, and confirmed on their texts at a time.
 SKETCH_CHUNK = 1 << 20
 TEXT_CHUNK = 1 << 16
-#: Texts whose shingle sets an exact check holds at once (~0.3-0.5 GB of news).
-EXACT_DOCUMENTS = 1 << 17
+#: Texts whose shingle sets an exact check holds at once (~1-2 GB of news).
+EXACT_DOCUMENTS = 1 << 19
 
 
 def default_workers() -> int:

@@ -251,19 +251,39 @@ def estimate_from_bins(left: npt.ArrayLike, right: npt.ArrayLike) -> FloatArray:
 
 
 def hashed_band_keys(sketch: npt.ArrayLike, rows: int, bands: int) -> UInt32Array:
-    """(bands, count) 32-bit keys, one per band of ``rows`` consecutive sketch values, each a
-    hash of its rows: the band layout of the batch search and the Spark job. (A band index
+    """(bands, count) 32-bit keys, one per band of ``rows`` consecutive sketch values: the
+    rows combined with odd 64-bit multipliers (one per row, so row order counts), then one
+    finalizer per band. The band layout of the batch search and the Spark job. (A band index
     keys its postings on the sketch's bytes themselves: :meth:`BandScheme.keys
     <neardup.similarity.bands.BandScheme.keys>`.) Two different bands collide by chance with
-    probability 2^-32 per pair (harmless: candidates are checked)."""
-    values = np.asarray(sketch).astype(np.uint64)
+    probability about 2^-32 per pair (harmless: candidates are checked)."""
+    values = np.asarray(sketch)
     count = values.shape[0]
     grouped = values[:, : rows * bands].reshape(count, bands, rows)
     key = np.zeros((count, bands), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for row in range(rows):  # a loop over the r rows of a band, not over shingles
-            key = fmix64(key * np.uint64(0x100000001B3) + grouped[:, :, row] + np.uint64(1))
+            key += (grouped[:, :, row].astype(np.uint64) + np.uint64(1)) * _ROW_MULTIPLIERS[
+                row % len(_ROW_MULTIPLIERS)
+            ]
+        key = fmix64(key)
     return np.ascontiguousarray((key >> _S32).astype(np.uint32).T)
+
+
+#: Odd multipliers of a band's rows (golden-ratio and splitmix constants).
+_ROW_MULTIPLIERS = tuple(
+    np.uint64(value)
+    for value in (
+        0x9E3779B97F4A7C15,
+        0xBF58476D1CE4E5B9,
+        0x94D049BB133111EB,
+        0xD6E8FEB86659FD93,
+        0xC2B2AE3D27D4EB4F,
+        0x165667B19E3779F9,
+        0x27D4EB2F165667C5,
+        0xFF51AFD7ED558CCD,
+    )
+)
 
 
 def shingle_signatures(shingles: Shingles, minhasher: MinHasher) -> UInt64Array:
