@@ -146,8 +146,9 @@ def test_a_failed_run_leaves_no_files(tmp_path: Path, spilled: list[str]) -> Non
     assert spilled and list(spill.iterdir()) == []
 
 
-def test_ctrl_c_on_the_command_removes_its_files(tmp_path: Path) -> None:
-    """A real SIGINT to a real ``neardup dedup`` once its spill directory exists."""
+@pytest.mark.parametrize(("sent", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_on_the_command_removes_its_files(tmp_path: Path, sent: int, status: int) -> None:
+    """A real SIGINT or SIGTERM to a real ``neardup dedup`` once its spill directory exists."""
     rows = [json.loads(line) for line in shared_file("dev/en_news.jsonl").read_text().splitlines()]
     copies = [{**row, "id": f"{n}-{row['id']}"} for n in range(4) for row in rows]
     source = write_lines(tmp_path / "input.jsonl", *copies)
@@ -163,9 +164,9 @@ def test_ctrl_c_on_the_command_removes_its_files(tmp_path: Path) -> None:
     while not any(spill.iterdir()) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert process.poll() is None, "the run ended before it spilled"
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sent)
     _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
+    assert process.returncode == status, stderr
     assert list(spill.iterdir()) == []
     assert not (tmp_path / "p.jsonl").exists()
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from importlib import import_module
@@ -26,6 +28,13 @@ from ..errors import NeardupError
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: the command stops as Ctrl-C stops it, so what it made (spill files,
+    partial outputs) is removed instead of left behind by a killed interpreter. A
+    BaseException, as KeyboardInterrupt is, so that no ``except Exception`` swallows it."""
 
 
 class LazyCommand(NamedTuple):
@@ -122,7 +131,7 @@ class NeardupGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with _closed_pipe_ends_quietly():
+            with _closed_pipe_ends_quietly(), _terminated_by_sigterm():
                 return super().invoke(ctx)
         except NeardupError as exc:
             if ctx.params.get("verbose"):
@@ -133,6 +142,27 @@ class NeardupGroup(click.Group):
         except KeyboardInterrupt as exc:
             click.echo("neardup: interrupted", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from exc
+        except Terminated as exc:
+            click.echo("neardup: terminated", err=True)
+            raise click.exceptions.Exit(EXIT_TERMINATED) from exc
+
+
+@contextlib.contextmanager
+def _terminated_by_sigterm() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` in the main thread while a command runs (a command
+    that handles SIGTERM itself, as ``serve`` does, sets its own handler inside)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 #: Library messages name parameters, the command line's own name flags (docs/errors.md): the
