@@ -408,13 +408,41 @@ def run_rensa(path: Path) -> dict[str, Any]:
     return {"seconds": seconds, "documents": len(sketches), "candidates": candidates, "pairs": pairs}
 
 
+class StageLog:
+    """neardup's progress as lines on stderr (the worker's log): each stage's start and then a
+    line a minute, with the records done and this process's resident MB, so a long run shows
+    where its time and memory go (and where it was, if it is stopped)."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.stage, self.done, self.total, self.last = "", 0, None, 0.0
+
+    def __call__(self, stage: str, advance: int, total: int | None) -> None:
+        now = time.perf_counter()
+        if stage != self.stage:
+            self.stage, self.done, self.last = stage, 0, 0.0
+        self.done += advance
+        self.total = total if total is not None else self.total
+        if advance == 0 or now - self.last >= 60:
+            self.last = now
+            of = f" of {self.total:,}" if self.total else ""
+            resident = _high_water_kb(os.getpid(), "VmRSS:") // 1024
+            print(
+                f"{now - self.start:8.1f} s  {stage}: {self.done:,}{of}  rss {resident:,} MB",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
 def run_neardup(path: Path, search: str | None = None, memory: int | None = None) -> dict[str, Any]:
     """``dedup_documents`` on the records ``neardup dedup`` reads: the default search, or
     ``search="simhash"`` (``--search simhash``, the default before the shingle LSH)."""
     from neardup.dedup.pipeline import DedupSettings, dedup_documents
     from neardup.io.read import read_records
 
-    result = dedup_documents(read_records(path), settings=DedupSettings(search=search, memory=memory))
+    result = dedup_documents(
+        read_records(path), settings=DedupSettings(search=search, memory=memory), progress=StageLog()
+    )
     ids = result.ids
     dev = np.array([not str(name).startswith("hay-") for name in ids])
     i, j = result.pairs.i, result.pairs.j
@@ -458,12 +486,12 @@ def _parents() -> dict[int, int]:
     return parents
 
 
-def _high_water_kb(pid: int) -> int:
-    """VmHWM of ``pid`` in kB (0 when it is gone or a zombie)."""
+def _high_water_kb(pid: int, field: str = "VmHWM:") -> int:
+    """VmHWM (or ``field``) of ``pid`` in kB (0 when it is gone or a zombie)."""
     try:
         with open(f"/proc/{pid}/status", encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field):
                     return int(line.split()[1])
     except OSError:
         pass

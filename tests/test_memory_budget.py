@@ -188,6 +188,24 @@ def test_band_keys_read_the_same_held_or_in_runs(tmp_path: Path) -> None:
         assert np.array_equal(runs.column(band), held.column(band))
 
 
+def test_a_tile_of_pairs_reads_each_block_of_check_bins_once(tmp_path: Path) -> None:
+    """Two sides of a tile, misaligned with the blocks, fit the cache: chunk after chunk of
+    pairs across them reads no block twice (an overfull least-recently-used cache read in
+    block order would read every block at every chunk)."""
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, 256, size=(6000, 512), dtype=np.uint8)
+    written = CheckBins(512, Workspace(1 << 20, tmp_path))
+    written.extend(rows)
+    span = written.span
+    assert 3 * span + 7 < len(rows)
+    left, right = 7 + np.arange(span), 7 + 2 * span + np.arange(span)
+    blocks = len(np.unique(np.concatenate([left, right]) // written.block_rows))
+    for _ in range(5):
+        chosen = np.concatenate([rng.choice(left, 500), rng.choice(right, 500)])
+        assert np.array_equal(written.take(chosen), rows[chosen])
+    assert written.reads <= blocks, (written.reads, blocks)
+
+
 def test_check_bins_take_the_same_rows_held_or_written(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     rows = rng.integers(0, 256, size=(5000, 512), dtype=np.uint8)

@@ -39,13 +39,18 @@ class BandKeys:
             self._write_run()
 
     def _write_run(self) -> None:
-        run = np.ascontiguousarray(np.concatenate(self._held, axis=1), dtype=np.uint32)
+        """Write the held batches as one band-major run, a band's row of each batch at a time:
+        no copy of the held keys is made (a concatenated copy, and its bytes, would triple
+        the share for a moment)."""
         if self._file is None:
             self._file = self.workspace.file("band-keys")
+        size = sum(keys.shape[1] for keys in self._held)
         with open(self._file, "ab") as out:
-            out.write(run.tobytes())
-        self._runs.append((self._written, run.shape[1]))
-        self._written += run.nbytes
+            for band in range(self._held[0].shape[0]):
+                for keys in self._held:
+                    out.write(np.ascontiguousarray(keys[band], dtype=np.uint32).data)
+        self._runs.append((self._written, size))
+        self._written += 4 * size * self._held[0].shape[0]
         self._held, self._held_bytes = [], 0
 
     def column(self, band: int) -> UInt32Array:

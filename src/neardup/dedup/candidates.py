@@ -431,8 +431,7 @@ class CandidateSearch:
         settings = self.settings
         if self.count >= 1 << 31:
             raise InputError(f"{self.count} documents exceed the 2^31 a candidate search numbers")
-        span = self.workspace.share("check_bins") // max(1, 2 * settings.check_bins)
-        found = PairTiles(self.count, span, self.workspace, settings.hits)
+        found = PairTiles(self.count, self._checks.span, self.workspace, settings.hits)
         hashes = np.concatenate(self._short_hashes) if self._short_hashes else np.zeros(0, np.uint64)
         documents = np.concatenate(self._short_documents) if self._short_documents else np.zeros(0, np.int64)
         prefix = prefix_pairs(hashes, documents, settings.threshold, settings.max_bucket, settings.hub)

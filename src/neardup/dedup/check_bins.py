@@ -36,7 +36,18 @@ class CheckBins:
         self._blocks: list[npt.NDArray[np.uint8] | None] = []
         self._file: Path | None = None
         self._cache: OrderedDict[int, npt.NDArray[np.uint8]] = OrderedDict()
-        self._cache_blocks = max(2, share // max(1, self.block_rows * width))
+        self._cache_blocks = max(4, share // max(1, self.block_rows * width))
+        #: Blocks read back from the file so far.
+        self.reads = 0
+
+    @property
+    def span(self) -> int:
+        """Documents per side of a tile of candidate pairs (:class:`~.pair_tiles.PairTiles`)
+        whose bins the cache holds whole: a side's rows lie in at most span / block_rows + 1
+        blocks, so a tile's two sides fit, and a tile reads each block once. (Sides that
+        overflow it would read every block again at every chunk of pairs: the cache is
+        least-recently used and the reads go in block order.)"""
+        return self.block_rows * max(1, self._cache_blocks // 2 - 1)
 
     def extend(self, rows: npt.NDArray[np.uint8]) -> None:
         """Append (n, width) rows."""
@@ -84,6 +95,7 @@ class CheckBins:
             assert self._file is not None
             size = self.block_rows * self.width
             cached = np.fromfile(self._file, dtype=np.uint8, count=size, offset=number * size)
+            self.reads += 1
             cached = cached.reshape(self.block_rows, self.width)
             self._cache[number] = cached
             while len(self._cache) > self._cache_blocks:
