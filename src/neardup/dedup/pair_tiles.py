@@ -29,10 +29,13 @@ MAX_SPANS = 64
 
 
 def _capped(parts: list[IntArray], hits: int) -> IntArray:
-    """The keys of ``parts``, sorted, each kept at most ``hits`` times."""
+    """The keys of ``parts``, sorted, each kept at most ``hits`` times. Empties ``parts`` (the
+    caller's buffers go as soon as they are joined: at most twice the keys are held)."""
     if not parts:
         return np.empty(0, dtype=np.int64)
-    keys = np.sort(np.concatenate(parts))
+    keys = np.concatenate(parts)
+    parts.clear()
+    keys.sort()
     if keys.size <= hits:
         return keys
     keep = np.ones(keys.size, dtype=bool)
@@ -85,24 +88,29 @@ class PairTiles:
             self._held = self._parts[0].nbytes
         if self._held > self.workspace.share("pairs"):
             self._write(_capped(self._parts, self.hits))
-            self._parts, self._held = [], 0
-
-    def _tile_of(self, keys: IntArray) -> IntArray:
-        return (keys >> 32) // self.span * self.sides + (keys & 0xFFFFFFFF) // self.span
+            self._held = 0
 
     def _write(self, keys: IntArray) -> None:
-        if not keys.size:
-            return
-        tiles = self._tile_of(keys)
-        order = np.argsort(tiles, kind="stable")
-        keys, tiles = keys[order], tiles[order]
-        bounds = np.flatnonzero(np.diff(tiles)) + 1
-        for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(keys)], strict=True):
-            tile = int(tiles[start])
-            if tile not in self._files:
-                self._files[tile] = self.workspace.file(f"pairs-{tile}")
-            with open(self._files[tile], "ab") as out:
-                out.write(keys[start:stop].tobytes())
+        """Append sorted ``keys`` to their tiles' files, a row of tiles (one span of ``i``, a
+        stretch of the sorted keys) at a time, so the temporaries are a row's, not all the
+        keys' (an argsort and a copy of every key would be several times the share)."""
+        rows = np.searchsorted(keys, (np.arange(self.sides + 1, dtype=np.int64) * self.span) << 32)
+        for row, (low, high) in enumerate(zip(rows[:-1].tolist(), rows[1:].tolist(), strict=True)):
+            if low == high:
+                continue
+            part = keys[low:high]
+            column = ((part & 0xFFFFFFFF) // self.span).astype(np.int16)
+            order = np.argsort(column, kind="stable")  # a radix sort of 16-bit values
+            counts = np.bincount(column, minlength=self.sides)
+            start = 0
+            for side in np.flatnonzero(counts).tolist():
+                stop = start + int(counts[side])
+                tile = row * self.sides + side
+                if tile not in self._files:
+                    self._files[tile] = self.workspace.file(f"pairs-{tile}")
+                with open(self._files[tile], "ab") as out:
+                    out.write(part[order[start:stop]].tobytes())
+                start = stop
 
     def finish(self) -> None:
         """Keep the pairs found ``hits`` times, sorted and unique, of what is held (and of
@@ -110,7 +118,7 @@ class PairTiles:
         held = _capped(self._parts, self.hits)
         if self._files:
             self._write(held)
-            self._parts, self._held = [], 0
+            self._held = 0
             self.count = 0
             for path in self._files.values():
                 keys = _found(np.sort(np.fromfile(path, dtype=np.int64)), self.hits)
