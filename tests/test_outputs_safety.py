@@ -377,3 +377,59 @@ def test_the_next_run_removes_the_temporary_a_killed_run_left(tmp_path: Path) ->
     write_jsonl(target, [{"id": 1}])
     assert target.read_text(encoding="utf-8") == '{"id":1}\n'
     assert _temporaries(tmp_path) == sorted([live.name, *(path.name for path in others)])
+
+
+KILLED_SPILLER = """
+import os, signal, sys
+from neardup.dedup.workspace import Workspace
+workspace = Workspace(1 << 20, sys.argv[1])
+workspace.file("texts").write_bytes(b"spilled")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_the_next_run_that_spills_removes_the_directory_a_killed_run_left(tmp_path: Path) -> None:
+    """A batch run killed outright leaves its spill directory under --tmp-dir; the next run
+    that spills there removes it, and keeps a live run's and anything else."""
+    import subprocess
+    import sys
+
+    from neardup.dedup.workspace import Workspace
+    from neardup.io.output import temporary_name
+
+    killed = subprocess.run([sys.executable, "-c", KILLED_SPILLER, str(tmp_path)], check=False)
+    assert killed.returncode == -9
+    (left,) = list(tmp_path.iterdir())
+    assert left.is_dir() and left.name.startswith("neardup.") and left.name.endswith(".spill")
+    live = tmp_path / temporary_name("neardup", ".spill")  # this process's: alive
+    live.mkdir()
+    other = tmp_path / "neardup-notes"
+    other.mkdir()
+    with Workspace(1 << 20, tmp_path) as workspace:
+        workspace.file("pairs").write_bytes(b"x")
+        mine = next(path for path in tmp_path.iterdir() if path not in (live, other))
+    assert not left.exists()
+    assert live.is_dir() and other.is_dir() and not mine.exists()
+
+
+def test_remove_stale_takes_folders_of_dead_processes_only(tmp_path: Path) -> None:
+    """The Spark job's staging folder (``.NAME.HOST-PID.XXXXXXXX.parts``) of a killed driver
+    goes when the next run stages the same output; a live one's and another output's stay."""
+    import subprocess
+    import sys
+
+    from neardup.io.output import remove_stale, temporary_name
+
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
+    )
+    dead = int(ended.stdout)
+    live = tmp_path / temporary_name(".pairs.jsonl", ".parts")
+    host = live.name.split(".")[3].split("-")[0]
+    stale = tmp_path / f".pairs.jsonl.{host}-{dead}.0123abcd.parts"
+    other = tmp_path / f".clusters.jsonl.{host}-{dead}.0123abcd.parts"
+    for folder in (live, stale, other):
+        folder.mkdir()
+        (folder / "part-00000").write_bytes(b"x")
+    remove_stale(str(tmp_path), ".pairs.jsonl", ".parts")
+    assert not stale.exists() and live.is_dir() and other.is_dir()

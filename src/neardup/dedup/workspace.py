@@ -11,17 +11,21 @@ does not depend on the budget.
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..io.output import remove_stale, temporary_name
 
 #: The default budget: a laptop's share for one run.
 DEFAULT_MEMORY = 4 << 30
 #: Below this a budget cannot hold one batch's working set; refused as a typo.
 MIN_MEMORY = 1 << 20
+#: The spill directory's name, ``neardup.HOST-PID.XXXXXXXX.spill``: a run killed outright
+#: (SIGKILL) cannot remove it, so the next run that spills into the same place removes those
+#: of processes gone (:func:`~neardup.io.output.remove_stale`).
+SPILL_STEM, SPILL_SUFFIX = "neardup", ".spill"
 #: The share of the budget each part holds in memory before it spills.
 SHARES = {"band_keys": 0.25, "check_bins": 0.2, "texts": 0.15, "pairs": 0.2}
 
@@ -56,9 +60,10 @@ class Workspace:
     def file(self, stem: str) -> Path:
         """A new file name in the spill directory (the directory is made on first use)."""
         if self._directory is None:
+            base = os.fspath(self.tmp_dir or tempfile.gettempdir())
+            remove_stale(base, SPILL_STEM, SPILL_SUFFIX)  # what killed runs left
             # Named before it is made: an interrupt between the two leaves nothing unnamed.
-            base = Path(self.tmp_dir or tempfile.gettempdir())
-            self._directory = base / f"neardup-{os.getpid()}-{secrets.token_hex(6)}"
+            self._directory = Path(base, temporary_name(SPILL_STEM, SPILL_SUFFIX))
             self._directory.mkdir(mode=0o700)
         self._names += 1
         return self._directory / f"{stem}-{self._names}"

@@ -8,7 +8,7 @@ stdout and streams as before; so does a target that is not a regular file (``/de
 FIFO).
 
 A run killed outright (SIGKILL, a power cut) cannot remove its temporary file; the next run
-writing the same output does (:func:`_remove_stale`): the temporaries of that output, in
+writing the same output does (:func:`remove_stale`): the temporaries of that output, in
 exactly that form, made on this host (HOST is a hash of the host name, so a directory shared
 over the network is left to each host) by a process that no longer exists. Nothing else is
 touched: not another output's, not a live writer's, not a file merely named alike.
@@ -28,6 +28,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import stat
 import sys
@@ -167,11 +168,19 @@ def _stat(path: str) -> os.stat_result | None:
 _HOST = hashlib.blake2b(socket.gethostname().encode("utf-8", "replace"), digest_size=4).hexdigest()
 
 
-def _remove_stale(directory: str, name: str) -> None:
-    """Remove the temporaries of output ``name`` left by killed runs on this host (module
-    docstring): a PID that no longer exists cannot be writing. A PID reused since is taken
-    for alive and its file kept, the safe side."""
-    pattern = re.compile(rf"\.{re.escape(name)}\.{_HOST}-([0-9]{{1,10}})\.[0-9a-f]{{8}}\.tmp")
+def temporary_name(stem: str, suffix: str) -> str:
+    """A new name ``STEM.HOST-PID.XXXXXXXX.SUFFIX`` for a file or folder this process writes
+    and removes when it ends: the form :func:`remove_stale` recognises once the process is
+    gone."""
+    return f"{stem}.{_HOST}-{os.getpid()}.{secrets.token_hex(4)}{suffix}"
+
+
+def remove_stale(directory: str, stem: str, suffix: str) -> None:
+    """Remove the files and folders named by :func:`temporary_name` with ``stem`` and
+    ``suffix`` that killed runs on this host left in ``directory`` (module docstring): a PID
+    that no longer exists cannot be writing. A PID reused since is taken for alive and its
+    file kept, the safe side."""
+    pattern = re.compile(rf"{re.escape(stem)}\.{_HOST}-([0-9]{{1,10}})\.[0-9a-f]{{8}}{re.escape(suffix)}")
     try:
         entries = os.listdir(directory or ".")
     except OSError:
@@ -179,8 +188,12 @@ def _remove_stale(directory: str, name: str) -> None:
     for entry in entries:
         match = pattern.fullmatch(entry)
         if match is not None and not _alive(int(match.group(1))):
-            with suppress(OSError):
-                os.unlink(os.path.join(directory, entry))
+            path = os.path.join(directory, entry)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with suppress(OSError):
+                    os.unlink(path)
 
 
 def _alive(pid: int) -> bool:
@@ -199,9 +212,9 @@ def _temporary(target: PathLike, path: str, existing: os.stat_result | None) -> 
     """A new file beside ``path`` (the umask applies, as to a plain open; an existing target's
     permissions are kept), after removing what killed runs left there."""
     directory, name = os.path.split(path)
-    _remove_stale(directory, name)
+    remove_stale(directory, f".{name}", ".tmp")
     while True:
-        temporary = os.path.join(directory, f".{name}.{_HOST}-{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        temporary = os.path.join(directory, temporary_name(f".{name}", ".tmp"))
         try:
             descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:

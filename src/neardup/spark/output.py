@@ -26,7 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import OutputError
-from ..io.output import atomic_output, write_bytes
+from ..io.output import atomic_output, remove_stale, temporary_name, write_bytes
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 OUTPUT_FORMATS = ("auto", "jsonl", "parquet")
@@ -140,8 +140,17 @@ def write_single(frame: DataFrame, target: str, remote: str | None = None) -> No
     reach) and each part file is copied to the driver's disk before it is joined."""
     local = target[len("file:") :] if target.startswith("file:") else target
     with atomic_output(local) as stream:
-        near = None if local == "-" else os.path.dirname(os.path.realpath(local))
-        folder = tempfile.mkdtemp(prefix=".neardup-", suffix=".parts", dir=near)
+        if local == "-":
+            near, stem = tempfile.gettempdir(), ".neardup-stdout"
+        else:
+            near, name = os.path.split(os.path.realpath(local))
+            stem = f".{name}"
+        remove_stale(near, stem, ".parts")  # what a killed driver left
+        folder = os.path.join(near, temporary_name(stem, ".parts"))
+        try:
+            os.mkdir(folder, 0o700)
+        except OSError as exc:
+            raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
         try:
             for part in _staged_parts(frame, target, folder, remote):
                 with open(part, "rb") as handle:
