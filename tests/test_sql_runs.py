@@ -46,6 +46,28 @@ def small_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(params=["packed", "per posting"])
+def postings(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """New stores keep their recent postings packed, one row per record; stores made before
+    (layout runs-1 without ``packed`` in its state) keep one row per posting, made here as
+    that version made them, and must be served as before."""
+    if request.param == "per posting":
+        packed_create = PostingRuns.create
+
+        def create(self: PostingRuns, cursor: object, record_columns: str) -> None:
+            packed_create(self, cursor, record_columns)
+            execute = cursor.execute  # type: ignore[attr-defined]
+            execute(f"DROP TABLE {self.postings_table}")
+            execute(f"CREATE TABLE {self.postings_table} (k BIGINT NOT NULL, id BIGINT NOT NULL)")
+            execute(f"CREATE INDEX {self.postings_table}_id ON {self.postings_table} (id)")
+            state = self.state(cursor)
+            del state["packed"]
+            self._save(cursor, state)
+
+        monkeypatch.setattr(PostingRuns, "create", create)
+    return str(request.param)
+
+
 def storage_of(index: SimhashIndex) -> SqlStorage:
     storage = index.storage
     assert isinstance(storage, SqlStorage)
@@ -93,7 +115,7 @@ def test_run_filters_let_every_stored_key_through_and_few_others() -> None:
     assert not may_contain(build_filter(stored[:0]), others).any()
 
 
-def test_records_cross_runs_and_stay_searchable(url: str, small_runs: None) -> None:
+def test_records_cross_runs_and_stay_searchable(url: str, small_runs: None, postings: str) -> None:
     count = 400
     keys: list[Key] = [f"k{row}" if row % 2 else row for row in range(count)]
     values = np.random.default_rng(3).integers(0, 2**63, size=count, dtype=np.uint64)
@@ -128,7 +150,7 @@ def test_records_cross_runs_and_stay_searchable(url: str, small_runs: None) -> N
         assert keys[0] not in {match.key for match in index.query_many(values[:1], signatures=sketch[:1])[0]}
 
 
-def test_merges_drop_the_postings_of_removed_records(url: str, small_runs: None) -> None:
+def test_merges_drop_the_postings_of_removed_records(url: str, small_runs: None, postings: str) -> None:
     count = 16 * RUN  # 16 cuts: four merges into tier 1, then one into tier 2
     values = np.random.default_rng(5).integers(0, 2**63, size=count, dtype=np.uint64)
     sketch = sketches(count, seed=6)
@@ -155,7 +177,9 @@ def test_merges_drop_the_postings_of_removed_records(url: str, small_runs: None)
         assert all(round(table.mean * table.buckets) == count - RUN // 2 for table in stats.tables)
 
 
-def test_a_reader_never_misses_an_acknowledged_record_while_runs_change(url: str, small_runs: None) -> None:
+def test_a_reader_never_misses_an_acknowledged_record_while_runs_change(
+    url: str, small_runs: None, postings: str
+) -> None:
     count = 600
     values = np.random.default_rng(7).integers(0, 2**63, size=count, dtype=np.uint64)
     sketch = sketches(count, seed=8)
@@ -194,7 +218,7 @@ def test_a_reader_never_misses_an_acknowledged_record_while_runs_change(url: str
 
 @pytest.mark.parametrize("stamps", ["random", "all alike"])
 def test_each_process_finds_what_another_added(
-    url: str, small_runs: None, stamps: str, monkeypatch: pytest.MonkeyPatch
+    url: str, small_runs: None, stamps: str, monkeypatch: pytest.MonkeyPatch, postings: str
 ) -> None:
     """Two stores on one index (as two processes) take turns adding, across cuts; after every
     turn each finds every record, its own and the other's. A process's filter of the recent
@@ -229,7 +253,7 @@ def recent_postings(storage: SqlStorage) -> tuple[str, list[tuple[int, int]], li
 
 
 def test_a_writer_keeps_its_copy_of_the_recent_postings_exact(
-    url: str, small_runs: None, monkeypatch: pytest.MonkeyPatch
+    url: str, small_runs: None, monkeypatch: pytest.MonkeyPatch, postings: str
 ) -> None:
     """One writer alone keeps its in-memory copy of the recent postings current through adds
     and cuts (never reading them back), equal to the table; a batch that rolls back (here its
@@ -292,12 +316,25 @@ def test_a_store_of_the_column_layout_is_still_served(url: str, monkeypatch: pyt
 
 
 def test_new_stores_record_the_runs_layout(url: str) -> None:
+    """... with their recent postings packed: one row per record, every posting key in it."""
+    values = np.random.default_rng(13).integers(0, 2**63, size=5, dtype=np.uint64)
+    sketch = sketches(5, seed=14)
     with SimhashIndex.open(url, BANDS) as index:
+        index.add_many(list(range(5)), values, signatures=sketch)
+        bands = index.bands
+        assert bands is not None
+        expected = posting_keys(bands.keys(bands.compose(values.reshape(-1, 1), sketch)))
         storage = storage_of(index)
         postings = runs_of(storage).postings_table
         with storage._transaction() as cursor:
             cursor.execute(f"SELECT value FROM {storage.meta_table} WHERE name = 'layout'")
             assert cursor.fetchone()[0] == LAYOUT
+            assert runs_of(storage).state(cursor)["packed"] is True
+            cursor.execute(f"SELECT COUNT(*) FROM {postings}")
+            assert cursor.fetchone()[0] == 5
+            keys, ids = runs_of(storage)._postings_between(cursor, 0, 6)
+        pairs = sorted(zip(keys.tolist(), ids.tolist(), strict=True))
+        assert pairs == sorted((key, row + 1) for row, part in enumerate(expected.tolist()) for key in part)
         storage.drop()
         assert not storage._table_exists(storage.records_table)
         assert not storage._table_exists(postings)

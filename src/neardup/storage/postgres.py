@@ -17,8 +17,9 @@ is taken, and its keys come back in parts of 512 MB (a bytea holds at most 1 GB)
 
 from __future__ import annotations
 
+import itertools
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import SplitResult, urlunsplit
 
@@ -46,6 +47,21 @@ _COPY_TRAILER = b"\xff\xff"
 _COPY_ROW = np.dtype(
     [("fields", ">i2"), ("k_length", ">i4"), ("k", ">i8"), ("id_length", ">i4"), ("id", ">i8")]
 )
+
+#: The type oid of int8, which a binary array names for its elements.
+_INT8_OID = 20
+
+
+def _packed_row(tables: int) -> np.dtype[Any]:
+    """A binary COPY row of a packed postings table: the id, then the keys as an int8 array
+    (dimensions, flags, element type, size and lower bound, then length and value per key)."""
+    return np.dtype(
+        [
+            ("fields", ">i2"), ("id_length", ">i4"), ("id", ">i8"), ("array_length", ">i4"),
+            ("dimensions", ">i4"), ("flags", ">i4"), ("element_type", ">i4"), ("size", ">i4"),
+            ("lower_bound", ">i4"), ("keys", [("length", ">i4"), ("k", ">i8")], (tables,)),
+        ]
+    )  # fmt: skip
 
 
 class PostgresDialect(SqlDialect):
@@ -229,6 +245,44 @@ class PostgresDialect(SqlDialect):
         cursor.execute(
             f"SELECT string_agg(int8send(k), ''::bytea), string_agg(int8send(id), ''::bytea) "
             f"FROM {postings_table} WHERE id >= %s AND id < %s",
+            (first, stop),
+            binary=True,
+        )
+        keys, ids = cursor.fetchone()
+        return (
+            np.frombuffer(bytes(keys or b""), dtype=">i8").astype(np.int64),
+            np.frombuffer(bytes(ids or b""), dtype=">i8").astype(np.int64),
+        )
+
+    def key_list(self, column: str) -> str:
+        return f"array_agg({column})"
+
+    def key_lists(self, values: Sequence[Any]) -> tuple[IntArray, IntArray]:
+        counts = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        keys = np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64, count=int(counts.sum()))
+        return keys, np.repeat(np.arange(len(values), dtype=np.int64), counts)
+
+    def create_packed_postings(self, cursor: Any, table: str) -> None:
+        cursor.execute(f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, keys BIGINT[] NOT NULL)")
+
+    def insert_packed(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
+        """One binary COPY, each row's keys a one-dimensional int8 array."""
+        rows = np.empty(ids.size, dtype=_packed_row(keys.shape[1]))
+        rows["fields"], rows["id_length"], rows["id"] = 2, 8, ids
+        rows["array_length"] = 20 + 12 * keys.shape[1]
+        rows["dimensions"], rows["flags"], rows["element_type"] = 1, 0, _INT8_OID
+        rows["size"], rows["lower_bound"] = keys.shape[1], 1
+        rows["keys"]["length"], rows["keys"]["k"] = 8, keys
+        with cursor.copy(f"COPY {table} (id, keys) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
+
+    def unpacked(self, table: str) -> str:
+        return f"SELECT unnest(p.keys) AS k, p.id AS id FROM {table} AS p"
+
+    def packed_between(self, cursor: Any, table: str, first: int, stop: int) -> tuple[IntArray, IntArray]:
+        cursor.execute(
+            "SELECT string_agg(int8send(k), ''::bytea), string_agg(int8send(id), ''::bytea) "
+            f"FROM ({self.unpacked(table)} WHERE p.id >= %s AND p.id < %s) AS u",
             (first, stop),
             binary=True,
         )

@@ -49,17 +49,20 @@ class RecentPostings:
         self._add(keys, ids)
         self.next_id = next_id
 
+    def keys(self) -> list[IntArray]:
+        """Every recent posting's key, in parts."""
+        return [piece[0] for piece in self._pieces]
+
     def find(self, keys: IntArray) -> tuple[IntArray, IntArray]:
         """(key, id) of every recent posting whose key is one of the sorted, distinct ``keys``."""
         found_keys, found_ids = [], []
         for stored, ids in self._pieces:
+            # Few keys are found: the right ends are searched for those alone.
             low = np.searchsorted(stored, keys, side="left")
-            high = np.searchsorted(stored, keys, side="right")
-            counts = high - low
-            hit = np.flatnonzero(counts)
+            hit = np.flatnonzero(stored[np.minimum(low, stored.size - 1)] == keys)
             if not hit.size:
                 continue
-            sizes = counts[hit]
+            sizes = np.searchsorted(stored, keys[hit], side="right") - low[hit]
             starts = np.repeat(low[hit] - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
             found_keys.append(np.repeat(keys[hit], sizes))
             found_ids.append(ids[starts])

@@ -6,8 +6,13 @@ Tables (``<prefix>`` as in :mod:`neardup.storage.sql`):
 
 - ``<prefix>_records(id, key_text, key_int, fingerprint, cluster_text, cluster_int,
   signature)``: one row per record; no block columns.
-- ``<prefix>_postings(k, id)``: the postings of records added since the last cut, indexed on
-  ``k``, one posting key per (table, block key) (:func:`~.run_filters.posting_keys`).
+- ``<prefix>_postings(id, keys)``: the postings of the records added since the last cut, one
+  row per record: its id (the primary key, so an add appends) and its posting keys, one per
+  (table, block key) (:func:`~.run_filters.posting_keys`), in one value (SQLite: a JSON
+  array; PostgreSQL: a BIGINT[]), unpacked by the engine when a cut makes them a run. A row
+  per posting made the insert most of an add, and it grows with the bands. Stores made
+  before (no ``packed`` in the meta row ``runs``) keep ``<prefix>_postings(k, id)``, one row
+  per posting, and are served as made.
 - ``<prefix>_run<n>(k, id)``: runs, each written once by ``CREATE TABLE … AS SELECT`` and
   indexed by ``CREATE INDEX`` (a sorted bulk build), never updated. Their names, sizes and
   tiers are the meta row ``runs``, with the last record id in a run (``cut``), the next id
@@ -91,6 +96,8 @@ MERGE_STEP = 1 << 20
 #: Merge work an add does once it has committed, in postings per posting it added (and at
 #: least :data:`MERGE_STEP`): a posting is rewritten once per tier, so merges keep up.
 MERGE_WORK = 16
+#: Queries per candidates call (16 times the column layout's; see RunsLayout.query_batch).
+QUERY_BATCH_RUNS = 4096
 #: Keys read back per statement at most (one comma-separated text, 20 MB or so).
 KEYS_PER_READ = 1 << 22
 #: Bytes of a filter per row of the filters table at most (a row holds one blob, and SQL
@@ -122,6 +129,8 @@ class PostingRuns:
         #: Filters of merged runs being copied, by run table: (position read, words).
         self.building: dict[str, tuple[Position, UInt64Array]] = {}
         self.recent = RecentPostings()
+        #: The batch being added in the open transaction: (stamp, first id, its posting keys).
+        self._adding: tuple[str | None, int, IntArray] | None = None
         #: Runs a function once the current transaction commits (set by the store).
         self.on_commit: Callable[[Callable[[], None]], None] = lambda function: None
 
@@ -129,13 +138,12 @@ class PostingRuns:
     def create(self, cursor: Any, record_columns: str) -> None:
         p = self.dialect.placeholder
         cursor.execute(f"CREATE TABLE {self.records_table} ({record_columns}, UNIQUE (key_text, key_int))")
-        cursor.execute(f"CREATE TABLE {self.postings_table} (k BIGINT NOT NULL, id BIGINT NOT NULL)")
-        cursor.execute(f"CREATE INDEX {self.postings_table}_id ON {self.postings_table} (id)")
+        self.dialect.create_packed_postings(cursor, self.postings_table)
         blob = self.dialect.blob_type
         cursor.execute(
             f"CREATE TABLE {self.filters_table} (name VARCHAR(80) PRIMARY KEY, bits {blob} NOT NULL)"
         )
-        state = {"runs": [], "cut": 0, "next_id": 1, "removed": 0, "stamp": _stamp()}
+        state = {"runs": [], "cut": 0, "next_id": 1, "removed": 0, "stamp": _stamp(), "packed": True}
         cursor.execute(
             f"INSERT INTO {self.meta_table} (name, value) VALUES ('layout', {p}), ('runs', {p})",
             (LAYOUT, json.dumps(state)),
@@ -146,7 +154,8 @@ class PostingRuns:
         ``cut`` (the last record id whose postings are in a run), ``next_id``, ``removed``
         (records removed so far), ``stamp`` (new at every cut,
         :mod:`~neardup.storage.recent_postings`; absent in stores whose recent postings are indexed
-        by key), and where
+        by key), ``packed`` (true: the recent postings are one row per record, see
+        :meth:`add`; absent in stores made before, one row per posting), and where
         merges run in steps ``merges`` ([{"table", "sources", "tier", "after", "postings",
         "capacity"}]: merged runs being copied, not read yet) and ``retired`` ([{"table",
         "postings"}]: runs merged away, to drop)."""
@@ -185,9 +194,13 @@ class PostingRuns:
         held every earlier one."""
         flat = keys.ravel()
         repeated = np.repeat(np.asarray(ids, dtype=np.int64), keys.shape[1])
-        self.dialect.insert_postings(cursor, self.postings_table, flat, repeated)
+        if state.get("packed"):  # one row per record: a row per posting cost most of an add
+            self.dialect.insert_packed(cursor, self.postings_table, keys, np.asarray(ids, dtype=np.int64))
+        else:
+            self.dialect.insert_postings(cursor, self.postings_table, flat, repeated)
         stamp, first, after = state.get("stamp"), min(ids), int(state["next_id"])
         recent = self.recent
+        self._adding = (stamp, first, flat)
 
         def committed() -> None:
             if stamp is not None and recent.stamp == stamp and recent.next_id == first:
@@ -210,7 +223,10 @@ class PostingRuns:
         self.dialect.prepare_builds(cursor)
         runs: list[dict[str, Any]] = list(state["runs"])
         retired: list[str] = []
-        runs.append(self._build(cursor, [self.postings_table], tier=0, live_only=False))
+        known, self._adding = self._recent_keys(), None
+        runs.append(
+            self._build(cursor, [self.postings_table], tier=0, live_only=False, state=state, known=known)
+        )
         while (
             not self.dialect.merge_in_steps
             and len(runs) >= MERGE_RUNS
@@ -219,7 +235,7 @@ class PostingRuns:
             merged, runs = runs[-MERGE_RUNS:], runs[:-MERGE_RUNS]
             tables = [run["table"] for run in merged]
             tier = merged[0]["tier"] + 1
-            runs.append(self._build(cursor, tables, tier=tier, live_only=bool(state["removed"])))
+            runs.append(self._build(cursor, tables, tier=tier, live_only=bool(state["removed"]), state=state))
             retired += tables
         self.dialect.empty_postings(cursor, self.postings_table)
         for table in retired:
@@ -230,19 +246,50 @@ class PostingRuns:
         empty = np.empty(0, np.int64)
         self.on_commit(lambda: self.recent.reset(state, empty, empty))
 
-    def _build(self, cursor: Any, sources: list[str], tier: int, live_only: bool) -> dict[str, Any]:
+    def _build(
+        self,
+        cursor: Any,
+        sources: list[str],
+        tier: int,
+        live_only: bool,
+        state: dict[str, Any],
+        known: list[IntArray] | None = None,
+    ) -> dict[str, Any]:
         """One new run of ``tier`` from the postings of ``sources`` (``live_only``: without
-        the postings of removed records), with its filter."""
+        the postings of removed records), with its filter; ``known``: the keys of those
+        postings, if this process holds them (else they are read back from the run)."""
         # A random name is never reused (not even after a rollback), so a filter cached
         # under a run's name always belongs to that run.
         table = self._new_run_name()
-        union = " UNION ALL ".join(f"SELECT k, id FROM {source}" for source in sources)
+        union = " UNION ALL ".join(self._select(source, state) for source in sources)
         live = self._live_condition() if live_only else ""
         created = self.dialect.create_run(cursor, table, f"SELECT k, id FROM ({union}) AS p{live}")
-        bits, postings = self._run_filter(cursor, table, created)
+        if known is not None and created == sum(part.size for part in known):
+            bits, postings = empty_filter(created), created
+            for part in known:
+                add_to_filter(bits, part)
+        else:
+            bits, postings = self._run_filter(cursor, table, created)
         self._save_filter(cursor, table, bits)
         self.filters[table] = bits
         return {"table": table, "postings": postings, "tier": tier}
+
+    def _recent_keys(self) -> list[IntArray] | None:
+        """The keys of every recent posting, the batch being added included, where this
+        process's copy holds all the others (it held every posting before the batch)."""
+        if self._adding is None:
+            return None
+        stamp, first, keys = self._adding
+        if stamp is None or self.recent.stamp != stamp or self.recent.next_id != first:
+            return None
+        return [*self.recent.keys(), keys]
+
+    def _select(self, table: str, state: dict[str, Any]) -> str:
+        """(k, id) of every posting of ``table``: a run, or the recent postings (unpacked by
+        the engine where they are packed)."""
+        if table == self.postings_table and state.get("packed"):
+            return self.dialect.unpacked(table)
+        return f"SELECT k, id FROM {table}"
 
     def _new_run_name(self) -> str:
         # A random name is never reused (not even after a rollback), so a filter cached
@@ -267,8 +314,12 @@ class PostingRuns:
             count += keys.size
         return bits, count
 
-    def _postings_between(self, cursor: Any, first: int, stop: int) -> tuple[IntArray, IntArray]:
+    def _postings_between(
+        self, cursor: Any, first: int, stop: int, state: dict[str, Any] | None = None
+    ) -> tuple[IntArray, IntArray]:
         """(keys, ids) of the recent postings of records ``first`` ≤ id < ``stop``."""
+        if (self.state(cursor) if state is None else state).get("packed"):
+            return self.dialect.packed_between(cursor, self.postings_table, first, stop)
         return self.dialect.postings_between(cursor, self.postings_table, first, stop)
 
     def _save_filter(self, cursor: Any, table: str, bits: UInt64Array) -> None:
@@ -488,10 +539,13 @@ class PostingRuns:
         return tables, state
 
     def find(self, cursor: Any, keys: IntArray, extra: Sequence[str] = ()) -> list[tuple[Any, ...]]:
-        """(posting key, key_text, key_int, fingerprint, the ``extra`` record columns) of every
-        live record that has one of ``keys``, once per posting."""
+        """(its posting keys among ``keys``, key_text, key_int, fingerprint, the ``extra``
+        record columns) of every live record that has one of ``keys``, once per record (a
+        near-duplicate shares several bands, and its row and signature would come once per
+        band); the keys as the dialect aggregates them (:meth:`SqlDialect.key_lists`)."""
         tables, state = self.open_for_reading(cursor)
-        unique = np.unique(keys)
+        unique = np.sort(keys, axis=None)
+        unique = unique[np.concatenate(([True], unique[1:] != unique[:-1]))] if unique.size else unique
         parts, parameters = [], []
         if self._recent_in_memory(cursor, state):
             found_keys, found_ids = self.recent.find(unique)
@@ -514,8 +568,9 @@ class PostingRuns:
         columns = "".join(f", r.{column}" for column in extra)
         return self.dialect.fetch(
             cursor,
-            f"SELECT p.k, r.key_text, r.key_int, r.fingerprint{columns} "
-            f"FROM ({' UNION ALL '.join(parts)}) AS p JOIN {self.records_table} AS r ON r.id = p.id",
+            f"SELECT {self.dialect.key_list('p.k')}, r.key_text, r.key_int, r.fingerprint{columns} "
+            f"FROM ({' UNION ALL '.join(parts)}) AS p JOIN {self.records_table} AS r ON r.id = p.id "
+            "GROUP BY r.id",
             parameters,
         )
 
@@ -526,17 +581,17 @@ class PostingRuns:
             return False
         usable = self.recent.usable_for(state)
         if usable == "behind":
-            keys, ids = self._postings_between(cursor, self.recent.next_id, int(state["next_id"]))
+            keys, ids = self._postings_between(cursor, self.recent.next_id, int(state["next_id"]), state)
             self.recent.extend(keys, ids, int(state["next_id"]))
         elif usable == "stale":
-            keys, ids = self._postings_between(cursor, 0, int(state["next_id"]))
+            keys, ids = self._postings_between(cursor, 0, int(state["next_id"]), state)
             self.recent.reset(state, keys, ids)
         return True
 
     def stats(self, cursor: Any, columns: int) -> list[PostingCounts]:
         """Posting counts per column over the live postings."""
-        tables, _ = self.open_for_reading(cursor)
-        union = " UNION ALL ".join(f"SELECT k, id FROM {table}" for table in tables)
+        tables, state = self.open_for_reading(cursor)
+        union = " UNION ALL ".join(self._select(table, state) for table in tables)
         shift, mask = 64 - TABLE_BITS, (1 << TABLE_BITS) - 1
         cursor.execute(
             f"SELECT t, COUNT(*), MAX(n), AVG(n) FROM (SELECT (p.k >> {shift}) & {mask} AS t, "
@@ -565,6 +620,9 @@ class RunsLayout:
 
     #: One writer at a time: a cut rewrites the postings.
     locks_writes = True
+    #: Queries per candidates call: a batch's keys travel as one parameter (a JSON text or
+    #: an array), so a call per 256 queries would only repeat each call's fixed costs.
+    query_batch = QUERY_BATCH_RUNS
 
     def __init__(self, store: SqlStorage) -> None:
         self.store = store
@@ -640,18 +698,20 @@ class RunsLayout:
             rows = self.runs.find(cursor, keys, store.record_fields if records else ())
         if not rows:
             return no_candidates(store.shape.words)
-        found = np.array([row[0] for row in rows], dtype=np.int64).view(np.uint64)
-        positions, found_rows = match_postings(keys.reshape(-1, 1).view(np.uint64), found.reshape(-1, 1))
+        found, owners = store.dialect.key_lists([row[0] for row in rows])
+        positions, found_rows = match_postings(
+            keys.reshape(-1, 1).view(np.uint64), found.view(np.uint64).reshape(-1, 1)
+        )
         found_words = bytes_to_words([bytes(row[3]) for row in rows], store.shape.words)
         record_keys = [key_from_columns(row[1], row[2]) for row in rows]
         read = {}
-        if records:  # a record comes once per posting found
-            firsts = {key: row[1:] for key, row in zip(record_keys, rows, strict=True)}
-            read = {record.key: record for record in store.records_of(list(firsts.values()))}
+        if records:
+            read = {record.key: record for record in store.records_of([row[1:] for row in rows])}
+        found_records = owners[found_rows]
         return Candidates(
             positions // keys.shape[1],
-            [record_keys[i] for i in found_rows.tolist()],
-            found_words[found_rows],
+            [record_keys[i] for i in found_records.tolist()],
+            found_words[found_records],
             read,
         )
 

@@ -102,6 +102,8 @@ class SqlLayout(Protocol):
 
     #: Whether adds and removals take the writer lock (a cut rewrites shared tables).
     locks_writes: bool
+    #: Queries per :meth:`candidates` call (see :attr:`Storage.query_batch`).
+    query_batch: int
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -345,6 +347,12 @@ class SqlStorage(Storage):
     def attach(self, shape: RecordShape) -> None:
         super().attach(shape)
         self._layout = None
+
+    @property
+    def query_batch(self) -> int:  # type: ignore[override]
+        """The layout's: a runs store takes a batch's keys as one parameter, the column
+        layout as IN lists, which stay within every server's limits at fewer queries."""
+        return self.layout.query_batch
 
     @property
     def layout(self) -> SqlLayout:

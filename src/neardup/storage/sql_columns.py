@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .base import (
+    QUERY_BATCH,
     Candidates,
     PostingCounts,
     RecordBatch,
@@ -49,6 +50,7 @@ class ColumnsLayout:
     """Records with their posting keys in indexed columns, in a records and a recent table."""
 
     locks_writes = False
+    query_batch = QUERY_BATCH
 
     def __init__(self, store: SqlStorage) -> None:
         self.store = store

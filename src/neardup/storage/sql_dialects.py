@@ -247,6 +247,34 @@ class SqlDialect:
         runs' postings."""
         raise self._no_runs()
 
+    def key_list(self, column: str) -> str:
+        """An aggregate of the integers ``column`` of a group, read by :meth:`key_lists`."""
+        raise self._no_runs()
+
+    def key_lists(self, values: Sequence[Any]) -> tuple[IntArray, IntArray]:
+        """The keys of the aggregates :meth:`key_list` made, concatenated, and the position
+        in ``values`` each came from."""
+        raise self._no_runs()
+
+    # -- packed recent postings (one row per record: its id and all its posting keys) ----
+    def create_packed_postings(self, cursor: Any, table: str) -> None:
+        """The recent postings table of a packed store: ``id`` (the primary key, appended
+        in order) and ``keys``, the record's posting keys in one value."""
+        raise self._no_runs()
+
+    def insert_packed(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
+        """One row per record: ``keys`` is (records, tables), ``ids`` the records' ids."""
+        raise self._no_runs()
+
+    def unpacked(self, table: str) -> str:
+        """A SELECT of (k, id), one row per posting, of a packed postings table (unpacked by
+        the engine, so a cut into a run stays one statement)."""
+        raise self._no_runs()
+
+    def packed_between(self, cursor: Any, table: str, first: int, stop: int) -> tuple[IntArray, IntArray]:
+        """(keys, ids) of the packed postings of records ``first`` ≤ id < ``stop``."""
+        raise self._no_runs()
+
     def _no_runs(self) -> StorageUnsupportedError:
         return StorageUnsupportedError(f"{self.where}: {self.name} stores have no runs layout")
 

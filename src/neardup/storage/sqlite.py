@@ -20,7 +20,7 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, quote, unquote
@@ -242,6 +242,56 @@ class SqliteDialect(SqlDialect):
         pairs = json.dumps(np.stack([keys, ids], axis=1).tolist())
         columns = "json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS id"
         return f"SELECT {columns} FROM json_each(?)", [pairs]
+
+    def key_list(self, column: str) -> str:
+        return f"group_concat({column})"
+
+    def key_lists(self, values: Sequence[Any]) -> tuple[IntArray, IntArray]:
+        """Comma-separated texts, parsed at once by numpy."""
+        counts = np.fromiter((text.count(",") + 1 for text in values), dtype=np.int64, count=len(values))
+        keys = np.fromstring(",".join(values), dtype=np.int64, sep=",")
+        return keys, np.repeat(np.arange(len(values), dtype=np.int64), counts)
+
+    def create_packed_postings(self, cursor: Any, table: str) -> None:
+        cursor.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, keys TEXT NOT NULL)")
+
+    def insert_packed(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
+        """Each record's keys as a JSON array, the batch in one statement (json.dumps and
+        ``json_each`` run in C; a row of Python parameters per record cost more)."""
+        first = int(ids[0]) if ids.size else 0
+        if not np.array_equal(ids, np.arange(first, first + ids.size)):  # reserve_ids's are
+            rows = zip(ids.tolist(), map(json.dumps, keys.tolist()), strict=True)
+            cursor.executemany(f"INSERT INTO {table} (id, keys) VALUES (?, ?)", rows)
+            return
+        cursor.execute(
+            f"INSERT INTO {table} (id, keys) SELECT ? + key, value FROM json_each(?)",
+            (first, json.dumps(keys.tolist())),
+        )
+
+    def unpacked(self, table: str) -> str:
+        return f"SELECT j.value AS k, p.id AS id FROM {table} AS p, json_each(p.keys) AS j"
+
+    def packed_between(self, cursor: Any, table: str, first: int, stop: int) -> tuple[IntArray, IntArray]:
+        """Read in spans of ids whose texts stay under the length limit (at most
+        2^TABLE_BITS keys a record, 21 characters each), brackets cut off in SQL."""
+        per_read = max(1, min(KEYS_PER_READ, (self.max_length(cursor) - 64) // 21))
+        span = max(1, per_read >> TABLE_BITS)
+        cursor.execute(f"SELECT MIN(id), MAX(id) FROM {table} WHERE id >= ? AND id < ?", (first, stop))
+        low, high = cursor.fetchone()
+        found_keys, found_ids = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        for start in range(int(low), int(high) + 1, span) if low is not None else ():
+            cursor.execute(
+                "SELECT group_concat(substr(keys, 2, length(keys) - 2)), group_concat(id), "
+                "group_concat(length(keys) - length(replace(keys, ',', '')) + 1) "
+                f"FROM {table} WHERE id >= ? AND id < ?",
+                (start, min(start + span, stop)),
+            )
+            keys, ids, counts = cursor.fetchone()
+            if keys:
+                found_keys.append(np.fromstring(keys, dtype=np.int64, sep=","))
+                sizes = np.fromstring(counts, dtype=np.int64, sep=",")
+                found_ids.append(np.repeat(np.fromstring(ids, dtype=np.int64, sep=","), sizes))
+        return np.concatenate(found_keys), np.concatenate(found_ids)
 
 
 class _OfSqlite(type):
