@@ -5,6 +5,7 @@ forced here by lowering it to 0)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,23 @@ def test_the_text_store_gives_back_every_text_plain_or_packed(dev_sample: list[A
     with pytest.raises(ValueError, match="cannot follow"):
         store._plain_limit = 10**9
         store.extend(["late"])
+
+
+def test_packed_texts_read_back_by_group_held_or_spilled(dev_sample: list[Any], tmp_path: Path) -> None:
+    """Batches of several groups of GROUP_TEXTS texts (the last one short), held in memory
+    or written to the spill file: every text comes back, in any order."""
+    from neardup.dedup.workspace import Workspace
+
+    texts = [r.text for r in dev_sample] + ["", "\ud800 lone surrogate", "表情 😀"]
+    held, spilled = TextStore(0), TextStore(0, Workspace(1 << 20, tmp_path))
+    for store in (held, spilled):
+        for low in range(0, len(texts), 150):
+            store.extend(texts[low : low + 150])
+    assert spilled._file is not None and held._file is None
+    order = np.random.default_rng(3).permutation(len(texts)).tolist()
+    for store in (held, spilled):
+        assert [store[k] for k in order] == [texts[k] for k in order]
+        assert [store[k] for k in range(len(texts))] == texts
 
 
 @pytest.mark.parametrize("plain", [200_000, 0], ids=["plain texts", "compressed texts"])

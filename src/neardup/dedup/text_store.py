@@ -3,11 +3,13 @@
 The exact check needs the texts of the candidates, which are known only at the end; past
 :data:`PLAIN_TEXTS` records the rest are kept zlib-compressed a batch to a block (news
 compresses 2-3x, so 10^6 news texts fit in about 1 GB). A block is compressed where the batch
-is sketched (a worker process), not by the reader, and compressing 4,096 texts at once costs
-a tenth of compressing each alone (zlib sets up 256 KB of state per call). Reads go through a
-one-block cache: the checks read their texts in record order, so each block is inflated about
-once per pass. Past their share of the run's memory budget the compressed blocks move to a
-file, read back a block at a time.
+is sketched (a worker process), not by the reader, in groups of :data:`GROUP_TEXTS` texts: a
+group costs a fraction of compressing each text alone (zlib sets up 256 KB of state per
+call), and a read inflates only the group that holds its text. (Whole batches made a read
+inflate 4,096 texts: once the candidates of a large run are spread thin, most of the check's
+time went there.) Reads go through a one-group cache, since the checks read their texts in
+record order. Past their share of the run's memory budget the compressed blocks move to a
+file, read back a group at a time.
 """
 
 from __future__ import annotations
@@ -27,19 +29,29 @@ from .workspace import Workspace, unbounded
 PLAIN_TEXTS = 50_000
 #: The smallest text share of the budget that keeps the first texts plain (50,000 news texts).
 PLAIN_SHARE = 256 << 20
+#: Texts compressed together, and inflated together by a read.
+GROUP_TEXTS = 64
 
 
 class PackedTexts(NamedTuple):
-    """A batch of texts as one zlib block of their UTF-8 bytes, and where each one ends."""
+    """A batch of texts as zlib streams of :data:`GROUP_TEXTS` texts' UTF-8 bytes each, one
+    after another in ``block``; where each text ends among the batch's bytes, and where each
+    group's stream ends in ``block``."""
 
     block: bytes
     ends: npt.NDArray[np.int64]
+    groups: npt.NDArray[np.int64]
 
 
 def pack_texts(texts: Sequence[str]) -> PackedTexts:
     encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
     ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
-    return PackedTexts(zlib.compress(b"".join(encoded), 1), ends)
+    streams = [
+        zlib.compress(b"".join(encoded[low : low + GROUP_TEXTS]), 1)
+        for low in range(0, len(encoded), GROUP_TEXTS)
+    ]
+    groups = np.cumsum(np.fromiter(map(len, streams), dtype=np.int64, count=len(streams)))
+    return PackedTexts(b"".join(streams), ends, groups)
 
 
 class TextStore(Sequence[str]):
@@ -56,12 +68,13 @@ class TextStore(Sequence[str]):
         #: Each block's compressed bytes, or where they lie in the file once written there.
         self._blocks: list[bytes | tuple[int, int]] = []
         self._ends: list[npt.NDArray[np.int64]] = []
+        self._groups: list[npt.NDArray[np.int64]] = []
         self._starts: list[int] = []  # record number of each block's first text
         self._count = 0
         self._held = 0  # compressed bytes held in memory
         self._file: Path | None = None
         self._written = 0
-        self._cached: tuple[int, bytes] = (-1, b"")
+        self._cached: tuple[int, int, bytes] = (-1, -1, b"")
 
     def packs_next(self, already: int | None = None) -> bool:
         """Whether a batch that follows ``already`` records (default: those held) is packed."""
@@ -82,6 +95,7 @@ class TextStore(Sequence[str]):
         self._starts.append(self._count)
         self._blocks.append(packed.block)
         self._ends.append(packed.ends)
+        self._groups.append(packed.groups)
         self._count += len(packed.ends)
         self._held += len(packed.block)
         if self._held > self._share:
@@ -99,14 +113,17 @@ class TextStore(Sequence[str]):
                     self._written += len(block)
         self._held = 0
 
-    def _block(self, number: int) -> bytes:
+    def _group(self, number: int, group: int) -> bytes:
+        """Group ``group`` of block ``number``, inflated."""
+        groups = self._groups[number]
+        start, stop = (int(groups[group - 1]) if group else 0), int(groups[group])
         block = self._blocks[number]
         if isinstance(block, bytes):
-            return block
+            return zlib.decompress(block[start:stop])
         assert self._file is not None
         with open(self._file, "rb") as source:
-            source.seek(block[0])
-            return source.read(block[1])
+            source.seek(block[0] + start)
+            return zlib.decompress(source.read(stop - start))
 
     def __len__(self) -> int:
         return self._count
@@ -125,9 +142,11 @@ class TextStore(Sequence[str]):
         if index < len(self._plain):
             return self._plain[index]
         number = bisect_right(self._starts, index) - 1
-        if self._cached[0] != number:
-            self._cached = (number, zlib.decompress(self._block(number)))
-        ends = self._ends[number]
         row = index - self._starts[number]
+        group = row // GROUP_TEXTS
+        if self._cached[:2] != (number, group):
+            self._cached = (number, group, self._group(number, group))
+        ends = self._ends[number]
+        base = int(ends[group * GROUP_TEXTS - 1]) if group else 0
         start = int(ends[row - 1]) if row else 0
-        return self._cached[1][start : int(ends[row])].decode("utf-8", "surrogatepass")
+        return self._cached[2][start - base : int(ends[row]) - base].decode("utf-8", "surrogatepass")
