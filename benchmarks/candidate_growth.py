@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale_quality
 
-from neardup.dedup.candidates import CandidateSettings, as_pairs
+from neardup.dedup.candidates import CandidateSettings
+from neardup.dedup.key_buckets import as_pairs
 from neardup.dedup.lsh import Sketcher, band_candidates
 from neardup.dedup.pipeline import DedupSettings
 from neardup.io.read import read_records
@@ -72,8 +73,7 @@ def candidates_of(path: Path, settings: CandidateSettings) -> dict[str, float]:
     search.prepare()
     estimate = search.similarities(pairs)
     is_short = np.zeros(count, dtype=bool)
-    if search._short_documents:
-        is_short[np.concatenate(search._short_documents)] = True
+    is_short[search.short_documents()] = True
     short = is_short[pairs[:, 0]] & is_short[pairs[:, 1]]
     rest = estimate[~short]
     return {

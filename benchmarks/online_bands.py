@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from neardup.arrays import sorted_unique
-from neardup.dedup.candidates import as_pairs, keyed_pairs
+from neardup.dedup.key_buckets import as_pairs, keyed_pairs
 from neardup.eval.metrics import Gold, Prediction, evaluate
 from neardup.similarity.shingles import shingles_of
 from neardup.similarity.sketches import byte_bins, estimate_from_bins, hashed_band_keys, oph_sketches

@@ -15,10 +15,9 @@ from neardup.dedup.candidates import (
     bands_for,
     candidate_pairs,
     collision_probability,
-    positions_fit,
-    prefix_pairs,
 )
 from neardup.dedup.clusters import components
+from neardup.dedup.prefix_search import positions_fit, prefix_pairs
 from neardup.dedup.shingle_sets import ShingleSets
 from neardup.errors import ConfigError, InputError
 from neardup.similarity import shingles as shingler
@@ -221,6 +220,20 @@ def test_chunks_give_the_pairs_of_one_batch() -> None:
     for low in range(0, len(texts), 37):
         search.add(Shingles.of(texts[low : low + 37]))
     assert np.array_equal(search.pairs(), whole)
+
+
+def test_bands_sorted_in_forked_workers_give_the_same_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past PARALLEL_BANDS documents the bands go to forked workers, a band each."""
+    from neardup.dedup import candidates
+
+    texts = edited_corpus(5, originals=40)
+    alone, forked = CandidateSearch(), CandidateSearch()
+    for search in (alone, forked):
+        search.add(Shingles.of(texts))
+    expected = alone.pair_tiles(workers=1).all()
+    monkeypatch.setattr(candidates, "PARALLEL_BANDS", 0)
+    assert expected.size > 100
+    assert np.array_equal(forked.pair_tiles(workers=2).all(), expected)
 
 
 def test_a_boilerplate_bucket_is_linked_not_expanded() -> None:

@@ -21,7 +21,9 @@ from neardup.dedup.band_keys import BandKeys
 from neardup.dedup.check_bins import CheckBins
 from neardup.dedup.pair_tiles import PairTiles
 from neardup.dedup.pipeline import DedupSettings, dedup_documents
+from neardup.dedup.prefix_search import prefix_pairs
 from neardup.dedup.seen_ids import SeenIds
+from neardup.dedup.short_texts import ShortTexts
 from neardup.dedup.workspace import Workspace
 from neardup.errors import ConfigError, InputError
 from neardup.io.read import read_records
@@ -243,6 +245,55 @@ def test_pair_tiles_give_every_pair_once_held_or_spilled(tmp_path: Path) -> None
     span = spilled.span
     for tile in tiles:  # a tile reads two spans of documents
         assert len(np.unique((tile >> 32) // span)) == 1 and len(np.unique((tile & 0xFFFFFFFF) // span)) == 1
+
+
+def _short_sets(rng: np.random.Generator, documents: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shingle keys of short documents drawn from a small skewed vocabulary: many shared
+    keys, buckets past max_bucket (copies of a stock text), sizes 1 to 40."""
+    keys, owners = [], []
+    for document in range(documents):
+        if document % 7 == 0:
+            continue  # documents the prefix search does not hold (long or empty ones)
+        drawn = rng.zipf(1.3, int(rng.integers(1, 40))) % 600
+        values = np.unique(drawn.astype(np.uint64) * np.uint64(0x9E3779B1) % np.uint64(1 << 40))
+        keys.append(values)
+        owners.append(np.full(values.size, document, dtype=np.int64))
+    return np.concatenate(keys), np.concatenate(owners)
+
+
+def test_short_texts_give_the_pairs_and_jaccards_of_all_sets_at_once_when_spilled(tmp_path: Path) -> None:
+    """The partitioned prefix search (by key, by document span, by prefix key, through
+    files) gives exactly the pairs of the search over every set in memory, big buckets and
+    their hubs included; the exact Jaccard read from spilled blocks is the set Jaccard."""
+    rng = np.random.default_rng(6)
+    keys, owners = _short_sets(rng, 3000)
+    expected = prefix_pairs(keys, owners, 0.5, max_bucket=20, hub=2)
+    held, spilled = ShortTexts(), ShortTexts(Workspace(1 << 20, tmp_path))
+    for low in range(0, 3000, 256):
+        chosen = (owners >= low) & (owners < low + 256)
+        held.append(keys[chosen], owners[chosen])
+        spilled.append(keys[chosen], owners[chosen])
+    assert spilled.spilled and not held.spilled
+    found = {}
+    for name, sets in (("held", held), ("spilled", spilled)):
+        tiles = PairTiles(3000, 1 << 40)
+        sets.add_pairs(tiles, 0.5, 20, 2)
+        tiles.finish()
+        found[name] = tiles.all()
+    assert expected.size > 1000
+    assert np.array_equal(found["held"], expected) and np.array_equal(found["spilled"], expected)
+    left_over = {path.name for path in tmp_path.rglob("short-*")}
+    assert left_over == {path.name for path in tmp_path.rglob("short-texts-*")}, "a partition file was left"
+    members = np.unique(owners)
+    left, right = rng.choice(members, 5000), rng.choice(members, 5000)
+    sets = {int(d): set(keys[owners == d].tolist()) for d in members.tolist()}
+    truth = [
+        len(sets[a] & sets[b]) / len(sets[a] | sets[b])
+        for a, b in zip(left.tolist(), right.tolist(), strict=True)
+    ]
+    assert np.array_equal(spilled.jaccard(left, right), np.array(truth))
+    assert np.array_equal(held.jaccard(left, right), np.array(truth))
+    assert np.array_equal(spilled.documents(), members)
 
 
 def test_a_workspace_makes_its_directory_only_when_something_spills(tmp_path: Path) -> None:

@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 
 from neardup import FingerprintConfig, Fingerprinter
-from neardup.dedup.candidates import CandidateSettings, as_pairs, prefix_pairs
+from neardup.dedup.candidates import CandidateSettings
+from neardup.dedup.key_buckets import as_pairs
+from neardup.dedup.prefix_search import prefix_pairs
 from neardup.similarity.shingles import shingles_of
 
 from .conftest import read_jsonl, shared_file, write_lines

@@ -36,7 +36,8 @@ candidate with the exact Jaccard (:meth:`Verifier.verify_texts`).
     at K times the sketch cost.
 
 Short documents (fewer than ``short_shingles`` shingles) get too few bins filled for banding to
-mean anything, so every method searches them by exact prefix filtering (Bayardo et al. 2007): with
+mean anything, so every method searches them by exact prefix filtering (:mod:`.prefix_search`,
+:mod:`.short_texts`; Bayardo et al. 2007): with
 tokens ordered by document frequency, two sets of Jaccard >= t share a token among the first
 |A| − ⌈t·|A|⌉ + 1 of each, and their first common token comes early enough in both to leave
 room for the overlap t needs (positional filtering, Xiao et al. 2008: without it short texts
@@ -60,7 +61,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ..arrays import sorted_unique, unique_inverse
 from ..errors import ConfigError, InputError
 from ..fingerprint.fingerprinter import Fingerprinter
 from ..similarity.shingles import Shingles
@@ -74,9 +74,12 @@ from ..similarity.sketches import (
 )
 from ..text.normalize import Normalizer
 from .band_keys import BandKeys
-from .batch import _runs_by_key, find_all_pairs, pairs_in_runs
+from .batch import find_all_pairs
 from .check_bins import CheckBins
+from .key_buckets import as_pairs, keyed_pairs, pair_keys, unique_keys
 from .pair_tiles import PairTiles
+from .shingle_sets import forked_map, forked_state
+from .short_texts import ShortTexts
 from .workspace import Workspace, unbounded
 
 IntArray = npt.NDArray[np.int64]
@@ -87,6 +90,10 @@ FloatArray = npt.NDArray[np.float64]
 METHODS: tuple[str, ...] = ("oph", "segments", "minhash")
 #: Sentence ends (Chinese and Latin) and line breaks: where segments may be cut.
 _SENTENCE = re.compile(r"(?<=[。！？!?；;])|(?<=[.])\s|\n+")
+
+
+#: Documents from which the bands are sorted in parallel (below, a fork costs more than it saves).
+PARALLEL_BANDS = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -185,121 +192,6 @@ def bands_for(threshold: float, rows: int, recall: float = 0.99, hits: int = 1) 
 # -- pairs from keys ---------------------------------------------------------------------------
 
 
-def keyed_pairs(
-    keys: npt.ArrayLike,
-    owners: IntArray,
-    max_bucket: int,
-    hub: int,
-    admit: Callable[[IntArray, IntArray], npt.NDArray[np.bool_]] | None = None,
-) -> IntArray:
-    """Pair keys (i·2^32 + j, i < j) of the owners that share a key; a key held by more than
-    ``max_bucket`` entries pairs each entry with the bucket's first ``hub`` entries only.
-    ``admit(left, right)``, given the two entries' positions in ``keys``, drops the pairs
-    that cannot qualify (the prefix search's positional bound) before they are collected."""
-    values = np.asarray(keys, dtype=np.uint64)
-    if values.size < 2:
-        return np.empty(0, dtype=np.int64)
-    index_bits = max(1, int(values.size - 1).bit_length())
-    if int(values.max(initial=0)).bit_length() + index_bits > 64:
-        raise InputError(f"{values.size} keys do not fit the packed sort; split the batch")
-    order, starts, lengths, _ = _runs_by_key(values, index_bits)
-    big = lengths > max_bucket
-    parts: list[IntArray] = []
-
-    def collect(left: IntArray, right: IntArray) -> None:
-        if admit is not None:
-            chosen = admit(left, right)
-            left, right = left[chosen], right[chosen]
-        parts.append(_pair_keys(owners[left], owners[right]))
-
-    for a, b in pairs_in_runs(starts[~big], lengths[~big]):
-        collect(order[a], order[b])
-    for start, length in zip(starts[big].tolist(), lengths[big].tolist(), strict=True):
-        members = order[start : start + length]
-        heads = members[:hub]
-        collect(np.repeat(heads, length), np.tile(members, len(heads)))
-    return _unique(parts)
-
-
-def _pair_keys(a: IntArray, b: IntArray) -> IntArray:
-    low, high = np.minimum(a, b), np.maximum(a, b)
-    distinct = low != high
-    return np.asarray((low[distinct] << 32) | high[distinct], dtype=np.int64)
-
-
-def _unique(parts: Sequence[IntArray]) -> IntArray:
-    if not parts:
-        return np.empty(0, dtype=np.int64)
-    keys: IntArray = np.asarray(sorted_unique(np.concatenate(parts)), dtype=np.int64)
-    return keys
-
-
-def as_pairs(keys: IntArray) -> IntArray:
-    """(m, 2) int64 pairs (i < j) from pair keys."""
-    return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1).astype(np.int64)
-
-
-def prefix_pairs(
-    hashes: UInt64Array,
-    documents: IntArray,
-    threshold: float,
-    max_bucket: int = 1 << 62,
-    hub: int = 1,
-) -> IntArray:
-    """Pair keys of every two documents whose shingle Jaccard may reach ``threshold``
-    (exact prefix filtering; documents are global numbers). A prefix token held by more than
-    ``max_bucket`` documents pairs each with the first ``hub`` of them only, as band keys do:
-    thousands of copies of one short text (a stock reply, a template) would otherwise give
-    millions of pairs; the copies still join one cluster through the hub."""
-    if hashes.size == 0:
-        return np.empty(0, dtype=np.int64)
-    _, token = unique_inverse(hashes)
-    frequency = np.bincount(token)
-    order = np.lexsort((token, frequency[token], documents))
-    token, owner = token[order], documents[order]
-    heads = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
-    sizes = np.diff(np.append(heads, owner.size))
-    rank = np.arange(owner.size) - np.repeat(heads, sizes)
-    keep = rank < np.repeat(prefix_lengths(sizes, threshold), sizes)
-    kept_rank, kept_size = rank[keep], np.repeat(sizes, sizes)[keep]
-
-    def admit(left: IntArray, right: IntArray) -> npt.NDArray[np.bool_]:
-        size_a, size_b = kept_size[left], kept_size[right]
-        return sizes_fit(size_a, size_b, threshold) & positions_fit(
-            size_a, kept_rank[left], size_b, kept_rank[right], threshold
-        )
-
-    return keyed_pairs(token[keep].astype(np.uint64), owner[keep], max_bucket, hub, admit)
-
-
-def prefix_lengths(sizes: IntArray, threshold: float) -> IntArray:
-    """How many of each document's ``sizes`` tokens prefix filtering keeps: one definition
-    for the local search and the Spark job, in the same float64 arithmetic."""
-    lengths: IntArray = sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1
-    return lengths
-
-
-def positions_fit(
-    size_a: IntArray, rank_a: IntArray, size_b: IntArray, rank_b: IntArray, threshold: float
-) -> npt.NDArray[np.bool_]:
-    """Whether a pair that shares the token at 0-based ``rank_a`` of one document's ordered
-    tokens and ``rank_b`` of the other's may still reach ``threshold`` (PPJoin's positional
-    filter, Xiao et al. 2008): Jaccard >= t needs an overlap of ⌈t·(|a|+|b|)/(1+t)⌉, and
-    from their first common token on at most 1 + min(|a|−rank_a−1, |b|−rank_b−1) more tokens
-    can be shared. The first common token gives the largest bound of all the tokens a pair
-    shares, so keeping a pair if any of them passes drops only pairs below ``threshold``."""
-    needed = np.ceil(threshold * (size_a + size_b) / (1.0 + threshold) - 1e-9)
-    fits: npt.NDArray[np.bool_] = np.minimum(size_a - rank_a, size_b - rank_b) >= needed
-    return fits
-
-
-def sizes_fit(low: IntArray, high: IntArray, threshold: float) -> npt.NDArray[np.bool_]:
-    """Whether two documents' sizes allow a Jaccard of ``threshold`` (the prefix search's
-    last filter)."""
-    fits: npt.NDArray[np.bool_] = np.minimum(low, high) >= threshold * np.maximum(low, high) - 1e-9
-    return fits
-
-
 # -- segments ----------------------------------------------------------------------------------
 
 
@@ -364,7 +256,7 @@ def _segment_candidates(fingerprints: UInt64Array, owners: IntArray, settings: C
     keep = ~np.isin(fingerprints, common)
     fingerprints, owners = fingerprints[keep], owners[keep]
     found = find_all_pairs(fingerprints, settings.segment_distance, bits=64)
-    return _unique([_pair_keys(owners[found.i], owners[found.j])])
+    return unique_keys([pair_keys(owners[found.i], owners[found.j])])
 
 
 # -- the search --------------------------------------------------------------------------------
@@ -384,11 +276,10 @@ class CandidateSearch:
         self.count = 0
         self._keys = BandKeys(self.workspace)
         self._owners: list[IntArray] = []
-        self._short_hashes: list[UInt64Array] = []
-        self._short_documents: list[IntArray] = []
+        self._short = ShortTexts(self.workspace)
         self._segments: list[tuple[UInt64Array, IntArray]] = []
         self._checks = CheckBins(self.settings.check_bins, self.workspace)
-        self._cached: tuple[Shingles, npt.NDArray[np.bool_], IntArray, CheckBins | None] | None = None
+        self._cached: tuple[npt.NDArray[np.bool_], IntArray, CheckBins | None] | None = None
 
     def add(self, shingles: Shingles, texts: Sequence[str] | None = None) -> None:
         settings = self.settings
@@ -416,26 +307,28 @@ class CandidateSearch:
 
     def add_short(self, hashes: UInt64Array, documents: IntArray, count: int) -> None:
         """The shingles of short documents (global numbers) of a chunk of ``count`` documents."""
-        self._short_hashes.append(hashes)
-        self._short_documents.append(documents)
+        self._short.append(hashes, documents)
         self.count += count
+
+    def short_documents(self) -> IntArray:
+        """The documents searched by their shingle sets (exact prefix filtering), ascending."""
+        return self._short.documents()
 
     def pairs(self) -> IntArray:
         """Every candidate pair, (m, 2) int64, i < j, sorted and unique."""
         return as_pairs(self.pair_tiles().all())
 
-    def pair_tiles(self, done: Callable[[int], object] | None = None) -> PairTiles:
+    def pair_tiles(self, done: Callable[[int], object] | None = None, workers: int = 1) -> PairTiles:
         """Every candidate pair as pair keys, in tiles that each read the check bins of two
         spans of documents (one tile when they fit the budget's share); ``done(1)`` after the
-        short documents and after each band."""
+        short documents and after each band. Past :data:`PARALLEL_BANDS` documents the bands
+        are sorted by ``workers`` forked processes (a band at a time each; the pairs are the
+        same in any order)."""
         settings = self.settings
         if self.count >= 1 << 31:
             raise InputError(f"{self.count} documents exceed the 2^31 a candidate search numbers")
         found = PairTiles(self.count, self._checks.span, self.workspace, settings.hits)
-        hashes = np.concatenate(self._short_hashes) if self._short_hashes else np.zeros(0, np.uint64)
-        documents = np.concatenate(self._short_documents) if self._short_documents else np.zeros(0, np.int64)
-        prefix = prefix_pairs(hashes, documents, settings.threshold, settings.max_bucket, settings.hub)
-        found.add(prefix, sure=True)
+        self._short.add_pairs(found, settings.threshold, settings.max_bucket, settings.hub)
         done = done or (lambda _: None)
         done(1)
         if self._segments:
@@ -444,16 +337,17 @@ class CandidateSearch:
             found.add(_segment_candidates(fingerprints, owners, settings), sure=True)
         if self._keys:
             owners = np.concatenate(self._owners)
-            for band in range(settings.band_count):
-                found.add(keyed_pairs(self._keys.column(band), owners, settings.max_bucket, settings.hub))
+            workers = workers if self.count >= PARALLEL_BANDS else 1
+            bands = range(settings.band_count)
+            for pairs in forked_map(_band_pairs, bands, (self._keys, owners, settings), workers):
+                found.add(pairs)
                 done(1)
         found.finish()
         return found
 
     def prepare(self) -> None:
         """Build what :meth:`similarities` reads, once (before forking workers that share it)."""
-        short_sets = self._lookups()[0]
-        short_sets.matrix()
+        self._lookups()
 
     def similarities(self, pairs: IntArray) -> FloatArray:
         """The shingle Jaccard of each pair (m, 2), without the texts: exact where both
@@ -465,10 +359,10 @@ class CandidateSearch:
         result = np.zeros(len(pairs), dtype=np.float64)
         if not len(pairs):
             return result
-        short_sets, is_short, row_of, checks = self._lookups()
+        is_short, row_of, checks = self._lookups()
         exact = is_short[pairs[:, 0]] & is_short[pairs[:, 1]]
         if exact.any():
-            result[exact] = short_sets.jaccard(pairs[exact, 0], pairs[exact, 1])
+            result[exact] = self._short.jaccard(pairs[exact, 0], pairs[exact, 1])
         if checks is not None and (~exact).any():
             rows_a, rows_b = row_of[pairs[:, 0]], row_of[pairs[:, 1]]
             sketched = np.flatnonzero(~exact & (rows_a >= 0) & (rows_b >= 0))
@@ -477,17 +371,12 @@ class CandidateSearch:
                 result[chosen] = estimate_from_bins(checks.take(rows_a[chosen]), checks.take(rows_b[chosen]))
         return result
 
-    def _lookups(self) -> tuple[Shingles, npt.NDArray[np.bool_], IntArray, CheckBins | None]:
-        """The short documents' sets, which documents are short, each document's row among the
-        check bins (-1: none) and the check bins: built once, for calls in chunks."""
-        if self._cached is None or self._cached[1].size != self.count:
-            hashes = np.concatenate(self._short_hashes) if self._short_hashes else np.zeros(0, np.uint64)
-            documents = (
-                np.concatenate(self._short_documents) if self._short_documents else np.zeros(0, np.int64)
-            )
-            self._short_hashes, self._short_documents = [hashes], [documents]
+    def _lookups(self) -> tuple[npt.NDArray[np.bool_], IntArray, CheckBins | None]:
+        """Which documents are short, each document's row among the check bins (-1: none)
+        and the check bins: built once, for calls in chunks."""
+        if self._cached is None or self._cached[0].size != self.count:
             is_short = np.zeros(self.count, dtype=bool)
-            is_short[documents] = True
+            is_short[self._short.documents()] = True
             row_of = np.full(self.count, -1, dtype=np.int64)
             checks = None
             if self._checks.count:
@@ -495,12 +384,18 @@ class CandidateSearch:
                 self._owners = [owners]
                 row_of[owners] = np.arange(owners.size)
                 checks = self._checks
-            self._cached = (Shingles(hashes, documents, self.count), is_short, row_of, checks)
+            self._cached = (is_short, row_of, checks)
         return self._cached
 
     def drop_band_keys(self) -> None:
         """Free the band keys once the pairs are taken (:meth:`pairs` cannot run again)."""
         self._keys.clear()
+
+
+def _band_pairs(band: int) -> IntArray:
+    """One band's pairs (in a worker: the band keys, owners and settings are the forked state)."""
+    keys, owners, settings = forked_state()
+    return keyed_pairs(keys.column(band), owners, settings.max_bucket, settings.hub)
 
 
 def split_short(shingles: Shingles, settings: CandidateSettings) -> tuple[UInt64Array, IntArray, IntArray]:

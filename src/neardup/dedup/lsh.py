@@ -34,8 +34,9 @@ from ..similarity.verify import Explanation, shared_features
 from ..text.normalize import Normalizer
 from . import shingle_sets
 from .batch import Pairs
-from .candidates import CandidateSearch, CandidateSettings, as_pairs, sketch_long, split_short
+from .candidates import CandidateSearch, CandidateSettings, sketch_long, split_short
 from .clusters import components
+from .key_buckets import as_pairs
 from .pair_tiles import PairTiles
 from .shingle_sets import ShingleSets, forked_map
 from .text_store import PackedTexts, TextStore, pack_texts
@@ -202,7 +203,7 @@ def band_candidates(sketches: Sketches, done: Callable[[int], object] | None = N
     """The candidate pairs: the records sharing a band key (or, short texts, enough
     shingles), by tile. Once: the band keys are freed after. ``done(1)`` after the short
     texts and after each band."""
-    found = sketches.search.pair_tiles(done)
+    found = sketches.search.pair_tiles(done, sketches.workers)
     sketches.search.drop_band_keys()
     return found
 

@@ -1,7 +1,8 @@
 """Where a batch run puts what does not fit its memory budget.
 
-A run's large parts (band keys, check bins, texts, candidate pairs) each hold their share of
-the ``--memory`` budget in memory and move the rest to files in one private directory under
+A run's large parts (band keys, check bins, texts, the short texts' shingle sets, candidate
+pairs) each hold their share of the ``--memory`` budget in memory and move the rest to files
+in one private directory under
 ``--tmp-dir``, made when the first part spills and removed when the run ends, however it ends
 (success, an error, Ctrl-C). Below the budget nothing is written: the parts stay as fast as
 they are in memory. Whether a part spills never changes what it gives back, so the output
@@ -27,7 +28,7 @@ MIN_MEMORY = 1 << 20
 #: of processes gone (:func:`~neardup.io.output.remove_stale`).
 SPILL_STEM, SPILL_SUFFIX = "neardup", ".spill"
 #: The share of the budget each part holds in memory before it spills.
-SHARES = {"band_keys": 0.25, "check_bins": 0.2, "texts": 0.15, "pairs": 0.2}
+SHARES = {"band_keys": 0.25, "check_bins": 0.2, "texts": 0.15, "pairs": 0.2, "short_texts": 0.1}
 
 
 class Workspace:

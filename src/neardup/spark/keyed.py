@@ -2,7 +2,7 @@
 search of short documents with no document on the driver.
 
 A bucket is paired as ``keyed_pairs`` pairs it (:func:`bucket_pairs`). For the short
-documents, :func:`~neardup.dedup.candidates.prefix_pairs` (exact prefix filtering) orders each
+documents, :func:`~neardup.dedup.prefix_search.prefix_pairs` (exact prefix filtering) orders each
 document's tokens by their document frequency among all short documents (ties by hash
 value), keeps the first ``size − ⌈t·size⌉ + 1``, pairs the documents that keep a common
 token (a token kept by more than ``max_bucket`` documents pairs each with the first ``hub``
@@ -32,8 +32,9 @@ from pyspark import RDD
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ..dedup.candidates import CandidateSettings, positions_fit, prefix_lengths, sizes_fit
+from ..dedup.candidates import CandidateSettings
 from ..dedup.pipeline import DedupSettings
+from ..dedup.prefix_search import positions_fit, prefix_lengths, sizes_fit
 
 #: The LSH of ``neardup dedup``'s default settings.
 LSH_SETTINGS = DedupSettings().lsh_settings()
