@@ -15,6 +15,9 @@ sentence of any article, and therefore of any dev document (the dev sets are bui
 same corpora): its shingle Jaccard with a dev document or with another haystack document stays
 far below the 0.5 of a near-duplicate (a dev document of ~15 sentences shares at most ~1/15 of
 them). The dev records sit at positions drawn at random (seed fixed) among the haystack.
+``--lang zh-short`` hides the short reviews of zh_short.jsonl (8-60 characters) among short
+texts pieced together from random bits of the zh sentences (``short_haystack``): the corpus of
+the exact prefix search alone, which keeps every shingle set of it.
 
 The corpus is written a document at a time (memory bounded at any size; sentences drawn in
 bulk with numpy, each kept as its JSON escape, so a line is joined, never encoded) and cached
@@ -54,6 +57,7 @@ moment of the 2 shared cores, 34,000 (zh) under load (nice 19): 2-5 minutes at 1
     nice -n 19 python3 benchmarks/scale_quality.py --size 200000 --lang zh --methods neardup rensa datatrove
     nice -n 19 python3 benchmarks/scale_quality.py --size 10000000 --lang zh --corpus-dir /data/corpora \\
         --methods neardup datatrove --memory 1G
+    python3 benchmarks/scale_quality.py --size 1000000 --lang zh-short --methods neardup
 
 Peers (issue 30): ``pip install rensa==0.5.0 datatrove==0.10.1 spacy==3.8.18 tokenizers``
 (``datatrove.pipeline.dedup`` imports tokenizers; its word tokenizers are spaCy's, Chinese
@@ -199,6 +203,32 @@ def haystack(lang: str, lengths: Sequence[int], seed: int = 7) -> Iterator[str]:
             yield "\\n".join(paragraphs)
 
 
+def short_haystack(lengths: Sequence[int], seed: int = 7) -> Iterator[str]:
+    """Short haystack documents without end (``--lang zh-short``), each as its JSON string
+    escape: a length drawn from the dev set's (zh_short: reviews of 8-60 characters), filled
+    with pieces of 4-12 characters cut at random places from random sentences of the zh pool,
+    then cut to that length. Two documents share a piece only by chance, so their character
+    bigram Jaccard stays far below 0.5; the dev records sit among them as in ``haystack``."""
+    pool = [sentence for _, sentence in sentence_pool("zh")]
+    sizes = np.array([len(sentence) for sentence in pool], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    targets = np.asarray(lengths, dtype=np.int64)
+    while True:
+        chosen = targets[rng.integers(0, len(targets), CHUNK)]
+        pieces = int(chosen.sum() // 4) + CHUNK
+        sentences = rng.integers(0, len(pool), pieces)
+        widths = rng.integers(4, 13, pieces)
+        starts = (rng.random(pieces) * np.maximum(1, sizes[sentences] - widths + 1)).astype(np.int64)
+        at = 0
+        for target in chosen.tolist():
+            text = ""
+            while len(text) < target:
+                start = int(starts[at])
+                text += pool[int(sentences[at])][start : start + int(widths[at])]
+                at += 1
+            yield json.dumps(text[:target], ensure_ascii=False)[1:-1]
+
+
 def _one_at_a_time(draws: _Stream, sources: list[int], sizes: np.ndarray, target: int) -> list[int]:
     """Draws in order, a repeated source skipped, until the lengths reach ``target``."""
     used: set[int] = set()
@@ -230,7 +260,7 @@ class Corpus:
 
 
 def read_dev(lang: str) -> list[dict[str, Any]]:
-    name = "zh_news" if lang == "zh" else "en_news"
+    name = {"zh": "zh_news", "en": "en_news", "zh-short": "zh_short"}[lang]
     with (SHARED / "dev" / f"{name}.jsonl").open(encoding="utf-8") as handle:
         return [json.loads(line) for line in handle]
 
@@ -261,7 +291,8 @@ def write_corpus(lang: str, size: int, dev: list[dict[str, Any]], path: Path) ->
     lines = np.sort(rng.choice(total, size=len(dev), replace=False)).tolist()
     order = rng.permutation(len(dev)).tolist()
     rows = [dev[k] for k in order]
-    bodies = haystack(lang, [len(record["text"]) for record in dev])
+    lengths = [len(record["text"]) for record in dev]
+    bodies = short_haystack(lengths) if lang == "zh-short" else haystack(lang, lengths)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     buffer: list[str] = []
     hay = placed = 0
@@ -696,7 +727,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--size", type=int, default=20_000, help="haystack documents (default 20000)")
-    parser.add_argument("--lang", choices=("zh", "en", "both"), default="both")
+    parser.add_argument(
+        "--lang",
+        choices=("zh", "en", "both", "zh-short"),
+        default="both",
+        help="both: zh and en news; zh-short: the short reviews of zh_short among short texts",
+    )
     parser.add_argument(
         "--methods",
         nargs="+",
