@@ -4,7 +4,9 @@ same bytes as a run in memory; the spill directory goes away however the run end
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -332,3 +334,62 @@ def test_seen_ids_refuse_exactly_the_repeats_with_where_the_first_was_read() -> 
     for start in range(0, 5000, 64):
         seen.check(unique[start : start + 64], len(kept))
         kept.extend(record.id for record in unique[start : start + 64])
+
+
+KILLED_POOL = """
+import os, sys, time
+from neardup.dedup.shingle_sets import forked_map
+
+def slow(item):
+    time.sleep(60)
+    return item
+
+for _ in forked_map(slow, range(4), None, 2):
+    pass
+"""
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent:
+                found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a container's init may leave the dead unreaped)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_end_with_a_parent_killed_outright() -> None:
+    """SIGKILL (or the out-of-memory killer) gives a run no chance to stop its pool: its forked
+    workers end with it instead of waiting on their pipes for ever, holding its memory."""
+    parent = subprocess.Popen([sys.executable, "-c", KILLED_POOL])
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(workers := _children(parent.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(workers) == 2, workers
+        time.sleep(0.5)  # the workers' initializer has run
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while any(map(_running, workers)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(map(_running, workers)), "a worker outlived its parent"
+    finally:
+        parent.kill()
+        for pid in workers:  # reparented by now: not the parent's children any more
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

@@ -38,7 +38,7 @@ from .candidates import CandidateSearch, CandidateSettings, sketch_long, split_s
 from .clusters import components
 from .key_buckets import as_pairs
 from .pair_tiles import PairTiles
-from .shingle_sets import ShingleSets, forked_map
+from .shingle_sets import ShingleSets, die_with_parent, forked_map
 from .text_store import PackedTexts, TextStore, pack_texts
 from .workspace import Workspace
 
@@ -93,8 +93,9 @@ def sketch_texts(
 _WORKER: tuple[Normalizer, CandidateSettings] | None = None
 
 
-def _start_worker(normalizer: Normalizer, settings: CandidateSettings) -> None:
+def _start_worker(normalizer: Normalizer, settings: CandidateSettings, parent: int) -> None:
     global _WORKER
+    die_with_parent(parent)
     _WORKER = (normalizer, settings)
 
 
@@ -160,7 +161,7 @@ class Sketcher:
         settings = sketches.search.settings
         if self._batches >= 2 and sketches.workers > 1 and self._pool is None:
             context = multiprocessing.get_context("fork")
-            initargs = (self.normalizer, settings)
+            initargs = (self.normalizer, settings, os.getpid())
             self._pool = ProcessPoolExecutor(sketches.workers, context, _start_worker, initargs)
         if self._pool is None:
             self._take(sketch_texts(texts, self.normalizer, settings, pack))

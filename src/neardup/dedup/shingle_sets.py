@@ -13,10 +13,15 @@ document's row.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
+import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import suppress
 from itertools import pairwise
 from typing import Any
 
@@ -143,6 +148,8 @@ def _jaccard_slice(pairs: tuple[IntArray, IntArray]) -> FloatArray:
     return sets.jaccard(*pairs)
 
 
+#: prctl's option that sends a signal to this process when its parent ends.
+_PR_SET_PDEATHSIG = 1
 #: What forked workers read (set before the fork, so it is inherited, never pickled).
 _STATE: Any = None
 _STATE_LOCK = threading.RLock()
@@ -151,6 +158,18 @@ _STATE_LOCK = threading.RLock()
 def forked_state() -> Any:
     """The state :func:`forked_map` handed to this worker."""
     return _STATE
+
+
+def die_with_parent(parent: int) -> None:
+    """In a forked worker: end it when the process that forked it ends (Linux's
+    PR_SET_PDEATHSIG). A parent killed outright (SIGKILL, the out-of-memory killer) cannot
+    stop its pool, and its workers would wait on their result pipes forever, each holding the
+    memory it shared with the dead parent."""
+    if sys.platform.startswith("linux"):
+        with suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before the line above took effect
+        os._exit(1)
 
 
 def forked_map(
@@ -168,7 +187,7 @@ def forked_map(
                 yield from map(function, items)
                 return
             context = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(workers, context) as pool:
+            with ProcessPoolExecutor(workers, context, die_with_parent, (os.getpid(),)) as pool:
                 yield from pool.map(function, items)
         finally:
             _STATE = previous
