@@ -348,6 +348,7 @@ class CandidateSearch:
     def prepare(self) -> None:
         """Build what :meth:`similarities` reads, once (before forking workers that share it)."""
         self._lookups()
+        self._short.prepare()
 
     def similarities(self, pairs: IntArray) -> FloatArray:
         """The shingle Jaccard of each pair (m, 2), without the texts: exact where both

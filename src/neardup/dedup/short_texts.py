@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arrays import unique_inverse
+from ..similarity.shingles import Shingles
 from .pair_tiles import PairTiles
 from .prefix_search import prefix_entries, prefix_pairs, shared_prefix_pairs
 from .workspace import Workspace, unbounded
@@ -71,6 +72,7 @@ class ShortTexts:
         self._cache: OrderedDict[int, npt.NDArray[np.void]] = OrderedDict()
         self._cached = 0
         self._index: tuple[IntArray, IntArray] | None = None
+        self._sets: Shingles | None = None
 
     @property
     def spilled(self) -> bool:
@@ -90,7 +92,7 @@ class ShortTexts:
         self._blocks.append(block)
         self.entries += keys.size
         self._held += block.nbytes
-        self._index = None
+        self._index, self._sets = None, None
         if self._held > self.workspace.share("short_texts"):
             self._spill()
 
@@ -145,18 +147,40 @@ class ShortTexts:
         positions = np.repeat(first, sizes) + (
             np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         )
+        # Ascending (``wanted`` is), so each block's positions are one stretch.
         block_of = np.searchsorted(np.asarray(self._block_starts), positions, side="right") - 1
         keys = np.empty(positions.size, dtype=np.uint64)
-        for number in np.flatnonzero(np.bincount(block_of, minlength=len(self._blocks))).tolist():
-            chosen = np.flatnonzero(block_of == number)
-            keys[chosen] = self._block(number)["key"][positions[chosen] - self._block_starts[number]]
+        cuts = (np.flatnonzero(np.diff(block_of)) + 1).tolist()
+        for low, high in zip([0, *cuts], [*cuts, positions.size], strict=True):
+            if low == high:
+                continue
+            number = int(block_of[low])
+            keys[low:high] = self._block(number)["key"][positions[low:high] - self._block_starts[number]]
         return keys, rows
+
+    def prepare(self) -> None:
+        """Build what :meth:`jaccard` reads, once (before forking workers that share it)."""
+        self._lookup()
+        if not self.spilled:
+            self._held_sets().matrix()
+
+    def _held_sets(self) -> Shingles:
+        """Every set, held: their matrix answers a chunk of pairs 2x faster than gathering
+        the pairs' sets does."""
+        if self._sets is None:
+            held = self._all_held()
+            count = int(held["document"][-1]) + 1 if held.size else 0
+            self._sets = Shingles(held["key"], held["document"], count)
+        return self._sets
 
     def jaccard(self, left: IntArray, right: IntArray) -> FloatArray:
         """The exact Jaccard of the sets of short documents left[t] and right[t] (two empty
-        sets count as equal, 1.0): each pair's smaller set looked up among the larger's keys,
-        tagged by document."""
+        sets count as equal, 1.0). Held sets: :meth:`Shingles.jaccard` of them all; spilled:
+        the pairs' sets gathered from their blocks, each pair's smaller set looked up among
+        the larger's keys, tagged by document."""
         left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+        if not self.spilled:
+            return self._held_sets().jaccard(left, right)
         result = np.ones(left.size, dtype=np.float64)
         for low in range(0, left.size, PAIR_CHUNK):
             a, b = left[low : low + PAIR_CHUNK], right[low : low + PAIR_CHUNK]
@@ -168,11 +192,16 @@ class ShortTexts:
             row_a, row_b = inverse[: a.size], inverse[a.size :]
             swap = sizes[row_a] > sizes[row_b]
             query, target = np.where(swap, row_b, row_a), np.where(swap, row_a, row_b)
+            # Pairs in the order of the set looked into, so the probes ascend and each stretch
+            # of lookups reads one stretch of the tags (random probes cost 4x).
+            order = np.argsort(target, kind="stable")
+            query, target = query[order], target[order]
             lengths = sizes[query]
-            pair = np.repeat(np.arange(a.size), lengths)
+            pair = np.repeat(order, lengths)
             offset = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            probes = (target[pair].astype(np.uint64) << np.uint64(KEY_BITS)) | keys[
-                starts[query][pair] + offset
+            within = np.repeat(np.arange(a.size), lengths)
+            probes = (target[within].astype(np.uint64) << np.uint64(KEY_BITS)) | keys[
+                starts[query][within] + offset
             ]
             found = np.minimum(np.searchsorted(tags, probes), max(tags.size - 1, 0))
             hit = tags[found] == probes if tags.size else np.zeros(probes.size, dtype=bool)
