@@ -241,11 +241,18 @@ class PostgresDialect(SqlDialect):
     def postings_between(
         self, cursor: Any, postings_table: str, first: int, stop: int
     ) -> tuple[IntArray, IntArray]:
+        select = f"SELECT k, id FROM {postings_table} WHERE id >= %s AND id < %s"
+        return self._keys_and_ids(cursor, select, (first, stop))
+
+    def _keys_and_ids(
+        self, cursor: Any, select: str, parameters: tuple[int, int]
+    ) -> tuple[IntArray, IntArray]:
+        """(k, id) of the rows ``select`` gives, as two arrays read in one round trip."""
         # Both aggregates walk the rows in one order, so the keys and ids stay paired.
         cursor.execute(
-            f"SELECT string_agg(int8send(k), ''::bytea), string_agg(int8send(id), ''::bytea) "
-            f"FROM {postings_table} WHERE id >= %s AND id < %s",
-            (first, stop),
+            "SELECT string_agg(int8send(k), ''::bytea), string_agg(int8send(id), ''::bytea) "
+            f"FROM ({select}) AS u",
+            parameters,
             binary=True,
         )
         keys, ids = cursor.fetchone()
@@ -280,16 +287,8 @@ class PostgresDialect(SqlDialect):
         return f"SELECT unnest(p.keys) AS k, p.id AS id FROM {table} AS p"
 
     def packed_between(self, cursor: Any, table: str, first: int, stop: int) -> tuple[IntArray, IntArray]:
-        cursor.execute(
-            "SELECT string_agg(int8send(k), ''::bytea), string_agg(int8send(id), ''::bytea) "
-            f"FROM ({self.unpacked(table)} WHERE p.id >= %s AND p.id < %s) AS u",
-            (first, stop),
-            binary=True,
-        )
-        keys, ids = cursor.fetchone()
-        return (
-            np.frombuffer(bytes(keys or b""), dtype=">i8").astype(np.int64),
-            np.frombuffer(bytes(ids or b""), dtype=">i8").astype(np.int64),
+        return self._keys_and_ids(
+            cursor, f"{self.unpacked(table)} WHERE p.id >= %s AND p.id < %s", (first, stop)
         )
 
     def given_postings(self, keys: IntArray, ids: IntArray) -> tuple[str, list[Any]]:
