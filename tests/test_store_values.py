@@ -121,6 +121,19 @@ def test_many_values_in_one_batch(opened: Callable[[], SimhashIndex]) -> None:
     ]
 
 
+def test_a_map_is_listed_whole_with_key_types_apart(opened: Callable[[], SimhashIndex]) -> None:
+    """scan_values lists every key of one map once (a records refit reads every stored row)."""
+    storage = opened().storage
+    keys: list[int | str] = [*range(250), *(str(number) for number in range(250)), "", "文", -7]
+    storage.put_values("rows", keys, [f"{key!r}".encode() for key in keys])
+    storage.put_values("blocks", [1, "other map"], [b"x", b"y"])
+    storage.remove_values("rows", [3, "4"])
+    listed = [pair for batch in storage.scan_values("rows", batch_size=64) for pair in batch]
+    assert dict(listed) == {key: f"{key!r}".encode() for key in keys if key not in (3, "4")}
+    assert sorted(map(repr, dict(listed))) == sorted(map(repr, (key for key, _ in listed)))  # each once
+    assert [pair for batch in storage.scan_values("state") for pair in batch] == []
+
+
 def test_unknown_maps_and_bad_values_are_refused(opened: Callable[[], SimhashIndex]) -> None:
     storage = opened().storage
     with pytest.raises(InputError, match="unknown value map 'notes'"):

@@ -146,6 +146,13 @@ _SIMHASH_KEYS = ("max_distance", "verify", "min_similarity", "fields", "only_lis
     help="With --index: rows checked and stored per transaction.",
 )
 @click.option(
+    "--refit",
+    is_flag=True,
+    help="With --index (add): first refit the weights on every stored row and regroup them, keeping "
+    "the id of every group whose members did not change (also rebuilds an index of an older "
+    "model version); SOURCE's new rows are added after.",
+)
+@click.option(
     "--report-batches",
     is_flag=True,
     help='With --index (add): print {"batch", "added", "skipped", "last_id"} on stdout after each '
@@ -273,6 +280,7 @@ def _check_batch_options(ctx: click.Context) -> None:
         ("mode", "--mode"),
         ("batch_size", "--batch-size"),
         ("report_batches", "--report-batches"),
+        ("refit", "--refit"),
     ):
         if ctx.get_parameter_source(name) in _EXPLICIT:
             raise click.UsageError(
@@ -296,6 +304,8 @@ def _check_index_options(ctx: click.Context, settings: dict[str, Any]) -> None:
         raise click.UsageError(
             "--clusters and --report-batches are for --mode add; queries print JSON lines", ctx
         )
+    if settings["refit"] and settings["mode"] != "add":
+        raise click.UsageError("--refit regroups the rows stored in --index, which queries never change", ctx)
     if settings["report_batches"] and settings["clusters_path"] == "-":
         raise click.UsageError("--report-batches prints on stdout; write --clusters to a file", ctx)
     check_outputs_not_inputs(ctx, {"--clusters": settings["clusters_path"]})
@@ -315,6 +325,7 @@ def _run_index(row_source: RowSource, settings: dict[str, Any], report: ErrorRep
             progress=bar.update,
             batch_size=settings["batch_size"],
             on_batch=_report_batch if settings["report_batches"] else None,
+            refit=settings["refit"],
         )
     return indexed
 
@@ -331,6 +342,13 @@ def _write_index_outputs(indexed: IndexedRecords, settings: dict[str, Any], seco
         write_jsonl(settings["clusters_path"], indexed.cluster_rows())
     rows = len(indexed.rows)
     rate = rows / seconds if seconds > 0 else 0.0
+    if indexed.refit is not None:
+        click.echo(f"neardup: {indexed.refit.describe()}", err=True)
+    for count in indexed.refitted:
+        click.echo(
+            f"neardup: the store had grown to {count} rows: weights refitted on them (stored groups kept)",
+            err=True,
+        )
     if indexed.mode == "add":
         made = "made the index (model learned from these rows); " if indexed.created else ""
         joined = sum(row.status == "added" and row.group != row.key for row in indexed.rows)

@@ -352,6 +352,9 @@ class MemoryBlockIndex(Storage):
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         self.values.remove(name, keys)
 
+    def scan_values(self, name: str, batch_size: int = 10_000) -> Iterator[list[tuple[Key, bytes]]]:
+        return self.values.scan(name, batch_size)
+
     def get_many(self, keys: Sequence[Key]) -> list[StoredRecord | None]:
         slots = self.find_many(keys, key_hashes(keys)).tolist()
         return [None if slot < 0 else self._record(slot) for slot in slots]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,12 +55,13 @@ from ..io.record import ErrorReport
 from ..storage import open_storage
 from ..storage.base import RecordShape, Storage, key_problem, shown_key
 from ..storage.urls import redacted
-from .candidates import KeyColumn, derived_value, key_specs
+from .candidates import KeyColumn, derived_value, factorize, key_specs
 from .compare import LEVELS, PairLevels, compare_values, normalize_column
-from .index_model import META_KEY, RecordsModel, check_columns, stored_terms
+from .index_model import META_KEY, RecordsModel, RefitSettings, check_columns, stored_terms
 from .learned import (
     DEFAULT_THRESHOLD,
     FEW_PAIRS_AGREEMENT,
+    fit_table,
     guarded_pairs,
     prepared,
     read_key_columns,
@@ -75,6 +77,15 @@ DEFAULT_BATCH_SIZE = 1000
 MODES = ("add", "any", "all")
 ROWS_MAP = "rows"
 BLOCKS_MAP = "blocks"
+#: The map of the index's state: the refitted model (``model``) and the row count (``size``).
+STATE_MAP = "state"
+MODEL_ENTRY = "model"
+SIZE_ENTRY = "size"
+#: The weights are refitted before a batch that makes the rows stored at least this many times
+#: the rows they were fitted on: a model learned on a first slice misses the variety of the
+#: whole table (a value common in it looks rare), and refitting at a fixed ratio r reads in all
+#: at most r / (r - 1) times the rows added, while the model has always seen 1 / r of them.
+GROWTH = 1.5
 #: The list of a block held by more rows than its key type's cap (it makes no pairs).
 OVER_CAP = "*"
 
@@ -132,10 +143,31 @@ class BatchDone:
         return {"batch": self.number, "added": self.added, "skipped": self.skipped, "last_id": self.last_key}
 
 
+@dataclass(frozen=True)
+class Refit:
+    """What ``refit`` did before the run's rows were added: the stored ``rows`` it refitted
+    and regrouped, the ``groups`` after it, how many of them ``changed`` (members not those of
+    a group before; the others kept their ids) and how many rows ``moved`` to another id."""
+
+    rows: int
+    groups: int
+    changed: int
+    moved: int
+
+    def describe(self) -> str:
+        return (
+            f"refitted the weights on {self.rows} stored rows and regrouped them: {self.changed} of "
+            f"{self.groups} groups changed ({self.moved} rows moved to another group id), the others "
+            "kept their ids"
+        )
+
+
 @dataclass
 class IndexedRecords:
     """What a run did: the rows in source order, and counts. ``created`` is True for the
-    first run, which learned the model and made the store."""
+    first run, which learned the model and made the store; ``refit`` says what ``refit=True``
+    did; ``refitted`` lists the row counts the weights were refitted on as the store grew
+    (:data:`GROWTH`); ``model`` is the one the last rows were decided with."""
 
     mode: str
     created: bool
@@ -144,6 +176,8 @@ class IndexedRecords:
     added: int = 0
     skipped: int = 0
     bad: int = 0
+    refit: Refit | None = None
+    refitted: list[int] = field(default_factory=list)
 
     @property
     def duplicates(self) -> int:
@@ -181,23 +215,30 @@ def index_records(
     report: ErrorReport | None = None,
     progress: Callable[[int], object] | None = None,
     on_batch: Callable[[BatchDone], object] | None = None,
+    refit: bool = False,
 ) -> IndexedRecords:
     """``neardup records SOURCE --index URL``: check the rows of ``source`` against the
     records index at ``index`` (a store URL or SQLite path, or an opened store, which is
     left open) and, in ``add`` mode, store the new ones, ``batch_size`` rows a transaction
     (module docstring); ``on_batch`` hears each committed batch. An empty store learns its
     model from ``source`` (``threshold`` applies there; a stored model keeps its own);
-    queries need a stored model. ``schema``'s key must be the stored one."""
+    queries need a stored model. ``schema``'s key must be the stored one. ``refit``
+    (``--refit``, add mode) first refits the weights on every stored row and regroups them
+    (:func:`refit_stored`), also rebuilding a store of an older model version."""
     if mode not in MODES:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1; got {batch_size!r}")
+    if refit and mode != "add":
+        raise ConfigError(f"refit regroups stored rows, which --mode {mode} never changes; use --mode add")
     report = report if report is not None else ErrorReport()
     store = open_storage(index) if isinstance(index, str) else index
     where = redacted(index) if isinstance(index, str) else store.name
     try:
         store.attach(STORE_SHAPE)
-        model = stored_model(store, where)
+        done = _refit_first(store, isinstance(index, str), where, schema.key, batch_size) if refit else None
+        stored = _stored(store, where)
+        model, generation = (None, 0) if stored is None else stored
         if model is None and mode != "add":
             if isinstance(index, str):
                 store.discard()  # a query leaves no empty store behind
@@ -207,13 +248,10 @@ def index_records(
         if model is None:
             learn = _Learn(schema, threshold, batch_size, on_error)
             return _first_run(source, store, learn, report, progress, on_batch)
-        if schema.key != model.key:
-            raise ConfigError(
-                f"the records index at {where} is keyed by column {model.key!r}; give --key {model.key}"
-            )
+        _check_key(schema.key, model.key, where)
         check_columns(model, source.columns, source.name)
-        result = IndexedRecords(mode, False, model)
-        checker = _Checker(store, model, result)
+        result = IndexedRecords(mode, False, model, refit=done)
+        checker = _Checker(store, model, result, where, generation)
         for number, batch in enumerate(_batches(source, model, batch_size, on_error, report, progress), 1):
             added, skipped = result.added, result.skipped
             checker.run(batch)
@@ -226,15 +264,30 @@ def index_records(
             store.close()
 
 
+def _refit_first(store: Storage, opened: bool, where: str, key: str, batch_size: int) -> Refit:
+    """:func:`refit_stored`; a store this call ``opened`` and found empty is not left behind."""
+    if store.read_meta() is None:
+        if opened:
+            store.discard()
+        raise _nothing_to_refit(where, key)
+    return refit_stored(store, where, key, batch_size)
+
+
+def _check_key(given: str, stored: str, where: str) -> None:
+    if given != stored:
+        raise ConfigError(f"the records index at {where} is keyed by column {stored!r}; give --key {stored}")
+
+
 class RecordsIndex:
     """A records index opened for rows given as mappings of column → value, not read from a
     source: the service's ``/v1/records/check`` and Python callers. The index must exist
     (made by a first run of :func:`index_records`); its stored model decides."""
 
-    def __init__(self, store: Storage, model: RecordsModel, where: str) -> None:
+    def __init__(self, store: Storage, model: RecordsModel, where: str, generation: int = 0) -> None:
         self.store = store
         self.model = model
         self.where = where
+        self.generation = generation
 
     @classmethod
     def open(cls, url: str) -> RecordsIndex:
@@ -242,17 +295,17 @@ class RecordsIndex:
         store = open_storage(url)
         try:
             store.attach(STORE_SHAPE)
-            model = stored_model(store, redacted(url))
+            stored = _stored(store, redacted(url))
         except BaseException:
             store.close()
             raise
-        if model is None:
+        if stored is None:
             store.discard()
             raise ConfigError(
                 f"{redacted(url)} holds no records index; make one with `neardup records SOURCE "
                 f"--key KEY --index {redacted(url)}`"
             )
-        return cls(store, model, redacted(url))
+        return cls(store, stored[0], redacted(url), stored[1])
 
     def check_many(self, rows: Sequence[Mapping[str, Any]], *, mode: str = "any") -> list[CheckedRow]:
         """Each row checked against the stored ones (``any``/``all``, nothing added) or
@@ -279,10 +332,11 @@ class RecordsIndex:
         ]
         batch.values = [[column[row] for column in columns] for row in range(len(rows))]
         result = IndexedRecords(mode, False, self.model)
-        checker = _Checker(self.store, self.model, result)
+        checker = _Checker(self.store, self.model, result, self.where, self.generation)
         for start in range(0, len(rows), DEFAULT_BATCH_SIZE):
             part = slice(start, start + DEFAULT_BATCH_SIZE)
             checker.run(_Batch(batch.keys[part], batch.numbers[part], batch.values[part]))
+        self.model, self.generation = checker.model, checker.generation
         return result.rows
 
     def close(self) -> None:
@@ -296,14 +350,70 @@ class RecordsIndex:
 
 
 def stored_model(store: Storage, where: str) -> RecordsModel | None:
-    """The records model a store holds; None for an empty store. A store holding something
-    else (a document index) is refused."""
-    meta = store.read_meta()
+    """The records model a store holds (the refitted one if any); None for an empty store. A
+    store holding something else (a document index) is refused."""
+    found = _stored(store, where)
+    return None if found is None else found[0]
+
+
+def _stored(store: Storage, where: str) -> tuple[RecordsModel, int] | None:
+    """The current model and its generation (:class:`_Size`); None for an empty store."""
+    found = _model_meta(store, where)
+    return None if found is None else (RecordsModel.from_meta(found[0], where), found[1].generation)
+
+
+def _model_meta(store: Storage, where: str) -> tuple[Mapping[str, Any], _Size] | None:
+    """The current model's meta and the store's size entry; None for an empty store."""
+    meta = _records_meta(store, where)
     if meta is None:
         return None
-    if META_KEY not in meta:
+    size = _Size.read(store, where)
+    if not size.generation:
+        return meta[META_KEY], size
+    data = store.get_values(STATE_MAP, [MODEL_ENTRY])[0]
+    if data is None:
+        raise StorageDamagedError(
+            f"{where}: the refitted records model is missing; the store is damaged: build a new index "
+            "with `neardup records SOURCE --key KEY --index NEW_URL`"
+        )
+    return json.loads(data), size
+
+
+def _records_meta(store: Storage, where: str) -> dict[str, Any] | None:
+    """The store's meta; None for an empty store, a document index refused."""
+    meta = store.read_meta()
+    if meta is not None and META_KEY not in meta:
         raise ConfigError(f"{where} holds a document index, not a records index; give --index another store")
-    return RecordsModel.from_meta(meta[META_KEY], where)
+    return meta
+
+
+@dataclass(frozen=True)
+class _Size:
+    """The ``size`` entry of the state map: rows stored, which model decides them (0: the
+    meta's, n: the n-th refitted one) and whether a refit is under way (it is one
+    transaction on SQL stores; elsewhere a run that finds it unfinished is refused)."""
+
+    rows: int = 0
+    generation: int = 0
+    refitting: bool = False
+
+    @classmethod
+    def read(cls, store: Storage, where: str, *, refitting_ok: bool = False) -> _Size:
+        data = store.get_values(STATE_MAP, [SIZE_ENTRY])[0]
+        if data is None:
+            return cls()
+        body = json.loads(data)
+        size = cls(int(body["rows"]), int(body["generation"]), bool(body.get("refitting")))
+        if size.refitting and not refitting_ok:
+            raise ConfigError(
+                f"a refit of the records index at {where} did not finish; run it again with "
+                "`neardup records SOURCE --key KEY --index URL --refit`"
+            )
+        return size
+
+    def encode(self) -> bytes:
+        body = {"rows": self.rows, "generation": self.generation, "refitting": self.refitting}
+        return json.dumps(body).encode()
 
 
 # -- rows -------------------------------------------------------------------------------------
@@ -433,6 +543,22 @@ def _read_blocks(store: Storage, keys: Sequence[int]) -> dict[int, list[RecordKe
     return out
 
 
+def _scan_rows(store: Storage) -> dict[RecordKey, StoredRow]:
+    """Every stored row by key, in key order (whatever order the store lists them in)."""
+    rows = {key: data for batch in store.scan_values(ROWS_MAP) for key, data in batch}
+    return {key: StoredRow.decode(rows[key], key) for key in sorted(rows, key=_order)}
+
+
+def _key_columns(columns: Sequence[tuple[str, str]], rows: Sequence[Values]) -> list[KeyColumn]:
+    """Normalised stored values as the batch's code columns (:mod:`neardup.records.learned`)."""
+    out = []
+    for position, (name, kind) in enumerate(columns):
+        lookup: dict[str, int] = {}
+        codes = factorize([row[position] for row in rows], lookup)
+        out.append(KeyColumn(name, kind, codes, list(lookup)))
+    return out
+
+
 def _read_rows(store: Storage, keys: Sequence[RecordKey]) -> dict[RecordKey, StoredRow]:
     found = store.get_values(ROWS_MAP, list(keys))
     return {
@@ -444,14 +570,19 @@ def _write(
     store: Storage,
     rows: dict[RecordKey, StoredRow],
     blocks: dict[int, list[RecordKey] | None],
+    state: dict[str, bytes] | None = None,
 ) -> None:
-    """Blocks, then rows (one transaction on SQL stores: the caller holds ``exclusive``)."""
+    """Blocks, the state entries, then rows (one transaction on SQL stores: the caller holds
+    ``exclusive``; elsewhere a crash leaves at worst blocks naming rows never stored and a row
+    count a batch too high, which only moves the next refit)."""
     block_keys_ = list(blocks)
     encoded = [
         json.dumps(OVER_CAP if held is None else held, ensure_ascii=False).encode("utf-8", "surrogatepass")
         for held in blocks.values()
     ]
     store.put_values(BLOCKS_MAP, block_keys_, encoded)
+    if state:
+        store.put_values(STATE_MAP, list(state), list(state.values()))
     store.put_values(ROWS_MAP, list(rows), [row.encode() for row in rows.values()])
 
 
@@ -528,7 +659,9 @@ def _first_run(
     for start in range(0, len(keys), batch_size):
         chosen = range(start, min(start + batch_size, len(keys)))
         values = [[_value(column, row) for column in columns] for row in chosen]
-        _store_rows(store, model, [keys[row] for row in chosen], values, [groups[row] for row in chosen])
+        size = {SIZE_ENTRY: _Size(chosen[-1] + 1).encode()}
+        chosen_keys, chosen_groups = [keys[row] for row in chosen], [groups[row] for row in chosen]
+        _store_rows(store, model, chosen_keys, values, chosen_groups, size)
         for row in chosen:
             result.rows.append(CheckedRow(keys[row], "added", groups[row]))
         if on_batch is not None:
@@ -553,6 +686,7 @@ def _learned(
         threshold=threshold,
         idf=table.idf,
         terms=stored_terms(counts),
+        fitted=len(keys),
     )
     clusters = cluster_records(len(keys), pairs.i, pairs.j, keep="first")
     groups = [keys[index] for index in clusters.cluster.tolist()]
@@ -565,7 +699,12 @@ def _value(column: KeyColumn, row: int) -> str | None:
 
 
 def _store_rows(
-    store: Storage, model: RecordsModel, keys: list[RecordKey], values: list[Values], groups: list[RecordKey]
+    store: Storage,
+    model: RecordsModel,
+    keys: list[RecordKey],
+    values: list[Values],
+    groups: list[RecordKey],
+    state: dict[str, bytes],
 ) -> None:
     """Store rows whose groups are decided, with their blocks, in one transaction."""
     blocks = [block_keys(model, row) for row in values]
@@ -579,7 +718,111 @@ def _store_rows(
             key: StoredRow(row, group, tuple(block for _, block in row_blocks))
             for key, row, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
         }
-        _write(store, rows, _grown(model, stored, holders))
+        _write(store, rows, _grown(model, stored, holders), state)
+
+
+# -- refit ------------------------------------------------------------------------------------
+
+
+def refit_stored(store: Storage, where: str, key: str, batch_size: int = DEFAULT_BATCH_SIZE) -> Refit:
+    """Learn the model again, as a first run would, from every stored row (its normalised
+    values as stored: normalising twice is not always the identity), regroup the rows as the
+    batch groups them, and rebuild the blocks by this version's key types. A group whose
+    members are those of a group before keeps its id; a changed one takes the most common
+    earlier id that names one of its rows (else its first row's key). What ``key`` names must
+    be the stored key. One transaction on SQL stores; elsewhere the ``size`` entry marks the
+    refit unfinished until it ends, and a run refuses such a store until the refit is run
+    again. The store's rows are read into memory."""
+    with store.exclusive():
+        meta = _records_meta(store, where)
+        if meta is None:
+            raise _nothing_to_refit(where, key)
+        size = _Size.read(store, where, refitting_ok=True)  # an unfinished refit is done again
+        current = meta[META_KEY]
+        if size.generation:
+            data = store.get_values(STATE_MAP, [MODEL_ENTRY])[0]
+            current = json.loads(data) if data is not None else current
+        settings = RefitSettings.from_meta(current, where)
+        _check_key(key, settings.key, where)
+        rows = _scan_rows(store)
+        keys = list(rows)
+        for row_key, row in rows.items():
+            if len(row.values) != len(settings.columns):
+                raise StorageDamagedError(
+                    f"stored row {shown_key(row_key)} of {where} has {len(row.values)} values for "
+                    f"{len(settings.columns)} columns; the store is damaged: build a new index"
+                )
+        generation = size.generation + 1
+        store.put_values(STATE_MAP, [SIZE_ENTRY], [_Size(size.rows, size.generation, True).encode()])
+        values = [row.values for row in rows.values()]
+        table = _key_columns(settings.columns, values)
+        model, fresh = _learned(settings.key, table, keys, settings.threshold)
+        groups, done = _stable_ids(keys, [row.group for row in rows.values()], fresh)
+        gone = [block for batch in store.scan_values(BLOCKS_MAP) for block, _ in batch]
+        for start in range(0, len(gone), batch_size * 10):
+            store.remove_values(BLOCKS_MAP, gone[start : start + batch_size * 10])
+        blocks = [block_keys(model, row) for row in values]
+        holders: dict[tuple[int, int], list[RecordKey]] = {}
+        for row_key, row_blocks in zip(keys, blocks, strict=True):
+            for pair in row_blocks:
+                holders.setdefault(pair, []).append(row_key)
+        position = {row_key: row for row, row_key in enumerate(keys)}
+        by_batch: dict[int, dict[tuple[int, int], list[RecordKey]]] = {}
+        for pair, held in holders.items():  # a block is written with the batch of its first row
+            by_batch.setdefault(position[held[0]] // batch_size, {})[pair] = held
+        for start in range(0, len(keys), batch_size):
+            chosen = range(start, min(start + batch_size, len(keys)))
+            part = {
+                keys[row]: StoredRow(values[row], groups[row], tuple(block for _, block in blocks[row]))
+                for row in chosen
+            }
+            _write(store, part, _grown(model, {}, by_batch.get(start // batch_size, {})))
+        state = {
+            MODEL_ENTRY: json.dumps(model.to_meta(), ensure_ascii=False).encode(),
+            SIZE_ENTRY: _Size(len(keys), generation).encode(),
+        }
+        store.put_values(STATE_MAP, list(state), list(state.values()))
+    return done
+
+
+def _nothing_to_refit(where: str, key: str) -> ConfigError:
+    return ConfigError(
+        f"{where} holds no records index to refit; make one with `neardup records SOURCE --key {key} "
+        "--index URL`"
+    )
+
+
+def _stable_ids(
+    keys: list[RecordKey], before: list[RecordKey], fresh: list[RecordKey]
+) -> tuple[list[RecordKey], Refit]:
+    """Each row's group id after a refit (:func:`refit_stored`): ``fresh`` groups the rows
+    anew (any label per group), ``before`` is each row's stored group id."""
+    earlier: dict[RecordKey, set[RecordKey]] = {}
+    for key, group in zip(keys, before, strict=True):
+        earlier.setdefault(group, set()).add(key)
+    members: dict[RecordKey, list[RecordKey]] = {}
+    for key, label in zip(keys, fresh, strict=True):
+        members.setdefault(label, []).append(key)
+    was = dict(zip(keys, before, strict=True))
+    name: dict[RecordKey, RecordKey] = {}
+    changed = []
+    for label, inside in members.items():
+        olds = {was[key] for key in inside}
+        if len(olds) == 1 and earlier[next(iter(olds))] == set(inside):
+            name[label] = next(iter(olds))
+        else:
+            changed.append(label)
+    taken = set(name.values())
+    for label in changed:
+        inside = members[label]
+        held = set(inside)
+        tally = Counter(was[key] for key in inside)
+        choices = [group for group, _ in tally.most_common() if group in held and group not in taken]
+        name[label] = (choices or [key for key in inside if key not in taken] or inside)[0]
+        taken.add(name[label])
+    groups = [name[label] for label in fresh]
+    moved = sum(old != new for old, new in zip(before, groups, strict=True))
+    return groups, Refit(len(keys), len(members), len(changed), moved)
 
 
 # -- later runs and queries -------------------------------------------------------------------
@@ -588,10 +831,15 @@ def _store_rows(
 class _Checker:
     """Checks batches of new rows against a store with its model (module docstring)."""
 
-    def __init__(self, store: Storage, model: RecordsModel, result: IndexedRecords) -> None:
+    def __init__(
+        self, store: Storage, model: RecordsModel, result: IndexedRecords, where: str, generation: int
+    ) -> None:
         self.store = store
         self.model = model
         self.result = result
+        self.where = where
+        #: The model's generation (:class:`_Size`): another writer's refit is taken up.
+        self.generation = generation
         self.seen: set[RecordKey] = set()
         #: The match each added row of the last batch joined, by key.
         self.best: dict[RecordKey, tuple[RecordMatch, ...]] = {}
@@ -606,6 +854,7 @@ class _Checker:
             self._query(batch)
 
     def _query(self, batch: _Batch) -> None:
+        self._follow()
         blocks = [block_keys(self.model, values) for values in batch.values]
         stored = _read_blocks(self.store, sorted({block for row in blocks for _, block in row}))
         found = [
@@ -631,12 +880,20 @@ class _Checker:
     def _add(self, batch: _Batch) -> None:
         """Read the batch's stored rows and blocks, score every candidate pair at once, decide
         each new row in order (against stored rows and the new rows before it), write."""
+        size = self._follow()
         present = _read_rows(self.store, batch.keys)
         new = []
         for row, key in enumerate(batch.keys):
             if key not in present and key not in self.seen:
                 new.append(row)
             self.seen.add(key)
+        size = _Size(size.rows + len(new), size.generation)
+        state = {}
+        if new and size.rows >= GROWTH * max(self.model.fitted, 1):
+            self._refit_weights([batch.values[row] for row in new])
+            size = _Size(size.rows, self.generation)
+            state[MODEL_ENTRY] = json.dumps(self.model.to_meta(), ensure_ascii=False).encode()
+        state[SIZE_ENTRY] = size.encode()
         blocks = {row: block_keys(self.model, batch.values[row]) for row in new}
         holders: dict[tuple[int, int], list[RecordKey]] = {}
         for row in new:
@@ -666,7 +923,7 @@ class _Checker:
             )
             for row in new
         }
-        _write(self.store, added, _grown(self.model, stored, holders))
+        _write(self.store, added, _grown(self.model, stored, holders), state)
         for row, key in enumerate(batch.keys):
             if key in added and position.get(key) == row:
                 self.result.rows.append(CheckedRow(key, "added", added[key].group, self.best.get(key, ())))
@@ -675,6 +932,36 @@ class _Checker:
                 before = present[key].group if key in present else None
                 self.result.rows.append(CheckedRow(key, "stored", before))
                 self.result.skipped += 1
+
+    def _follow(self) -> _Size:
+        """The store's size entry, with the model of its generation taken up if another
+        writer refitted it since this checker read it (under the writer lock)."""
+        size = _Size.read(self.store, self.where)
+        if size.generation != self.generation:
+            stored = _stored(self.store, self.where)
+            if stored is None:
+                raise StorageDamagedError(f"{self.where}: the records index has gone from the store")
+            self.model, self.generation = stored
+            self.result.model = self.model
+        return size
+
+    def _refit_weights(self, new: list[Values]) -> None:
+        """Fit the weights, word weights and term frequencies again on every stored row and
+        the batch's new ones, as the batch learns from the rows it decides. The key types and
+        caps stay (the stored blocks were made by them), and so do the stored groups."""
+        values = [row.values for row in _scan_rows(self.store).values()] + new
+        fit = fit_table(_key_columns(self.model.columns, values), len(values))
+        self.model = dataclasses.replace(
+            self.model,
+            weights=fit.weights,
+            learned=fit.learned,
+            idf=fit.table.idf,
+            terms=stored_terms(fit.counts),
+            fitted=len(values),
+        )
+        self.generation += 1
+        self.result.model = self.model
+        self.result.refitted.append(len(values))
 
     def _decide(
         self,

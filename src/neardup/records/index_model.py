@@ -1,12 +1,15 @@
 """The learned model of a records index, as its store keeps it (``neardup records --index``).
 
-A records index decides every later row with the model its first run learned: the compared
+A records index decides later rows with the model its first run learned: the compared
 columns and their kinds, the key types and their caps (:mod:`neardup.records.candidates`),
 the Fellegi–Sunter weights, the threshold, the word weights of text columns and the term
-frequencies of exact agreement (:mod:`neardup.records.weights`). Refitting on each run would
-move the weights, and with them the groups of rows already stored; so the model is frozen in
-the store's meta, and a store made by another :data:`MODEL_VERSION` (other normalisation,
-keys or comparisons) is refused rather than read with rules its rows were not made by.
+frequencies of exact agreement (:mod:`neardup.records.weights`), and how many rows they were
+fitted on. The first run's model is in the store's meta; a refitted one
+(:mod:`neardup.records.incremental`) replaces it in the store's ``state`` map. A stored row's
+group is never changed by a new model, only by an explicit refit. A store made by another
+:data:`MODEL_VERSION` (other normalisation, keys, comparisons or layout) is refused rather
+than read with rules its rows were not made by; an older one names the refit that rebuilds
+it from its stored rows.
 
 Term frequencies keep only the values held by two rows or more: a value not listed counts
 one row (:class:`~neardup.records.weights.TermFrequencies`), as it does in the batch.
@@ -24,8 +27,9 @@ from .candidates import KeySpec
 from .weights import ColumnWeights, FieldWeights, TermFrequencies
 
 #: Bump when normalisation, key types, comparisons or the stored layout change: rows stored
-#: under another version would be compared by rules they were not made by.
-MODEL_VERSION = 1
+#: under another version would be compared by rules they were not made by. Version 2 keeps
+#: the rows fitted on and the row count, so the weights follow a growing table.
+MODEL_VERSION = 2
 #: The meta entry that marks a store as a records index (a document index has none).
 META_KEY = "records_model"
 
@@ -35,7 +39,8 @@ class RecordsModel:
     """What a records index decides with: ``columns`` (name, kind) in comparison order, the
     key types ``specs`` with their ``caps``, the ``weights`` (``learned`` False: too little
     to learn from, and the agreement rule of :mod:`neardup.records.learned` decides), the
-    match ``threshold``, per column its word weights (text) and term frequencies."""
+    match ``threshold``, per column its word weights (text) and term frequencies, and the
+    rows the weights were ``fitted`` on."""
 
     key: str
     columns: tuple[tuple[str, str], ...]
@@ -46,6 +51,7 @@ class RecordsModel:
     threshold: float
     idf: tuple[Mapping[str, float] | None, ...]
     terms: Mapping[str, TermFrequencies]
+    fitted: int = 0
     version: int = MODEL_VERSION
 
     @property
@@ -79,26 +85,61 @@ class RecordsModel:
                 name: {"size": terms.size, "agreement": terms.agreement, "counts": dict(terms.counts)}
                 for name, terms in self.terms.items()
             },
+            "fitted": self.fitted,
         }
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any], where: str) -> RecordsModel:
         """The model stored in a store's meta; a store of another :data:`MODEL_VERSION` is
         refused naming the fix, a malformed model as damaged."""
-        version = meta.get("version")
-        if version != MODEL_VERSION:
+        settings = RefitSettings.from_meta(meta, where)
+        if settings.version != MODEL_VERSION:
             raise ConfigError(
-                f"{where} was made by records model version {version}; this neardup reads version "
-                f"{MODEL_VERSION}: build a new index from the whole table (`neardup records SOURCE "
-                "--key KEY --index NEW_URL`)"
+                f"{where} was made by records model version {settings.version}; this neardup reads "
+                f"version {MODEL_VERSION}: rebuild it from its stored rows with `neardup records "
+                f"SOURCE --key {settings.key} --index URL --refit` (SOURCE's new rows are added after)"
             )
         try:
             return _model(meta)
         except (KeyError, TypeError, ValueError) as exc:
-            raise StorageDamagedError(
-                f"{where}: the stored records model is incomplete ({exc!r}); the store is damaged: "
-                "build a new index with `neardup records SOURCE --key KEY --index NEW_URL`"
-            ) from exc
+            raise _damaged(where, exc) from exc
+
+
+@dataclass(frozen=True)
+class RefitSettings:
+    """What a refit keeps of a stored model of this or an older version: the key, the
+    compared columns with their kinds, and the threshold (all else is learned again)."""
+
+    version: int
+    key: str
+    columns: tuple[tuple[str, str], ...]
+    threshold: float
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any], where: str) -> RefitSettings:
+        """A model of a newer version is refused (its rules are unknown here)."""
+        version = meta.get("version")
+        if isinstance(version, int) and version > MODEL_VERSION:
+            raise ConfigError(
+                f"{where} was made by records model version {version}, newer than this neardup's "
+                f"{MODEL_VERSION}: use a neardup that reads it"
+            )
+        try:
+            return cls(
+                int(meta["version"]),
+                str(meta["key"]),
+                tuple((str(name), str(kind)) for name, kind in meta["columns"]),
+                float(meta["threshold"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _damaged(where, exc) from exc
+
+
+def _damaged(where: str, exc: Exception) -> StorageDamagedError:
+    return StorageDamagedError(
+        f"{where}: the stored records model is incomplete ({exc!r}); the store is damaged: "
+        "build a new index with `neardup records SOURCE --key KEY --index NEW_URL`"
+    )
 
 
 def _model(meta: Mapping[str, Any]) -> RecordsModel:
@@ -126,6 +167,7 @@ def _model(meta: Mapping[str, Any]) -> RecordsModel:
             name: TermFrequencies(dict(terms["counts"]), int(terms["size"]), float(terms["agreement"]))
             for name, terms in meta["terms"].items()
         },
+        fitted=int(meta["fitted"]),
         version=int(meta["version"]),
     )
 

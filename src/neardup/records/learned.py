@@ -311,9 +311,25 @@ def prepared(columns: Sequence[KeyColumn]) -> tuple[PreparedTable, dict[str, Cou
     return PreparedTable(names, kinds, tuple(keys), tuple(idf)), counts
 
 
-def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tuple[Pairs, _Scored]:
-    """Candidates, weights fitted on them, and the pairs at or above ``threshold``; exact
-    copies joined to their first row however many rows hold their keys."""
+@dataclass(frozen=True)
+class TableFit:
+    """What fitting a table's weights made: its candidates, the compared table and term
+    counts, the weights, whether they were learned (:attr:`LearnedModel.learned`), whether the
+    fitted pairs varied at all, and how many pairs they were fitted on."""
+
+    candidates: RecordCandidates
+    table: PreparedTable
+    counts: dict[str, Counter[str]]
+    weights: FieldWeights
+    learned: bool
+    varied: bool
+    fitted_on: int
+
+
+def fit_table(columns: Sequence[KeyColumn], rows: int) -> TableFit:
+    """Candidates of the table and the weights fitted on them (on a seeded sample of at most
+    :data:`FIT_PAIRS`): the learning half of :func:`score_table`, which a records index also
+    runs alone to refit its weights on the rows it has stored."""
     candidates: RecordCandidates = candidates_for(columns, rows)
     table, counts = prepared(columns)
     total = len(candidates)
@@ -324,6 +340,16 @@ def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tu
     weights = fit_model(fitted)
     varied = bool(len(sample)) and len(np.unique(fitted.levels, axis=0)) > 1
     learn = total >= MIN_FIT_PAIRS and varied
+    return TableFit(candidates, table, counts, weights, learn, varied, len(sample))
+
+
+def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tuple[Pairs, _Scored]:
+    """Candidates, weights fitted on them, and the pairs at or above ``threshold``; exact
+    copies joined to their first row however many rows hold their keys."""
+    fit = fit_table(columns, rows)
+    candidates, table, counts = fit.candidates, fit.table, fit.counts
+    weights, learn = fit.weights, fit.learned
+    total = len(candidates)
     tops = np.asarray([len(LEVELS[kind]) - 1 for kind in table.kinds], dtype=np.int8)
     probability = np.zeros(total, dtype=np.float64)
     differing = np.zeros(total, dtype=np.uint8)
@@ -346,9 +372,9 @@ def score_table(columns: Sequence[KeyColumn], rows: int, threshold: float) -> tu
         threshold,
         candidates.describe_caps(),
         total,
-        len(sample),
+        fit.fitted_on,
         len(accepted) - len(index),
-        varied,
+        fit.varied,
         int(np.count_nonzero(first != np.arange(rows))),
     )
     return pairs, _Scored(model, candidates.i, candidates.j, candidates.caps)

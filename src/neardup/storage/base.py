@@ -56,10 +56,11 @@ ADD_ATTEMPTS = 10
 QUERY_BATCH = 256
 _SIGN = np.uint64(1 << 63)
 #: The value maps a store keeps beside its records (:meth:`Storage.put_values`): ``texts``
-#: holds each record's text compressed by :func:`neardup.index.texts.pack_text`; ``rows`` and
-#: ``blocks`` hold what a records index keeps (:mod:`neardup.records.incremental`: a row's
-#: values by its key, the rows under a block key). The store knows nothing of their meaning.
-VALUE_MAPS = ("texts", "rows", "blocks")
+#: holds each record's text compressed by :func:`neardup.index.texts.pack_text`; ``rows``,
+#: ``blocks`` and ``state`` hold what a records index keeps (:mod:`neardup.records.incremental`:
+#: a row's values by its key, the rows under a block key, its current model and row count).
+#: The store knows nothing of their meaning.
+VALUE_MAPS = ("texts", "rows", "blocks", "state")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 #: Tags that keep the hashes of big ints and of strings apart from those of int64 keys.
 _STR_TAG = 0x5BD1E9955BD1E995
@@ -322,6 +323,11 @@ class Storage(ABC):
     @abstractmethod
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         """Forget the values of ``keys`` in the map ``name``; absent keys are ignored."""
+
+    def scan_values(self, name: str, batch_size: int = 10_000) -> Iterator[list[tuple[Key, bytes]]]:
+        """Every ``(key, value)`` of the map ``name``, a batch at a time (in no particular
+        order; a store written to meanwhile may show a key twice or not at all)."""
+        raise StorageUnsupportedError(f"{self.name} stores cannot list a value map")
 
     def posting_counts(self) -> list[PostingCounts]:
         """Statistics of each posting column, where the backend can afford them (none

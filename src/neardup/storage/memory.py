@@ -63,6 +63,12 @@ class ValueMaps:
         for key in keys:
             held.pop(plain_key(key), None)
 
+    def scan(self, name: str, batch_size: int) -> Iterator[list[tuple[Key, bytes]]]:
+        check_value_map(name, [])
+        held = list(self.maps.get(name, {}).items())
+        for start in range(0, len(held), batch_size):
+            yield held[start : start + batch_size]
+
 
 @dataclass(frozen=True, slots=True)
 class _Held:
@@ -184,6 +190,11 @@ class MemoryStorage(Storage):
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         with self._local_lock:
             self.values.remove(name, keys)
+
+    def scan_values(self, name: str, batch_size: int = 10_000) -> Iterator[list[tuple[Key, bytes]]]:
+        with self._local_lock:
+            batches = list(self.values.scan(name, batch_size))
+        yield from batches
 
     # -- facts ---------------------------------------------------------------------------
     def posting_counts(self) -> list[PostingCounts]:

@@ -400,6 +400,18 @@ class MongoStorage(Storage):
                     found[document["_id"]["k"]] = bytes(document["v"])
         return [None if text is None else found.get(text) for text in texts]
 
+    def scan_values(self, name: str, batch_size: int = 10_000) -> Iterator[list[tuple[Key, bytes]]]:
+        check_value_map(name, [])
+        batch: list[tuple[Key, bytes]] = []
+        with self._errors("reading values"):
+            for document in self.values.find({"_id.n": name}, batch_size=batch_size):
+                batch.append((decode_key(document["_id"]["k"]), bytes(document["v"])))
+                if len(batch) == batch_size:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
+
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         check_value_map(name, keys)
         texts = list(dict.fromkeys(encode_key(key) for key in map(plain_key, keys) if lookable(key)))

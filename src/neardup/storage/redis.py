@@ -436,6 +436,19 @@ class RedisStorage(Storage):
             parts = cast("list[list[bytes | None]]", pipe.execute())
         return [value for part in parts for value in part]
 
+    def scan_values(self, name: str, batch_size: int = 10_000) -> Iterator[list[tuple[Key, bytes]]]:
+        """HSCAN of the map's hash (a field written meanwhile may show twice or not at all)."""
+        check_value_map(name, [])
+        cursor = 0
+        while True:
+            with self._errors("reading values"):
+                cursor, found = self.client.hscan(self._values_key(name), cursor, count=batch_size)
+            pairs = cast("dict[bytes, bytes]", found)
+            if pairs:
+                yield [(decode_key(field), bytes(value)) for field, value in pairs.items()]
+            if cursor == 0:
+                return
+
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         check_value_map(name, keys)
         fields = list(dict.fromkeys(_field(plain_key(key)) for key in keys))

@@ -557,6 +557,28 @@ class SqlStorage(Storage):
                         found[text, int(is_int)] = bytes(value)
         return [None if columns is None else found.get(columns) for columns in wanted]
 
+    def scan_values(self, name: str, batch_size: int = 10_000) -> Iterator[list[tuple[Key, bytes]]]:
+        """In key order, resuming after the last key read (one statement a batch)."""
+        check_value_map(name, [])
+        if not self._values_table_ready():
+            return
+        p = self.dialect.placeholder
+        last: tuple[str, int] | None = None
+        while True:
+            after = "" if last is None else f" AND (key_text > {p} OR (key_text = {p} AND key_int > {p}))"
+            parameters: list[Any] = [name] if last is None else [name, last[0], last[0], last[1]]
+            with self._transaction() as cursor:
+                cursor.execute(
+                    f"SELECT key_text, key_int, value FROM {self.values_table} WHERE name = {p}{after} "
+                    f"ORDER BY key_text, key_int LIMIT {int(batch_size)}",
+                    parameters,
+                )
+                rows = cursor.fetchall()
+            if not rows:
+                return
+            last = (rows[-1][0], int(rows[-1][1]))
+            yield [(key_from_columns(text, is_int), bytes(value)) for text, is_int, value in rows]
+
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         check_value_map(name, keys)
         gone = sorted({key_columns(key) for key in map(plain_key, keys) if lookable(key)})
