@@ -441,8 +441,9 @@ def run_rensa(path: Path) -> dict[str, Any]:
 
 class StageLog:
     """neardup's progress as lines on stderr (the worker's log): each stage's start and then a
-    line a minute, with the records done and this process's resident MB, so a long run shows
-    where its time and memory go (and where it was, if it is stopped)."""
+    line a minute, with the records done, this process's resident and peak MB and its
+    workers' largest peak, so a long run shows where its time and memory go (and where it
+    was, if it is stopped)."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()
@@ -457,9 +458,13 @@ class StageLog:
         if advance == 0 or now - self.last >= 60:
             self.last = now
             of = f" of {self.total:,}" if self.total else ""
-            resident = _high_water_kb(os.getpid(), "VmRSS:") // 1024
+            me = os.getpid()
+            resident, peak = _high_water_kb(me, "VmRSS:") // 1024, _high_water_kb(me) // 1024
+            workers = [pid for pid, parent in _parents().items() if parent == me]
+            largest = max((_high_water_kb(pid) for pid in workers), default=0) // 1024
             print(
-                f"{now - self.start:8.1f} s  {stage}: {self.done:,}{of}  rss {resident:,} MB",
+                f"{now - self.start:8.1f} s  {stage}: {self.done:,}{of}  rss {resident:,} MB "
+                f"(peak {peak:,} MB; workers now {len(workers)}, their largest peak {largest:,} MB)",
                 file=sys.stderr,
                 flush=True,
             )

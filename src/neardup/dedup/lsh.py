@@ -40,7 +40,7 @@ from .key_buckets import as_pairs
 from .pair_tiles import PairTiles
 from .shingle_sets import ShingleSets, die_with_parent, forked_map
 from .text_store import PackedTexts, TextStore, pack_texts
-from .workspace import Workspace
+from .workspace import Workspace, give_back_freed_memory
 
 IntArray = npt.NDArray[np.int64]
 
@@ -190,6 +190,7 @@ class Sketcher:
             if self._pool is not None:
                 self._pool.shutdown(cancel_futures=True)
                 self._pool = None
+        give_back_freed_memory()
         return self.sketches
 
     def close(self) -> None:
@@ -206,6 +207,7 @@ def band_candidates(sketches: Sketches, done: Callable[[int], object] | None = N
     texts and after each band."""
     found = sketches.search.pair_tiles(done, sketches.workers)
     sketches.search.drop_band_keys()
+    give_back_freed_memory()
     return found
 
 
@@ -227,8 +229,11 @@ def confirm(
     for tile in candidates.tiles():
         found = as_pairs(tile)
         kept.append(found if mode == "none" else _confirm_tile(sketches, found, mode, normalizer))
+        checked = len(found)
+        del tile, found
+        give_back_freed_memory()  # before the next tile's workers fork
         if done is not None:
-            done(len(found))
+            done(checked)
     pairs = np.concatenate(kept) if kept else np.empty((0, 2), dtype=np.int64)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 

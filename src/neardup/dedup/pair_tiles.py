@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from .workspace import Workspace, unbounded
+from .workspace import Workspace, give_back_freed_memory, unbounded
 
 IntArray = npt.NDArray[np.int64]
 #: Buffers merged into one at a time while the pairs are held in memory.
@@ -89,6 +89,7 @@ class PairTiles:
         if self._held > self.workspace.share("pairs"):
             self._write(_capped(self._parts, self.hits))
             self._held = 0
+            give_back_freed_memory()
 
     def _write(self, keys: IntArray) -> None:
         """Append sorted ``keys`` to their tiles' files, a row of tiles (one span of ``i``, a

@@ -1,20 +1,19 @@
 """The texts of a batch run by record number, for the checks made once every record is read.
 
 The exact check needs the texts of the candidates, which are known only at the end; past
-:data:`PLAIN_TEXTS` records the rest are kept zlib-compressed a batch to a block (news
-compresses 2-3x, so 10^6 news texts fit in about 1 GB). A block is compressed where the batch
-is sketched (a worker process), not by the reader, in groups of :data:`GROUP_TEXTS` texts: a
-group costs a fraction of compressing each text alone (zlib sets up 256 KB of state per
-call), and a read inflates only the group that holds its text. (Whole batches made a read
-inflate 4,096 texts: once the candidates of a large run are spread thin, most of the check's
-time went there.) Reads go through a one-group cache, since the checks read their texts in
-record order. Past their share of the run's memory budget the compressed blocks move to a
-file, read back a group at a time.
+:data:`PLAIN_TEXTS` records the rest are kept compressed a batch to a block, by Zstandard at a
+fast level (compressing is on the sketch workers' path, so its speed counts more than its
+ratio). A block is compressed where the batch is sketched (a worker process), not by the
+reader, in groups of :data:`GROUP_TEXTS` texts: a group costs a fraction of compressing each
+text alone, and a read inflates only the group that holds its text, since once the
+candidates of a large run are spread thin a read wants a text or two of a group. Reads go
+through a one-group cache, since the checks read their texts in record order. Past their
+share of the run's memory budget the compressed blocks move to a file, read back a group at
+a time.
 """
 
 from __future__ import annotations
 
-import zlib
 from bisect import bisect_right
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
+import zstandard
 
 from .workspace import Workspace, unbounded
 
@@ -32,10 +32,12 @@ PLAIN_SHARE = 256 << 20
 #: Texts compressed together, and inflated together by a read: the check reads few texts of
 #: a group once a large run's candidates are spread thin (16 keep 96 % of 64's ratio on news).
 GROUP_TEXTS = 16
+#: Zstandard's level for the packed texts: its fastest regular level.
+COMPRESSION_LEVEL = 1
 
 
 class PackedTexts(NamedTuple):
-    """A batch of texts as zlib streams of :data:`GROUP_TEXTS` texts' UTF-8 bytes each, one
+    """A batch of texts as Zstandard frames of :data:`GROUP_TEXTS` texts' UTF-8 bytes each, one
     after another in ``block``; where each text ends among the batch's bytes, and where each
     group's stream ends in ``block``."""
 
@@ -47,8 +49,9 @@ class PackedTexts(NamedTuple):
 def pack_texts(texts: Sequence[str]) -> PackedTexts:
     encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
     ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+    compressor = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL)
     streams = [
-        zlib.compress(b"".join(encoded[low : low + GROUP_TEXTS]), 1)
+        compressor.compress(b"".join(encoded[low : low + GROUP_TEXTS]))
         for low in range(0, len(encoded), GROUP_TEXTS)
     ]
     groups = np.cumsum(np.fromiter(map(len, streams), dtype=np.int64, count=len(streams)))
@@ -76,6 +79,7 @@ class TextStore(Sequence[str]):
         self._file: Path | None = None
         self._written = 0
         self._cached: tuple[int, int, bytes] = (-1, -1, b"")
+        self._decompressor = zstandard.ZstdDecompressor()
 
     def packs_next(self, already: int | None = None) -> bool:
         """Whether a batch that follows ``already`` records (default: those held) is packed."""
@@ -120,11 +124,11 @@ class TextStore(Sequence[str]):
         start, stop = (int(groups[group - 1]) if group else 0), int(groups[group])
         block = self._blocks[number]
         if isinstance(block, bytes):
-            return zlib.decompress(block[start:stop])
+            return self._decompressor.decompress(block[start:stop])
         assert self._file is not None
         with open(self._file, "rb") as source:
             source.seek(block[0] + start)
-            return zlib.decompress(source.read(stop - start))
+            return self._decompressor.decompress(source.read(stop - start))
 
     def __len__(self) -> int:
         return self._count
