@@ -5,12 +5,15 @@ Zipf-distributed (s = 0.8) vocabulary of 200,000 made-up words, 30-80 words a do
 near-duplicates (a copy of an earlier document with one to three words replaced) is written
 once as JSONL; then each master runs the whole job in its own process (a JVM has one master):
 fingerprints, buckets, pairs, clusters and output (pairs and clusters as single local .jsonl
-files, as a user would ask for them). Both the job and the baseline, ``neardup dedup -k 3`` in
-a process of its own (the single-machine path), run the exact Simhash search at k = 3. Each
-step is announced on stderr.
+files, as a user would ask for them). Both the job and the baseline, ``neardup dedup`` in a
+process of its own (the single-machine path), run the default search (the shingle LSH), or with
+``--search simhash`` the exact Simhash search at k = 3 (``-k 3``). Each step is announced on
+stderr.
 
-    python benchmarks/spark_scaling.py                 # 1 M documents (about 5 minutes on 2 cores)
+    python benchmarks/spark_scaling.py                 # 1 M documents, the default search
     python benchmarks/spark_scaling.py --docs 100000   # quicker
+    python benchmarks/spark_scaling.py --search simhash --masters 'local[2]'
+    python benchmarks/spark_scaling.py --corpus /work/corpora/zh_1000000.g2.jsonl   # any JSONL
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 STAGES = ("fingerprints", "buckets", "pairs", "clusters", "output")
+#: ``--search``: the Spark job's max_distance and the baseline's extra arguments.
+SEARCHES: dict[str, tuple[int | None, list[str]]] = {"lsh": (None, []), "simhash": (3, ["-k", "3"])}
 VOCABULARY = 200_000
 
 
@@ -59,7 +64,7 @@ def progress(text: str) -> None:
     print(f"spark_scaling: {text}", file=sys.stderr, flush=True)
 
 
-def run_worker(master: str, source: str, folder: str, partitions: int) -> dict[str, object]:
+def run_worker(master: str, source: str, folder: str, partitions: int, search: str) -> dict[str, object]:
     """Run the whole job once under ``master``; called in a child process."""
     from neardup.fingerprint.config import FingerprintConfig
     from neardup.spark.job import DedupJob, run_dedup
@@ -72,7 +77,11 @@ def run_worker(master: str, source: str, folder: str, partitions: int) -> dict[s
     session = build_session(master, partitions, conf, app_name="neardup-benchmark")
     ready = time.perf_counter()
     job = DedupJob(
-        input=source, read=ReadSettings(format="jsonl"), config=FingerprintConfig(), partitions=partitions
+        input=source,
+        read=ReadSettings(format="jsonl"),
+        config=FingerprintConfig(),
+        max_distance=SEARCHES[search][0],
+        partitions=partitions,
     )
     outputs = Outputs(pairs=f"{folder}/pairs.jsonl", clusters=f"{folder}/clusters.jsonl")
     result = run_dedup(session, job, outputs, stats=False)
@@ -89,15 +98,14 @@ def run_worker(master: str, source: str, folder: str, partitions: int) -> dict[s
     }
 
 
-def local_baseline(source: Path, folder: Path) -> float:
+def local_baseline(source: Path, folder: Path, search: str) -> float:
     started = time.perf_counter()
     subprocess.run(
         [
             "neardup",
             "dedup",
             str(source),
-            "-k",
-            "3",
+            *SEARCHES[search][1],
             "--pairs",
             str(folder / "local.pairs.jsonl"),
             "--no-progress",
@@ -115,10 +123,13 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=8, help="input splits and shuffle partitions")
     parser.add_argument("--corpus", type=Path, help="reuse (or create) the corpus at this path")
     parser.add_argument("--no-local", action="store_true", help="skip the neardup dedup baseline")
+    parser.add_argument(
+        "--search", choices=sorted(SEARCHES), default="lsh", help="lsh (the default search) or simhash (-k 3)"
+    )
     parser.add_argument("--worker", nargs=3, metavar=("MASTER", "INPUT", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(run_worker(*args.worker, args.partitions)))
+        print(json.dumps(run_worker(*args.worker, args.partitions, args.search)))
         return
 
     with tempfile.TemporaryDirectory(prefix="neardup-spark-bench-") as temporary:
@@ -139,12 +150,11 @@ def main() -> None:
             )
         print(f"machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}", flush=True)
         if not args.no_local:
-            progress("neardup dedup -k 3 (the baseline)")
-            seconds = local_baseline(source, folder)
-            print(
-                f"neardup dedup -k 3 (one process): {seconds:.1f} s, {documents / seconds:,.0f} documents/s",
-                flush=True,
-            )
+            baseline = " ".join(["neardup dedup", *SEARCHES[args.search][1]])
+            progress(f"{baseline} (the baseline)")
+            seconds = local_baseline(source, folder, args.search)
+            rate = documents / seconds
+            print(f"{baseline} (one process): {seconds:.1f} s, {rate:,.0f} documents/s", flush=True)
         rates = {}
         for master in args.masters.split(","):
             out = folder / master.replace("[", "_").replace("]", "").replace("*", "all")
@@ -154,6 +164,8 @@ def main() -> None:
                 __file__,
                 "--partitions",
                 str(args.partitions),
+                "--search",
+                args.search,
                 "--worker",
                 master,
                 str(source),
