@@ -16,12 +16,20 @@ joins the likelier one, which is also what keeps a chain of plausible pairs from
 groups, as the batch's chain guard does). Rows whose key is already stored, or that
 appear earlier in the same run, are skipped and counted; they are never changed.
 
+**The model over time**: a model fitted on a first day's rows has seen little of the table
+(a value common in it looks rare, and its agreement weighs too much), so before a batch that
+makes the stored rows :data:`GROWTH` times the rows the model was fitted on, the weights are
+fitted again on all of them and the batch's new ones; stored groups stay, later rows are
+decided by the new model. Only ``refit`` (:func:`refit_stored`, ``--refit``) regroups stored
+rows, and it keeps the id of every group whose members did not change.
+
 **Queries** (``mode="any"`` / ``"all"``) check rows against the stored ones without adding
 anything: whether a row has a stored duplicate, or every stored duplicate with its match
 probability (seed 002's two incremental modes).
 
-What a store holds (two value maps, :meth:`~neardup.storage.base.Storage.put_values`; the
-store knows nothing of what they mean): ``rows`` maps a row's key to JSON ``{"v": values,
+What a store holds (three value maps, :meth:`~neardup.storage.base.Storage.put_values`; the
+store knows nothing of what they mean): ``state`` holds the row count and which model decides
+(:class:`_Size`), and the latest refitted model; ``rows`` maps a row's key to JSON ``{"v": values,
 "g": group, "b": block keys}``; ``blocks`` maps a block key (a 64-bit hash of the key type
 and the key) to the JSON list of the stored rows holding it: seed 002's ``{"blockName",
 "info": [...]}`` documents. A key type's block that grows past the type's cap makes no pairs
@@ -402,8 +410,14 @@ class _Size:
         data = store.get_values(STATE_MAP, [SIZE_ENTRY])[0]
         if data is None:
             return cls()
-        body = json.loads(data)
-        size = cls(int(body["rows"]), int(body["generation"]), bool(body.get("refitting")))
+        try:
+            body = json.loads(data)
+            size = cls(int(body["rows"]), int(body["generation"]), bool(body.get("refitting")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StorageDamagedError(
+                f"{where}: the records index's row count is not readable ({exc!r}); the store is "
+                "damaged: build a new index"
+            ) from exc
         if size.refitting and not refitting_ok:
             raise ConfigError(
                 f"a refit of the records index at {where} did not finish; run it again with "
