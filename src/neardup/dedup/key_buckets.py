@@ -71,4 +71,5 @@ def unique_keys(parts: Sequence[IntArray]) -> IntArray:
 
 def as_pairs(keys: IntArray) -> IntArray:
     """(m, 2) int64 pairs (i < j) from pair keys."""
-    return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1).astype(np.int64)
+    pairs: IntArray = np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1).astype(np.int64, copy=False)
+    return pairs

@@ -36,7 +36,7 @@ from . import shingle_sets
 from .batch import Pairs
 from .candidates import CandidateSearch, CandidateSettings, sketch_long, split_short
 from .clusters import components
-from .key_buckets import as_pairs
+from .key_buckets import as_pairs, pair_keys
 from .pair_tiles import PairTiles
 from .shingle_sets import ShingleSets, die_with_parent, forked_map
 from .text_store import PackedTexts, TextStore, pack_texts
@@ -224,18 +224,24 @@ def confirm(
     decides alone (as an index without texts decides); ``none``: every candidate is kept.
     A tile at a time, its estimates in chunks (in forked workers when there are several), so
     memory stays bounded however many candidates there are."""
-    kept: list[IntArray] = []
+    kept: list[IntArray] = []  # pair keys (8 bytes a pair, against 16 as rows of pairs)
     sketches.search.prepare()  # before the workers fork
     for tile in candidates.tiles():
-        found = as_pairs(tile)
-        kept.append(found if mode == "none" else _confirm_tile(sketches, found, mode, normalizer))
-        checked = len(found)
-        del tile, found
+        if mode == "none":
+            kept.append(tile)
+        else:
+            confirmed = _confirm_tile(sketches, as_pairs(tile), mode, normalizer)
+            kept.append(pair_keys(confirmed[:, 0], confirmed[:, 1]))
+            del confirmed
+        checked = len(tile)
+        del tile
         give_back_freed_memory()  # before the next tile's workers fork
         if done is not None:
             done(checked)
-    pairs = np.concatenate(kept) if kept else np.empty((0, 2), dtype=np.int64)
-    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    keys = np.concatenate(kept) if kept else np.empty(0, dtype=np.int64)
+    kept.clear()
+    keys.sort()  # by (i, j): the pair key is i·2^32 + j
+    return as_pairs(keys)
 
 
 def _confirm_tile(sketches: Sketches, found: IntArray, mode: str, normalizer: Normalizer) -> IntArray:

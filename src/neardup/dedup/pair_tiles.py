@@ -24,6 +24,9 @@ from .workspace import Workspace, give_back_freed_memory, unbounded
 IntArray = npt.NDArray[np.int64]
 #: Buffers merged into one at a time while the pairs are held in memory.
 MERGE_PARTS = 16
+#: Merging the held buffers (:func:`_capped`) holds about twice their bytes: they spill at the
+#: share divided by this, so the merge stays within the share.
+MERGE_COPIES = 2
 #: At most this many spans along each side (so at most about 2,100 tile files).
 MAX_SPANS = 64
 
@@ -86,7 +89,7 @@ class PairTiles:
         if len(self._parts) >= MERGE_PARTS:
             self._parts = [_capped(self._parts, self.hits)]
             self._held = self._parts[0].nbytes
-        if self._held > self.workspace.share("pairs"):
+        if self._held > self.workspace.share("pairs") // MERGE_COPIES:
             self._write(_capped(self._parts, self.hits))
             self._held = 0
             give_back_freed_memory()
