@@ -30,7 +30,7 @@ PLAIN_TEXTS = 50_000
 #: The smallest text share of the budget that keeps the first texts plain (50,000 news texts).
 PLAIN_SHARE = 256 << 20
 #: Texts compressed together, and inflated together by a read: the check reads few texts of
-#: a group once a large run's candidates are spread thin (16 keep 96 % of 64's ratio on news).
+#: a group once a large run's candidates are spread thin, and small groups still compress.
 GROUP_TEXTS = 16
 #: Zstandard's level for the packed texts: its fastest regular level.
 COMPRESSION_LEVEL = 1
