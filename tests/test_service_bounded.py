@@ -31,7 +31,7 @@ from neardup.errors import ConfigError
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.index.keys import match_order
 from neardup.io.record import Record
-from neardup.service.batcher import Batcher
+from neardup.service.engine import Batcher
 
 STORED = 3000
 BASE = (

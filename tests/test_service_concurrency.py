@@ -25,7 +25,7 @@ from neardup.errors import InputError
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.index.config import IndexConfig
 from neardup.service import create_app
-from neardup.service.batcher import Batcher
+from neardup.service.engine import Batcher
 
 FAMILIES = 24
 VARIANTS = 4

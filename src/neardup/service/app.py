@@ -486,7 +486,7 @@ def _max_matches(options: dict[str, Any], settings: ServiceSettings) -> int:
 
 async def _unless_gone(request: Request, work: Awaitable[T]) -> T:
     """``work``, cancelled as soon as the client disconnects: its store jobs still queued are
-    then dropped before they run (:mod:`.batcher`) and a query stops between chunks, so a
+    then dropped before they run (:class:`.engine.Batcher`) and a query stops between chunks, so a
     client that leaves does not leave its work behind to hold the server."""
     task = asyncio.ensure_future(work)
     gone = asyncio.ensure_future(_disconnected(request))
