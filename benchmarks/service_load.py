@@ -83,7 +83,7 @@ from neardup import (
     find_all_pairs,
     to_ints,
 )
-from neardup.similarity.stored_sketch import sketch_similarity
+from neardup.similarity.sketches import sketch_similarity
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

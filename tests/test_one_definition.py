@@ -94,7 +94,7 @@ CALLERS: dict[str, set[str]] = {
     "neardup.dedup.candidates": {"band_sketches", "minhash_sketches", "hashed_band_keys", "byte_bins"},
     "neardup.dedup.lsh": {"shingles_of"},
     "neardup.dedup.shingle_sets": {"shingles_of", "compact_keys"},
-    "neardup.similarity.stored_sketch": {"shingles_of", "oph_sketches", "byte_bins", "estimate_from_bins"},
+    "neardup.similarity.sketches": {"shingles_of"},  # the stored sketch (text_sketches)
     "neardup.similarity.verify": {"Shingles", "shingle_signatures", "MinHasher"},
     "neardup.spark.lsh": {"shingles_of", "estimate_from_bins", "sketch_long"},
 }

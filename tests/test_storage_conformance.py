@@ -26,7 +26,7 @@ from neardup.index.config import IndexConfig
 from neardup.index.digests import text_digest
 from neardup.similarity.bands import BandScheme
 from neardup.similarity.minhash import signature_to_bytes
-from neardup.similarity.stored_sketch import SKETCH_WORDS
+from neardup.similarity.sketches import SKETCH_WORDS
 from neardup.storage import open_storage
 from tests.conftest import read_jsonl, shared_file
 

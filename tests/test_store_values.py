@@ -24,7 +24,7 @@ from neardup.errors import InputError, StorageReadOnlyError
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.index.config import IndexConfig
 from neardup.similarity.bands import BandScheme
-from neardup.similarity.stored_sketch import SKETCH_WORDS
+from neardup.similarity.sketches import SKETCH_WORDS
 from neardup.storage import open_storage
 from neardup.storage.base import Storage
 from neardup.storage.sqlite import _foreign_tables

@@ -18,8 +18,7 @@ from neardup.dedup.stored_texts import TEXTS, pack_text, unpack_text
 from neardup.errors import StorageDamagedError
 from neardup.index.config import IndexConfig
 from neardup.similarity.shingles import Shingles
-from neardup.similarity.sketches import CHECK_MARGIN
-from neardup.similarity.stored_sketch import sketch_similarity
+from neardup.similarity.sketches import CHECK_MARGIN, sketch_similarity
 from neardup.similarity.verify import Verifier
 
 WORDS = [

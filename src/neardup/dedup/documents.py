@@ -31,7 +31,7 @@ from ..io.record import Record
 from ..similarity.bands import SKETCH_BYTES
 from ..similarity.minhash import combined_score, estimate_jaccard, signature_from_bytes
 from ..similarity.shingles import Shingles
-from ..similarity.stored_sketch import sketch_similarity
+from ..similarity.sketches import sketch_similarity
 from ..similarity.verify import Verifier, metadata_of, metadata_sets
 from ..storage import DEFAULT_URL
 from ..storage.base import MAX_KEY_BYTES, Key, shown_key

@@ -4,9 +4,10 @@ sketches, estimates and bands texts with these functions, one definition each
 
 - :mod:`.shingles`: the shingler (:func:`~.shingles.shingles_of`) and exact shingle Jaccard;
 - :mod:`.sketches`: the one-permutation MinHash sketch, its one-byte bins and their Jaccard
-  estimate, the batch search's band keys, classic MinHash of shingle sets;
+  estimate, the batch search's band keys, the text sketch a band index stores, classic
+  MinHash of shingle sets;
 - :mod:`.minhash`: MinHash signatures of sets (:class:`~.minhash.MinHasher`);
-- :mod:`.bands` and :mod:`.stored_sketch`: the band index's keys and the sketch it stores;
+- :mod:`.bands`: the band index's keys;
 - :mod:`.verify`: the verifiers that confirm a candidate pair.
 
 Builds on :mod:`neardup.fingerprint` and :mod:`neardup.text`; below the index, the stores and

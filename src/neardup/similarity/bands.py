@@ -4,7 +4,7 @@ The Simhash block index of :mod:`neardup.blocks` finds fingerprints within k bit
 k a store can afford (3) it misses medium edits: on the labelled dev sets F1 0.44-0.45
 against 0.99 for the batch shingle search (issue 17). A band index finds what the batch
 search finds: each record keeps its one-permutation MinHash sketch of 512 bins with 8 bits
-per bin (:mod:`neardup.similarity.stored_sketch`, stored as its signature), and table t is keyed
+per bin (:func:`neardup.similarity.sketches.text_sketches`, stored as its signature), and table t is keyed
 on the 8·rows bits of bins rows·t … rows·t + rows − 1. Two records share a table's key with
 probability about J^rows (J their shingle Jaccard; a bin also agrees by chance, 1/256), so
 with the default 16 tables of 3 bins a pair at J = 0.5 is found with probability

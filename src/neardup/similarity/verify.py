@@ -49,8 +49,14 @@ from .minhash import (
     stacked_signatures,
 )
 from .shingles import Shingles, legacy_shingle_keys
-from .sketches import CHECK_MARGIN, shingle_signatures
-from .stored_sketch import SKETCH_VERSION, SKETCH_WORDS, sketch_similarity, text_sketches
+from .sketches import (
+    CHECK_MARGIN,
+    SKETCH_VERSION,
+    SKETCH_WORDS,
+    shingle_signatures,
+    sketch_similarity,
+    text_sketches,
+)
 
 if TYPE_CHECKING:
     from ..index.keys import Match
@@ -178,7 +184,7 @@ class Verifier:
     content_weight: float = DEFAULT_CONTENT_WEIGHT
     num_perm: int = DEFAULT_NUM_PERM
     seed: int = DEFAULT_SEED
-    #: The text sketch of mode ``sketch`` (:data:`~neardup.similarity.stored_sketch.SKETCH_LAYOUTS`).
+    #: The text sketch of mode ``sketch`` (:data:`~neardup.similarity.sketches.SKETCH_LAYOUTS`).
     sketch_version: int = SKETCH_VERSION
     #: The shingle keys of mode ``minhash``: 2 those of :func:`shingles_of`, 1 those of
     #: indexes made before (:func:`~neardup.similarity.shingles.legacy_shingle_keys`).
