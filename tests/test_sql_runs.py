@@ -22,8 +22,7 @@ from neardup.similarity.bands import BandScheme
 from neardup.storage import runs as runs_module
 from neardup.storage.base import Key
 from neardup.storage.postgres import PostgresDialect
-from neardup.storage.run_filters import build_filter, may_contain, posting_keys
-from neardup.storage.runs import LAYOUT, PostingRuns, RunsLayout
+from neardup.storage.runs import LAYOUT, PostingRuns, RunsLayout, build_filter, may_contain, posting_keys
 from neardup.storage.sql import SqlStorage
 from neardup.storage.sqlite import _foreign_tables
 

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import MissingDependencyError, StorageUnavailableError
 from . import check_options
 from .base import IntArray
-from .run_filters import bigint_array
+from .runs import bigint_array
 from .sql import DEFAULT_PREFIX, SqlStorage
 from .sql_dialects import SqlDialect
 from .urls import redacted

@@ -8,7 +8,7 @@ Tables (``<prefix>`` as in :mod:`neardup.storage.sql`):
   signature)``: one row per record; no block columns.
 - ``<prefix>_postings(id, keys)``: the postings of the records added since the last cut, one
   row per record: its id (the primary key, so an add appends) and its posting keys, one per
-  (table, block key) (:func:`~.run_filters.posting_keys`), in one value (SQLite: a JSON
+  (table, block key) (:func:`posting_keys`), in one value (SQLite: a JSON
   array; PostgreSQL: a BIGINT[]), unpacked by the engine when a cut makes them a run. A row
   per posting made the insert most of an add, and it grows with the bands. Stores made
   before (no ``packed`` in the meta row ``runs``) keep ``<prefix>_postings(k, id)``, one row
@@ -17,8 +17,8 @@ Tables (``<prefix>`` as in :mod:`neardup.storage.sql`):
   indexed by ``CREATE INDEX`` (a sorted bulk build), never updated. Their names, sizes and
   tiers are the meta row ``runs``, with the last record id in a run (``cut``), the next id
   and how many records were removed.
-- ``<prefix>_filters(name, bits)``: each run's filter (:mod:`.run_filters`; under 1 % false
-  positives), read once per process and kept, since runs never change.
+- ``<prefix>_filters(name, bits)``: each run's filter (:func:`build_filter`, a blocked Bloom
+  filter; under 1 % false positives), read once per process and kept, since runs never change.
 
 Why: the column layout inserts every record into 16 B-trees at random places, so at 10^6
 records a move of the recent records reads, dirties and writes again most leaf pages of every
@@ -40,7 +40,7 @@ Reads: one statement per batch, each run asked only for the keys that pass its f
 hundred of a batch's 16,000: each probe of a B-tree is a descent from its root, so asking every
 run for every key would make those descents most of a batch's time). The recent postings are indexed by
 record id only, and each process searches its own copy of them in memory
-(:mod:`~neardup.storage.recent_postings`), so that an add appends instead of touching one
+(:class:`RecentPostings`), so that an add appends instead of touching one
 random index page per posting. A store with no ``stamp`` in its meta row has its recent
 postings indexed by key and is asked by key.
 
@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import StorageError
 from .base import (
@@ -75,10 +76,9 @@ from .base import (
     match_postings,
     no_candidates,
     raced_key_error,
+    to_signed,
     words_to_bytes,
 )
-from .recent_postings import RecentPostings
-from .run_filters import TABLE_BITS, add_to_filter, empty_filter, may_contain, posting_keys
 
 if TYPE_CHECKING:
     from .sql import SqlStorage
@@ -108,6 +108,166 @@ FILTER_PART_BYTES = 1 << 28
 Position = list[int] | str | None
 
 log = logging.getLogger("neardup.storage")
+
+
+# -- posting keys and run filters -------------------------------------------------------------
+# A posting key is one (table, block key) pair as one signed 64-bit integer, so a query batch is
+# one lookup of one set of integers; a run's filter is a blocked Bloom filter of its keys, so a
+# query asks a run only for the keys that may be in it.
+
+#: Bits of a posting key that name its table (schemes with more tables are refused earlier).
+TABLE_BITS = 6
+#: Filter bits per posting, at least (rounded up to a power of two) and probes per key.
+FILTER_BITS = 16
+FILTER_PROBES = 3
+
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+
+
+def posting_keys(blocks: UInt64Array) -> IntArray:
+    """One signed 64-bit run key per (row, column) of a batch's posting keys ``blocks``: the
+    column (table) number in the top bits and the posting key mixed (splitmix64's finaliser,
+    a bijection) into the rest. Two different posting keys share a run key with probability
+    2^-58; such a candidate is checked like any other by the index."""
+    mixed = _mixed(np.ascontiguousarray(blocks, dtype=np.uint64).view(np.int64))
+    shift = np.uint64(64 - TABLE_BITS)
+    tables = np.arange(blocks.shape[1], dtype=np.uint64)[None, :] << shift
+    return to_signed(tables | (mixed >> np.uint64(TABLE_BITS)))
+
+
+def _mixed(values: IntArray) -> UInt64Array:
+    """splitmix64's finaliser over int64 values, as uint64."""
+    mixed = np.ascontiguousarray(values).view(np.uint64).copy()
+    with np.errstate(over="ignore"):
+        mixed ^= mixed >> np.uint64(30)
+        mixed *= _MIX_1
+        mixed ^= mixed >> np.uint64(27)
+        mixed *= _MIX_2
+        mixed ^= mixed >> np.uint64(31)
+    return mixed
+
+
+def _filter_slots(keys: IntArray, words: int) -> tuple[UInt64Array, UInt64Array]:
+    """Where ``keys`` go in a blocked Bloom filter of ``words`` 64-bit words (a power of two):
+    each key's word and the mask of its :data:`FILTER_PROBES` bits in it, taken from
+    different bits of the key mixed again (so the table bits count too). One word per key
+    makes building one scatter and testing one gather."""
+    mixed = _mixed(keys.ravel())
+    slots = mixed & np.uint64(words - 1)
+    masks = np.zeros(mixed.shape, dtype=np.uint64)
+    for probe in range(FILTER_PROBES):
+        masks |= np.uint64(1) << ((mixed >> np.uint64(40 + 6 * probe)) & np.uint64(63))
+    return slots, masks
+
+
+def empty_filter(count: int) -> UInt64Array:
+    """An empty filter for ``count`` keys: :data:`FILTER_BITS` bits or more per key, rounded to
+    a power of two words. Keys can then be added in parts (:func:`add_to_filter`), so a run's
+    keys never have to be in memory at once."""
+    return np.zeros(1 << max(0, int(np.ceil(np.log2(max(count, 1) * FILTER_BITS / 64)))), dtype=np.uint64)
+
+
+def build_filter(keys: IntArray) -> UInt64Array:
+    """A filter of ``keys`` (see :func:`empty_filter`)."""
+    filter_words = empty_filter(len(keys))
+    add_to_filter(filter_words, keys)
+    return filter_words
+
+
+def add_to_filter(filter_words: UInt64Array, keys: IntArray) -> None:
+    """Add ``keys`` to a filter in place (past its capacity it only lets more keys through)."""
+    slots, masks = _filter_slots(keys, filter_words.size)
+    np.bitwise_or.at(filter_words, slots, masks)
+
+
+def may_contain(filter_words: UInt64Array, keys: IntArray) -> npt.NDArray[np.bool_]:
+    """Which of ``keys`` the filter may hold (no false negatives)."""
+    slots, masks = _filter_slots(keys, filter_words.size)
+    passed: npt.NDArray[np.bool_] = (filter_words[slots] & masks) == masks
+    return passed
+
+
+def bigint_array(values: Any) -> str:
+    """An integer sequence as one PostgreSQL array literal (one parameter, parsed by the
+    server; psycopg dumps a list element by element in Python)."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+# -- one process's copy of the recent postings ------------------------------------------------
+
+#: In-memory pieces merged into one once there are this many (a piece per batch).
+MAX_PIECES = 8
+
+
+class RecentPostings:
+    """One process's copy of the recent postings of one state of a store: sorted pieces of
+    (key, id).
+
+    The recent postings (``<prefix>_postings``: those of the records added since the last cut)
+    change with every add. Kept in a B-tree by posting key they would cost each commit one random
+    leaf page per posting, most of a small add's time (docs/service.md). So the table is indexed
+    by record id only (appends), and each process holds the
+    postings in memory, searched by numpy: it adds its own after they commit, reads another
+    process's by id range (``id >= next_id seen``), and reads them all again after a cut (the
+    meta row's ``stamp`` is new at every cut) or when the store's ``next_id`` went back (a
+    rollback in another process).
+    """
+
+    def __init__(self) -> None:
+        self.stamp: str | None = None
+        self.next_id = 0
+        self._pieces: list[tuple[IntArray, IntArray]] = []
+
+    def usable_for(self, state: dict[str, Any]) -> str:
+        """How these postings relate to a store's ``state``: ``"current"`` (the same),
+        ``"behind"`` (the same cut, more records since: read ids from :attr:`next_id`) or
+        ``"stale"`` (another cut, a store without stamps, or ids gone back: read them all)."""
+        stamp, next_id = state.get("stamp"), int(state["next_id"])
+        if stamp is None or stamp != self.stamp or next_id < self.next_id:
+            return "stale"
+        return "current" if next_id == self.next_id else "behind"
+
+    def reset(self, state: dict[str, Any], keys: IntArray, ids: IntArray) -> None:
+        """Exactly ``keys``/``ids``: the recent postings of ``state``."""
+        self.stamp, self.next_id, self._pieces = state.get("stamp"), int(state["next_id"]), []
+        self._add(keys, ids)
+
+    def extend(self, keys: IntArray, ids: IntArray, next_id: int) -> None:
+        """The postings of the records from :attr:`next_id` up to ``next_id`` (excluded)."""
+        self._add(keys, ids)
+        self.next_id = next_id
+
+    def keys(self) -> list[IntArray]:
+        """Every recent posting's key, in parts."""
+        return [piece[0] for piece in self._pieces]
+
+    def find(self, keys: IntArray) -> tuple[IntArray, IntArray]:
+        """(key, id) of every recent posting whose key is one of the sorted, distinct ``keys``."""
+        found_keys, found_ids = [], []
+        for stored, ids in self._pieces:
+            # Few keys are found: the right ends are searched for those alone.
+            low = np.searchsorted(stored, keys, side="left")
+            hit = np.flatnonzero(stored[np.minimum(low, stored.size - 1)] == keys)
+            if not hit.size:
+                continue
+            sizes = np.searchsorted(stored, keys[hit], side="right") - low[hit]
+            starts = np.repeat(low[hit] - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+            found_keys.append(np.repeat(keys[hit], sizes))
+            found_ids.append(ids[starts])
+        if not found_keys:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.concatenate(found_keys), np.concatenate(found_ids)
+
+    def _add(self, keys: IntArray, ids: IntArray) -> None:
+        if keys.size:
+            order = np.argsort(keys, kind="stable")
+            self._pieces.append((np.asarray(keys, np.int64)[order], np.asarray(ids, np.int64)[order]))
+        if len(self._pieces) > MAX_PIECES:
+            merged_keys = np.concatenate([piece[0] for piece in self._pieces])
+            merged_ids = np.concatenate([piece[1] for piece in self._pieces])
+            order = np.argsort(merged_keys, kind="stable")
+            self._pieces = [(merged_keys[order], merged_ids[order])]
 
 
 class PostingRuns:
@@ -153,7 +313,7 @@ class PostingRuns:
         """The meta row ``runs``: ``runs`` ([{"table", "postings", "tier"}], oldest first),
         ``cut`` (the last record id whose postings are in a run), ``next_id``, ``removed``
         (records removed so far), ``stamp`` (new at every cut,
-        :mod:`~neardup.storage.recent_postings`; absent in stores whose recent postings are indexed
+        :class:`RecentPostings`; absent in stores whose recent postings are indexed
         by key), ``packed`` (true: the recent postings are one row per record, see
         :meth:`add`; absent in stores made before, one row per posting), and where
         merges run in steps ``merges`` ([{"table", "sources", "tier", "after", "postings",

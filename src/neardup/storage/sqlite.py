@@ -40,8 +40,7 @@ from ..errors import (
 )
 from . import check_options
 from .base import IntArray
-from .run_filters import TABLE_BITS
-from .runs import KEYS_PER_READ
+from .runs import KEYS_PER_READ, TABLE_BITS
 from .sql import DEFAULT_PREFIX, SqlStorage
 from .sql_dialects import SqlDialect
 from .urls import redacted
