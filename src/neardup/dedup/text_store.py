@@ -14,6 +14,8 @@ a time.
 
 from __future__ import annotations
 
+import os
+import weakref
 from bisect import bisect_right
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,6 +79,7 @@ class TextStore(Sequence[str]):
         self._count = 0
         self._held = 0  # compressed bytes held in memory
         self._file: Path | None = None
+        self._reader = -1  # the file's descriptor, opened at its first read and kept
         self._written = 0
         self._cached: tuple[int, int, bytes] = (-1, -1, b"")
         self._decompressor = zstandard.ZstdDecompressor()
@@ -125,10 +128,12 @@ class TextStore(Sequence[str]):
         block = self._blocks[number]
         if isinstance(block, bytes):
             return self._decompressor.decompress(block[start:stop])
-        assert self._file is not None
-        with open(self._file, "rb") as source:
-            source.seek(block[0] + start)
-            return self._decompressor.decompress(source.read(stop - start))
+        if self._reader < 0:
+            assert self._file is not None
+            self._reader = os.open(self._file, os.O_RDONLY)
+            weakref.finalize(self, os.close, self._reader)
+        # pread: no shared offset, so forked workers reading through the inherited descriptor agree.
+        return self._decompressor.decompress(os.pread(self._reader, stop - start, block[0] + start))
 
     def __len__(self) -> int:
         return self._count
