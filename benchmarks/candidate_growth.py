@@ -38,11 +38,14 @@ from neardup.dedup.candidates import CandidateSettings
 from neardup.dedup.key_buckets import as_pairs
 from neardup.dedup.lsh import Sketcher, band_candidates
 from neardup.dedup.pipeline import DedupSettings
+from neardup.dedup.workspace import Workspace
 from neardup.io.read import read_records
 from neardup.text.normalize import Normalizer
 
 #: Estimate classes: chance collisions, related texts, near or above the threshold.
 EDGES = (0.1, 0.42)
+#: Where the check decides by the estimate alone (above this; ``CHECK_MARGIN`` past 0.5).
+DECIDED = 0.58
 
 
 def layouts() -> dict[str, CandidateSettings]:
@@ -57,7 +60,14 @@ def layouts() -> dict[str, CandidateSettings]:
 def candidates_of(path: Path, settings: CandidateSettings) -> dict[str, float]:
     """Sketch the corpus at ``path`` under ``settings``; the candidates per document by class."""
     start = time.perf_counter()
-    sketcher = Sketcher(settings, Normalizer(), workers=2)
+    with Workspace() as workspace:  # the command's default budget: spills past it, as it does
+        return _candidates_in(path, settings, workspace, start)
+
+
+def _candidates_in(
+    path: Path, settings: CandidateSettings, workspace: Workspace, start: float
+) -> dict[str, float]:
+    sketcher = Sketcher(settings, Normalizer(), workers=2, workspace=workspace)
     batch = []
     for record in read_records(path):
         batch.append(record)
@@ -69,22 +79,27 @@ def candidates_of(path: Path, settings: CandidateSettings) -> dict[str, float]:
     sketches = sketcher.finish()
     search = sketches.search
     count = search.count
-    pairs = as_pairs(band_candidates(sketches).all())
+    tiles = band_candidates(sketches)
     search.prepare()
-    estimate = search.similarities(pairs)
     is_short = np.zeros(count, dtype=bool)
     is_short[search.short_documents()] = True
-    short = is_short[pairs[:, 0]] & is_short[pairs[:, 1]]
-    rest = estimate[~short]
-    return {
-        "documents": count,
-        "all": len(pairs) / count,
-        "short": int(short.sum()) / count,
-        "chance": int((rest < EDGES[0]).sum()) / count,
-        "related": int(((rest >= EDGES[0]) & (rest < EDGES[1])).sum()) / count,
-        "near": int((rest >= EDGES[1]).sum()) / count,
-        "seconds": time.perf_counter() - start,
-    }
+    totals = dict.fromkeys(("all", "short", "chance", "related", "near", "undecided", "identical"), 0)
+    for tile in tiles.tiles():  # a tile at a time, as the check reads them: memory stays bounded
+        pairs = as_pairs(tile)
+        estimate = search.similarities(pairs)
+        short = is_short[pairs[:, 0]] & is_short[pairs[:, 1]]
+        rest = estimate[~short]
+        totals["all"] += len(pairs)
+        totals["short"] += int(short.sum())
+        totals["chance"] += int((rest < EDGES[0]).sum())
+        totals["related"] += int(((rest >= EDGES[0]) & (rest < EDGES[1])).sum())
+        totals["near"] += int((rest >= EDGES[1]).sum())
+        totals["undecided"] += int(((rest >= EDGES[1]) & (rest < DECIDED)).sum())
+        totals["identical"] += int((rest >= 1.0).sum())
+    row: dict[str, float] = {name: value / count for name, value in totals.items()}
+    row["documents"] = count
+    row["seconds"] = time.perf_counter() - start
+    return row
 
 
 def main() -> None:
@@ -92,18 +107,26 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000])
     parser.add_argument("--lang", choices=("zh", "en"), default="en")
     parser.add_argument("--corpus-dir", type=Path, default=Path("corpora"), help="where corpora are cached")
+    parser.add_argument(
+        "--layouts", choices=("both", "default"), default="both", help="default: today's layout only"
+    )
     args = parser.parse_args()
     args.corpus_dir.mkdir(parents=True, exist_ok=True)
     print(
         f"{'N':>10s} {'layout':>10s} {'all':>7s} {'short':>7s} {'<0.1':>7s} {'0.1-0.42':>9s} {'>=0.42':>7s}"
+        f" {'0.42-0.58':>9s} {'=1':>7s} {'seconds':>8s}"
     )
     for size in args.sizes:
         path, _ = scale_quality.build_corpus(args.lang, size, args.corpus_dir)
-        for name, settings in layouts().items():
+        chosen = layouts()
+        if args.layouts == "default":
+            chosen = dict(list(chosen.items())[:1])
+        for name, settings in chosen.items():
             row = candidates_of(path, settings)
             print(
                 f"{row['documents']:>10,d} {name:>10s} {row['all']:7.3f} {row['short']:7.3f} "
-                f"{row['chance']:7.3f} {row['related']:9.3f} {row['near']:7.3f}",
+                f"{row['chance']:7.3f} {row['related']:9.3f} {row['near']:7.3f} "
+                f"{row['undecided']:9.3f} {row['identical']:7.3f} {row['seconds']:8.1f}",
                 flush=True,
             )
 
