@@ -38,8 +38,10 @@ FloatArray = npt.NDArray[np.float64]
 DOCUMENT_CHUNK = 4096
 #: Pairs below which one process checks them all (a pool costs a fork).
 PARALLEL_PAIRS = 1 << 16
-#: Query keys looked up at a time.
-QUERY_CHUNK = 1 << 22
+#: Query keys looked up at a time. Small, so that the targets' keys they are looked up among
+#: (a chunk's pairs are ordered by target) stay within the processor's caches: the binary
+#: searches, most of an exact check's time, are 1.5× faster than at 1 << 22 on news texts.
+QUERY_CHUNK = 1 << 18
 _S32 = np.uint64(32)
 
 
