@@ -5,9 +5,13 @@ Counted with a profile hook installed in every thread before the app starts (the
 worker thread included), recording each Python function call whose code lives under
 src/neardup; module-level code and imports (done by the warm-up) are not counted. The
 service runs in-process (fastapi's TestClient), with the default index ``neardup serve``
-creates on a new SQLite file.
+creates on a new SQLite file. The document is new (no stored candidate); with
+``--near-duplicate`` it is a near-duplicate of a stored one, so the candidate's sketch check
+(and near the threshold the exact shingle Jaccard) and the cluster choice run too (the same
+modules, more functions). A module counts once one of its functions runs; constants and types
+it only defines (read at import) do not. docs/layout.md lists the modules and why each is one.
 
-    python3 benchmarks/check_path.py
+    python3 benchmarks/check_path.py [--near-duplicate]
 """
 
 from __future__ import annotations
@@ -34,9 +38,15 @@ def profile(frame: FrameType, event: str, _: Any) -> None:
 
 
 def main() -> None:
-    argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    ).parse_args()
+    )
+    parser.add_argument(
+        "--near-duplicate",
+        action="store_true",
+        help="post a near-duplicate of a stored text (its candidate is checked) instead of a new text",
+    )
+    args = parser.parse_args()
     from fastapi.testclient import TestClient
 
     from neardup import Index
@@ -46,16 +56,20 @@ def main() -> None:
     threading.setprofile(profile)
     with tempfile.TemporaryDirectory() as folder, Index.open(os.path.join(folder, "check.db")) as index:
         client = TestClient(create_app(index, ServiceSettings()))
+        text = "The quick brown fox jumps over the lazy dog near the river bank today."
         warm = [{"id": f"w{n}", "text": f"a warm-up text, number {n}, with a few words"} for n in range(3)]
+        if args.near_duplicate:
+            warm.append({"id": "a0", "text": text.replace("today", "this morning")})
+            warm.append({"id": "w3", "text": warm[-1]["text"] + " Again."})  # the check's code, warmed
         client.post("/v1/check", json={"documents": warm})
         RECORDING[0] = True
-        text = "The quick brown fox jumps over the lazy dog near the river bank today."
         answer = client.post("/v1/check", json={"documents": [{"id": "a1", "text": text}]})
         RECORDING[0] = False
         client.close()
     sys.setprofile(None)
     threading.setprofile(None)  # type: ignore[arg-type]
     assert answer.status_code == 200, answer.text
+    assert answer.json()["results"][0]["duplicate"] == args.near_duplicate, answer.text
     modules = sorted({module for module, _ in CALLS})
     print(f"POST /v1/check into SQLite: {len(modules)} neardup modules, {len(CALLS)} functions")
     if os.environ.get("CHECK_PATH_FUNCTIONS"):

@@ -1,4 +1,4 @@
-"""Tests for :mod:`neardup.dedup.incremental`: the deduper's cluster rule, over a real index
+"""Tests for :mod:`neardup.dedup.documents`: the deduper's cluster rule, over a real index
 (in memory and in SQLite), and the layering that keeps the index free of dedup policy."""
 
 from __future__ import annotations
@@ -123,8 +123,7 @@ def test_a_band_index_links_batch_neighbours_and_explains_them_like_a_query() ->
     whose sketch confirms it, exactly as if that record had been stored first; the
     explanation names the shared bands and the sketch Jaccard."""
     from neardup import BandScheme, Fingerprinter, Verifier
-    from neardup.dedup.documents import DocumentIndex, explain_matches
-    from neardup.dedup.incremental import text_index_config
+    from neardup.dedup.documents import DocumentIndex, explain_matches, text_index_config
     from neardup.fingerprint.config import FingerprintConfig
     from neardup.io.record import Record
 

@@ -34,9 +34,14 @@ from neardup.errors import (
     KeyNotFoundError,
 )
 from neardup.fingerprint.config import FingerprintConfig
-from neardup.index.keys import Match
 from neardup.index.memory_blocks import QUERY_CHUNK, TAIL_LIMIT
-from neardup.index.simhash_index import DEFAULT_MEMORY_BUDGET, FORMAT_VERSION, SimhashIndex, tables_within
+from neardup.index.simhash_index import (
+    DEFAULT_MEMORY_BUDGET,
+    FORMAT_VERSION,
+    Match,
+    SimhashIndex,
+    tables_within,
+)
 
 Key = int | str
 WIDTHS = (32, 64, 128)

@@ -16,8 +16,7 @@ from click.testing import CliRunner
 import neardup
 from neardup import Index, IndexConfig, SimhashIndex
 from neardup.cli.main import main
-from neardup.dedup.documents import EMPTY_TEXT_SKETCH, DocumentIndex
-from neardup.dedup.incremental import PairLog, text_index_config
+from neardup.dedup.documents import EMPTY_TEXT_SKETCH, DocumentIndex, PairLog, text_index_config
 from neardup.errors import IndexConfigMismatchError, IndexNotFoundError, KeyExistsError
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.similarity.verify import Verifier

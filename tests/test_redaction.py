@@ -11,8 +11,7 @@ from click.testing import CliRunner
 
 from neardup import ConfigError, FingerprintConfig, NeardupError, SimhashIndex
 from neardup.cli.main import main
-from neardup.dedup.documents import DocumentIndex
-from neardup.dedup.incremental import text_index_config
+from neardup.dedup.documents import DocumentIndex, text_index_config
 from neardup.storage.urls import parse_store_url, redacted, scrubbed, url_text
 
 from .conftest import write_lines

@@ -25,11 +25,10 @@ import numpy as np
 import pytest
 
 from neardup import IncrementalDeduper, SimhashIndex
-from neardup.dedup.documents import DocumentIndex
-from neardup.dedup.incremental import text_index_config
+from neardup.dedup.documents import DocumentIndex, text_index_config
 from neardup.errors import ConfigError
 from neardup.fingerprint.config import FingerprintConfig
-from neardup.index.keys import match_order
+from neardup.index.simhash_index import match_order
 from neardup.io.record import Record
 from neardup.service.engine import Batcher
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from neardup import Fingerprinter, IncrementalDeduper, SimhashIndex, Verifier
-from neardup.dedup.incremental import Assignment
+from neardup.dedup.documents import Assignment
 from neardup.errors import ConfigError, IndexConfigMismatchError, InputError, KeyExistsError, KeyNotFoundError
 from neardup.eval.metrics import NEAR_LEVELS, Gold, Prediction, evaluate
 from neardup.fingerprint.config import FingerprintConfig

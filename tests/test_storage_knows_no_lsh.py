@@ -2,7 +2,7 @@
 imports the LSH and distance code (``neardup.similarity``, ``neardup.blocks``,
 ``neardup.distance``), not even for annotations, nor computes a Hamming distance, a popcount
 or a scheme's keys. The index computes the posting keys and keeps the candidates within the
-distance (:mod:`neardup.index.store_search`); these checks read the source, as
+distance (:mod:`neardup.index.simhash_index`); these checks read the source, as
 tests/test_layering.py does, and are shown to catch a pasted violation.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 from neardup import SimhashIndex
 from neardup.index.config import IndexConfig
 from neardup.index.memory_blocks import MemoryBlockIndex
-from neardup.index.store_search import search
+from neardup.index.simhash_index import search
 from neardup.similarity.bands import BandScheme
 
 from .test_layering import MODULES, imported_from, package_of

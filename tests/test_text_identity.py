@@ -22,8 +22,7 @@ from click.testing import CliRunner
 
 from neardup import Fingerprinter, IncrementalDeduper, SimhashIndex
 from neardup.cli.main import main
-from neardup.dedup.documents import DocumentIndex
-from neardup.dedup.incremental import text_index_config
+from neardup.dedup.documents import DocumentIndex, text_index_config
 from neardup.errors import KeyExistsError
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.io.record import Record

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
     from .dedup.batch import Pairs, find_all_pairs
     from .dedup.candidates import CandidateSettings
     from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
-    from .dedup.documents import DocumentIndex, Index, Prepared
-    from .dedup.incremental import Assignment, IncrementalDeduper
+    from .dedup.documents import Assignment, DocumentIndex, IncrementalDeduper, Index, Prepared
     from .dedup.pipeline import DedupResult, DedupSettings, dedup_documents
     from .dedup.summary import Summary
     from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
@@ -49,8 +48,7 @@ if TYPE_CHECKING:
     from .fingerprint.idf import IdfModel
     from .fingerprint.weighting import WEIGHTINGS
     from .index.config import IndexConfig
-    from .index.keys import Match, Matches
-    from .index.simhash_index import SimhashIndex
+    from .index.simhash_index import Match, Matches, SimhashIndex
     from .io.record import ErrorReport, Record
     from .records.dedup import RecordsResult, Verification, find_duplicate_records
     from .records.schema import FieldSpec, RecordSchema, ResolvedField, ResolvedSchema, RowChunk
@@ -81,11 +79,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "Clusters",
         "cluster_records",
     ),
-    ".dedup.documents": ("DocumentIndex", "Index", "Prepared"),
-    ".dedup.incremental": (
-        "Assignment",
-        "IncrementalDeduper",
-    ),
+    ".dedup.documents": ("Assignment", "DocumentIndex", "IncrementalDeduper", "Index", "Prepared"),
     ".dedup.pipeline": (
         "DedupResult",
         "DedupSettings",
@@ -132,8 +126,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ".fingerprint.idf": ("IdfModel",),
     ".fingerprint.weighting": ("WEIGHTINGS",),
     ".index.config": ("IndexConfig",),
-    ".index.keys": ("Match", "Matches"),
-    ".index.simhash_index": ("SimhashIndex",),
+    ".index.simhash_index": ("Match", "Matches", "SimhashIndex"),
     ".io.record": (
         "ErrorReport",
         "Record",

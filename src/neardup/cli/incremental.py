@@ -2,9 +2,9 @@
 
 Seed 002's incremental mode on the command line: each batch of INPUT is checked against what
 the store holds (and against the batch's earlier records), given a stable cluster id and
-added, in one locked transaction per batch (:mod:`neardup.dedup.incremental`). The outputs
+added, in one locked transaction per batch (:mod:`neardup.dedup.documents`). The outputs
 are those of ``neardup dedup``: pairs name the earlier record as ``a``, once (a re-run over
-stored records repeats no pair reversed, :class:`~neardup.dedup.incremental.PairLog`); clusters
+stored records repeats no pair reversed, :class:`~neardup.dedup.documents.PairLog`); clusters
 name the record that started the cluster, which may be a record stored by an earlier run;
 ``--emit kept`` writes the records that started a cluster (``--keep first`` semantics).
 """
@@ -16,7 +16,7 @@ import contextlib
 import click
 import numpy as np
 
-from ..dedup.incremental import PairLog
+from ..dedup.documents import PairLog
 from ..errors import ConfigError
 from ..io.output import jsonl_writer
 from ..io.read import batches

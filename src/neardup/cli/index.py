@@ -22,7 +22,7 @@ from ..dedup.documents import Index, digests_of, resolve_keys
 from ..distance import to_hex
 from ..errors import InputError, KeyNotFoundError
 from ..index.config import IndexConfig
-from ..index.keys import capped
+from ..index.simhash_index import capped
 from ..io.output import write_jsonl
 from ..io.read import batches
 from ..io.record import ErrorReport, Record

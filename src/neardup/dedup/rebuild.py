@@ -23,9 +23,8 @@ from typing import Any
 from ..errors import InputError, NeardupError
 from ..fingerprint.config import FingerprintConfig
 from ..index.config import IndexConfig
-from ..index.meta import FORMAT, STORE_FORMAT_VERSION
+from ..index.meta import FORMAT, STORE_FORMAT_VERSION, record_shape
 from ..index.simhash_index import SimhashIndex
-from ..index.store_search import record_shape
 from ..io.read import batches
 from ..io.record import Record
 from ..similarity.bands import scheme_from_dict

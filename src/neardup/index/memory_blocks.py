@@ -57,7 +57,7 @@ from ..storage.base import (
 )
 from ..storage.memory import ValueMaps
 from .memory_segments import _LOW_32, IntArray, UInt64Array, _Segment
-from .store_search import record_shape
+from .meta import record_shape
 
 TAIL_LIMIT = 1024
 QUERY_CHUNK = 4096

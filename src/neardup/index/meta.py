@@ -1,5 +1,6 @@
 """What an index is, as stored: the meta written when a store or file is created and checked
-on every open, and the block scheme an :class:`~neardup.index.config.IndexConfig` resolves to.
+on every open, the block scheme an :class:`~neardup.index.config.IndexConfig` resolves to, and
+the shape of its records a store is told (:func:`record_shape`).
 
 Kept apart from :mod:`neardup.index` so the index module is only about adding, querying and
 removing; the checks here are what make a stored index refuse fingerprints made otherwise.
@@ -24,7 +25,7 @@ from ..errors import (
 from ..fingerprint.config import IDF_CHOICES, FingerprintConfig
 from ..similarity.bands import Scheme, scheme_from_dict
 from ..similarity.verify import stored_settings
-from ..storage.base import Storage
+from ..storage.base import RecordShape, Storage
 from .config import IndexConfig
 
 FORMAT = "neardup-index"
@@ -237,3 +238,14 @@ def settle_meta(
     elif files:
         check_files(stored, meta, url)
     return meta, stored
+
+
+def record_shape(scheme: Scheme) -> RecordShape:
+    """What a store must know of the records of an index of ``scheme``."""
+    return RecordShape(
+        words=scheme.words,
+        fingerprint_words=scheme.fingerprint_words,
+        columns=scheme.table_count,
+        posting_bits=max(table.bit_count for table in scheme.tables),
+        postings_of=scheme.keys,
+    )

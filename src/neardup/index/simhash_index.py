@@ -6,12 +6,22 @@ The index is a :class:`~neardup.blocks.BlockScheme` (which bits key which table)
 brute-force scan. ``SimhashIndex(...)`` lives in memory, in the block index of
 :mod:`.memory_blocks` (``save``/``load`` write and read one ``.npz`` file);
 ``SimhashIndex.open(url)`` lives in a store (SQLite, Redis, PostgreSQL, MariaDB/MySQL,
-MongoDB, ``memory://``) whose meta records the configuration, checked on every open. A store
-knows nothing of the scheme: the index hands it each record's posting keys and keeps the
-candidates it answers within the distance (:mod:`.store_search`).
+MongoDB, ``memory://``) whose meta records the configuration, checked on every open.
+
+A store is a key → value container (:mod:`neardup.storage.base`) and knows nothing of the
+scheme: it is handed each record's posting keys and answers which records share one with a
+query. What the keys are (the block keys of a Simhash scheme, the band keys of a sketch) and
+which candidates count (those within ``max_distance`` Hamming bits) are the index's, here:
+:func:`search` asks the store batch by batch and keeps the candidates :func:`verified` finds
+within the distance, and :func:`bucket_stats` names a store's posting columns after the
+scheme's tables (:func:`~.meta.record_shape` tells a store the sizes of a scheme's records).
+
+A query's results are :class:`Match` objects in :class:`Matches` lists (the nearest
+``max_matches`` of them, flagged when cut: :func:`matches_of`); keys are ints or strs, checked
+here and kept as arrays.
 
 The index stores and finds; policy (check-and-add with cluster ids, MinHash verification)
-lives above it in :mod:`neardup.dedup.incremental`, which uses only the public methods here.
+lives above it in :mod:`neardup.dedup.documents`, which uses only the public methods here.
 """
 
 from __future__ import annotations
@@ -19,62 +29,249 @@ from __future__ import annotations
 import contextlib
 import json
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ..blocks import DEFAULT_MU, BucketStats
-from ..distance import as_words, ints_to_words
-from ..errors import ConfigError, IndexConfigMismatchError, InputError
+from ..blocks import DEFAULT_MU, BucketStats, TableStats
+from ..distance import as_words, ints_to_words, row_distances, word_ints
+from ..errors import ConfigError, IndexConfigMismatchError, InputError, KeyExistsError
 from ..fingerprint.config import FingerprintConfig
 from ..similarity.bands import BandScheme, Scheme, scheme_from_dict
-from ..similarity.minhash import signature_blobs
 from ..storage import DEFAULT_URL, open_storage
 from ..storage.base import (
     Candidates,
     Key,
+    PostingCounts,
     RecordBatch,
     Storage,
     StoredRecord,
+    UInt64Array,
     check_keys,
     key_hash,
     key_hashes,
     key_not_found_error,
+    key_order,
     lookable,
+    no_candidates,
     plain_key,
+    words_to_bytes,
 )
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
 from .digests import check_same_documents, replace_records
 from .files import read_digests, write_index_file
-from .keys import (
-    Keep,
-    Match,
-    Matches,
-    _check_distinct,
-    _check_key,
-    _check_keys,
-    _key_array,
-    capped,
-    check_max_matches,
-    match_order,
-    matches_of,
-)
 from .memory_blocks import MemoryBlockIndex
 from .meta import (
     DEFAULT_MEMORY_BUDGET,
     FORMAT,
     FORMAT_VERSION,
     check_header,
+    record_shape,
     resolve_scheme,
     settle_meta,
     tables_within,
 )
-from .store_search import bucket_stats, record_shape, search
+
+# -- what a query returns, and how keys are checked ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One verified near-duplicate of a query."""
+
+    key: Key
+    fingerprint: int
+    distance: int
+
+
+class Matches(list[Match]):
+    """One query's matches by (distance, key): a plain list, with ``truncated`` True when a
+    ``max_matches`` cap left farther matches out (the nearest are the ones kept), so a
+    caller can say that the list is not all there is."""
+
+    __slots__ = ("truncated",)
+
+    def __init__(self, matches: Iterable[Match] = (), truncated: bool = False) -> None:
+        super().__init__(matches)
+        self.truncated = truncated
+
+
+#: Which candidates count, for queries that verify: (query rows, keys, Hamming distances, the
+#: stored records read with them) → one bool per candidate.
+Keep = Callable[
+    [npt.NDArray[np.int64], list[Key], npt.NDArray[np.int64], Mapping[Key, StoredRecord]],
+    npt.NDArray[np.bool_],
+]
+
+
+def match_order(match: Match) -> tuple[int, bool, Key]:
+    """(distance, key) with int keys before str keys, so mixed keys still sort."""
+    return (match.distance, isinstance(match.key, str), match.key)
+
+
+def check_max_matches(max_matches: int | None) -> int | None:
+    """``max_matches`` checked: None (every match) or a positive integer."""
+    if max_matches is None:
+        return None
+    if isinstance(max_matches, bool) or not isinstance(max_matches, int | np.integer) or max_matches < 1:
+        raise ConfigError(
+            f"max_matches must be a positive integer or None (every match); got {max_matches!r}"
+        )
+    return int(max_matches)
+
+
+def capped(matches: list[Match], max_matches: int | None) -> Matches:
+    """The first ``max_matches`` of matches already in (distance, key) order, flagged if cut."""
+    if max_matches is None or len(matches) <= max_matches:
+        return Matches(matches)
+    return Matches(matches[:max_matches], truncated=True)
+
+
+def matches_of(
+    words: npt.NDArray[np.uint64],
+    found: Candidates,
+    width: int,
+    *,
+    max_matches: int | None = None,
+    keep: Keep | None = None,
+) -> list[Matches]:
+    """One list of matches per query row of ``words``, by (distance, key), from a store's
+    search (distances over the first ``width`` words, the fingerprint's). With
+    ``max_matches``, only the nearest that many per row become matches, and ``keep`` (a
+    verifier) is asked about candidates nearest first, only until a row has one more than
+    the cap: 3,000 near-identical stored records cost a query 101 checks, not 3,000."""
+    out = [Matches() for _ in range(words.shape[0])]
+    if not found.keys:
+        return out
+    prints = found.words[:, :width]
+    distances = row_distances(prints ^ words[found.rows, :width]).astype(np.int64)
+    if max_matches is None and keep is None:
+        values, listed = word_ints(prints), distances.tolist()
+        for position, row in enumerate(found.rows.tolist()):
+            out[row].append(Match(found.keys[position], values[position], listed[position]))
+        for matches in out:
+            if len(matches) > 1:
+                matches.sort(key=match_order)
+        return out
+    rows = np.asarray(found.rows, dtype=np.int64)
+    chosen, truncated = _nearest(rows, found, distances, len(out), max_matches, keep)
+    values = word_ints(prints[chosen])
+    for position, (row, candidate) in enumerate(zip(rows[chosen].tolist(), chosen.tolist(), strict=True)):
+        out[row].append(Match(found.keys[candidate], values[position], int(distances[candidate])))
+    for row in np.flatnonzero(truncated).tolist():
+        out[row].truncated = True
+    return out
+
+
+def _nearest(
+    rows: npt.NDArray[np.int64],
+    found: Candidates,
+    distances: npt.NDArray[np.int64],
+    count: int,
+    max_matches: int | None,
+    keep: Keep | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """The candidates that become matches, grouped by row and in (distance, key) order
+    within each, and which rows were cut. Candidates are checked in rounds, each asking
+    ``keep`` about just as many per row as that row still needs (the cap plus one, which
+    tells whether the cap cut anything)."""
+    order = np.lexsort((_key_ranks(found.keys), distances, rows))
+    ordered_rows = rows[order]
+    starts = np.searchsorted(ordered_rows, np.arange(count), "left")
+    ends = np.searchsorted(ordered_rows, np.arange(count), "right")
+    limit = np.iinfo(np.int64).max if max_matches is None else max_matches + 1
+    accepted = np.zeros(order.size, dtype=bool)
+    have = np.zeros(count, dtype=np.int64)
+    cursor = starts.astype(np.int64)
+    while True:
+        need = np.clip(np.minimum(limit - have, ends - cursor), 0, None)
+        total = int(need.sum())
+        if not total:
+            break
+        row_of = np.repeat(np.arange(count), need)
+        positions = cursor[row_of] + np.arange(total) - np.repeat(np.cumsum(need) - need, need)
+        candidates = order[positions]
+        if keep is None:
+            ok = np.ones(total, dtype=bool)
+        else:
+            keys = [found.keys[candidate] for candidate in candidates.tolist()]
+            ok = np.asarray(keep(rows[candidates], keys, distances[candidates], found.records), dtype=bool)
+        accepted[positions] = ok
+        have += np.bincount(row_of[ok], minlength=count)
+        cursor += need
+    positions = np.flatnonzero(accepted)
+    if max_matches is None:
+        return order[positions], np.zeros(count, dtype=bool)
+    kept_rows = ordered_rows[positions]
+    first = np.searchsorted(kept_rows, np.arange(count), "left")
+    positions = positions[np.arange(positions.size) - first[kept_rows] < max_matches]
+    return order[positions], have > max_matches
+
+
+def _key_ranks(keys: list[Key]) -> npt.NDArray[np.int64]:
+    """Each key's place in key order (int keys before str keys), for sorting in numpy."""
+    ordered = sorted(dict.fromkeys(keys), key=key_order)
+    rank = {key: place for place, key in enumerate(ordered)}
+    return np.fromiter((rank[key] for key in keys), dtype=np.int64, count=len(keys))
+
+
+def _key_array(keys: list[Key]) -> npt.NDArray[Any]:
+    if all(type(key) is int and -(1 << 63) <= key < 1 << 63 for key in keys):
+        return np.asarray(keys, dtype=np.int64)
+    array = np.empty(len(keys), dtype=object)
+    array[:] = keys
+    return array
+
+
+def _check_key(key: Any) -> Key:
+    if isinstance(key, bool) or not isinstance(key, int | str | np.integer | np.str_):
+        raise InputError(f"key {key!r} is a {type(key).__name__}; keys must be int or str")
+    return plain_key(key)
+
+
+def _check_keys(keys: Sequence[Key] | npt.NDArray[Any]) -> Sequence[Key] | npt.NDArray[Any]:
+    if isinstance(keys, np.ndarray) and keys.dtype.kind in "iu":
+        return keys
+    return [_check_key(key) for key in keys]
+
+
+def _check_distinct(keys: Sequence[Key] | npt.NDArray[Any], hashes: npt.NDArray[np.uint64]) -> None:
+    ordered = np.sort(hashes)  # np.unique hashes its input, 10x slower than a sort here
+    if not np.any(ordered[1:] == ordered[:-1]):
+        return
+    seen: dict[Key, int] = {}
+    for position, key in enumerate(keys):
+        plain = plain_key(key)
+        if plain in seen:
+            raise KeyExistsError(
+                f"key {plain!r} appears twice in the batch (positions {seen[plain]} and {position}); "
+                "keys must be unique"
+            )
+        seen[plain] = position
+
+
+def signature_blobs(signatures: npt.ArrayLike | None, count: int) -> list[bytes | None] | None:
+    """A batch's signatures (MinHash signatures, or a band index's text sketches) as the bytes
+    a store keeps, one row per record: little-endian uint64 words, as fingerprints are kept
+    (:func:`~neardup.storage.base.words_to_bytes`)."""
+    if signatures is None:
+        return None
+    array = np.asarray(signatures)
+    if array.ndim != 2 or array.shape[0] != count or array.dtype.kind not in "iu":
+        raise InputError(
+            f"signatures must be an ({count}, num_perm) integer array, one row per record; "
+            f"got shape {array.shape} of {array.dtype}"
+        )
+    return list(words_to_bytes(np.asarray(array, dtype=np.uint64)))
+
+
+# -- the index ----------------------------------------------------------------------------
 
 #: What ``add_many`` does with a key that is stored already (see its docstring).
 EXISTING = ("fail", "skip", "replace")
@@ -256,7 +453,7 @@ class SimhashIndex:
         sharing a band with it (its distance is the Hamming distance, for information).
         ``max_matches`` keeps only the nearest that many (the answer's ``truncated`` says
         when it cut), so near-identical records by the thousand cannot make an answer huge.
-        The index's answer alone: :class:`~neardup.dedup.incremental.IncrementalDeduper`
+        The index's answer alone: :class:`~neardup.dedup.documents.IncrementalDeduper`
         verifies matches by their stored signatures."""
         distance = self._distance(max_distance)
         cap = check_max_matches(max_matches)
@@ -576,3 +773,68 @@ class SimhashIndex:
 
 
 __all__ = ["FORMAT_VERSION", "Match", "SimhashIndex", "key_hash", "resolve_scheme", "tables_within"]
+
+
+# -- the index's side of a search in a store ------------------------------------------------
+
+
+def search(
+    storage: Storage, scheme: Scheme, words: UInt64Array, max_distance: int, *, records: bool = False
+) -> Candidates:
+    """Every stored record within ``max_distance`` of each query row of ``words`` (each
+    (row, key) once), found through the store's postings :attr:`Storage.query_batch` queries
+    at a time. ``records``: with the stored record of every key found (their signatures
+    verify the matches, their cluster ids place a new record), read with the postings where
+    the store can (one statement fewer per batch), else by :meth:`Storage.get_many`."""
+    width = scheme.fingerprint_words
+    postings = scheme.keys(words)
+    with_postings = records and storage.reads_records
+    parts, read = [], {}
+    for start in range(0, words.shape[0], storage.query_batch):
+        found = storage.candidates(postings[start : start + storage.query_batch], records=with_postings)
+        read.update(found.records)
+        parts.append(verified(found, words, max_distance, start, width))
+    if not parts:
+        return no_candidates(width)
+    result = Candidates(
+        np.concatenate([part.rows for part in parts]),
+        [key for part in parts for key in part.keys],
+        np.concatenate([part.words[:, :width] for part in parts]),
+        read,
+    )
+    if records and not with_postings:
+        stored = storage.get_many(list(dict.fromkeys(result.keys)))
+        result.records = {record.key: record for record in stored if record is not None}
+    return result
+
+
+def verified(
+    found: Candidates, queries: UInt64Array, max_distance: int, offset: int = 0, width: int | None = None
+) -> Candidates:
+    """Keep candidates within ``max_distance`` of their query, once per (query, key);
+    ``offset`` is added to the rows (queries handed to the store in slices). Distances are
+    taken over the first ``width`` words (the fingerprint's; a band index stores keys after)."""
+    if not found.keys:
+        return Candidates(found.rows + offset, [], found.words)
+    width = queries.shape[1] if width is None else width
+    distance = row_distances(found.words[:, :width] ^ queries[found.rows + offset, :width])
+    within = np.flatnonzero(distance <= max_distance)
+    # The first position of each (row, key), in numpy: near-identical records by the
+    # thousand put millions of (row, key) hits here, too many for a set of tuples.
+    everything = within.size == len(found.keys)
+    keys = found.keys if everything else [found.keys[position] for position in within.tolist()]
+    number = {key: place for place, key in enumerate(dict.fromkeys(keys))}
+    ids = np.fromiter(map(number.__getitem__, keys), dtype=np.int64, count=len(keys))
+    pairs = found.rows[within].astype(np.int64) * max(len(number), 1) + ids
+    firsts = np.sort(np.unique(pairs, return_index=True)[1])
+    chosen = within[firsts]
+    return Candidates(found.rows[chosen] + offset, [keys[i] for i in firsts.tolist()], found.words[chosen])
+
+
+def bucket_stats(scheme: Scheme, counts: list[PostingCounts]) -> BucketStats:
+    """A store's posting statistics as bucket statistics: column t is the scheme's table t."""
+    stats = BucketStats(scheme=scheme.describe())
+    for table, column in enumerate(counts):
+        bits = scheme.tables[table].bit_count
+        stats.tables.append(TableStats(table, bits, column.keys, column.largest, column.mean))
+    return stats

@@ -34,12 +34,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
-from ..dedup.documents import Index, parse_ids
-from ..dedup.incremental import Assignment
+from ..dedup.documents import Assignment, Index, parse_ids
 from ..distance import from_hex, hex_many, to_hex
 from ..errors import InputError, KeyNotFoundError
-from ..index.keys import Match
-from ..index.simhash_index import SimhashIndex
+from ..index.simhash_index import Match, SimhashIndex
 from ..io.record import Record, record_from_mapping
 from ..records.incremental import RecordsIndex
 from ..storage.base import MAX_KEY_BYTES, Key, check_key

@@ -30,7 +30,7 @@ retried alone (counted in ``retried``); that is safe because every handler is al
 
 One thread per batcher also means one thread touches the store (and one the fingerprinter),
 so no store connection is ever shared between threads; across processes the store's writer
-lock serialises check-and-add (:mod:`neardup.dedup.incremental`).
+lock serialises check-and-add (:mod:`neardup.dedup.documents`).
 """
 
 from __future__ import annotations
@@ -46,12 +46,11 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ..dedup.documents import Index, Prepared, explain_matches
-from ..dedup.incremental import Assignment
+from ..dedup.documents import Assignment, Index, Prepared, explain_matches
 from ..distance import to_array, to_ints
 from ..errors import KeyNotFoundError, NeardupError
 from ..index.digests import same_document
-from ..index.keys import Match
+from ..index.simhash_index import Match
 from ..io.record import Record
 from ..storage.base import Key, StoredRecord
 from .settings import ServiceSettings

@@ -73,7 +73,7 @@ class BandScheme:
     @property
     def max_distance(self) -> int:
         """A band index returns every candidate whatever its Hamming distance; the sketch
-        decides (see :class:`~neardup.dedup.incremental.IncrementalDeduper`)."""
+        decides (see :class:`~neardup.dedup.documents.IncrementalDeduper`)."""
         return self.bits
 
     @property

@@ -214,25 +214,3 @@ def signature_from_bytes(data: bytes, num_perm: int | None = None) -> UInt64Arra
         expected = f"{8 * num_perm}" if num_perm is not None else "a multiple of 8"
         raise InputError(f"a stored signature has {len(data)} bytes; expected {expected}")
     return np.frombuffer(data, dtype="<u8").astype(np.uint64)
-
-
-def signature_blobs(signatures: npt.ArrayLike | None, count: int) -> list[bytes | None] | None:
-    """MinHash signatures as the bytes a store keeps (one row per record)."""
-    if signatures is None:
-        return None
-    array = np.asarray(signatures)
-    if array.ndim != 2 or array.shape[0] != count or array.dtype.kind not in "iu":
-        raise InputError(
-            f"signatures must be an ({count}, num_perm) integer array, one row per record; "
-            f"got shape {array.shape} of {array.dtype}"
-        )
-    return [signature_to_bytes(row) for row in array]
-
-
-def stacked_signatures(blobs: Sequence[bytes], width: int) -> npt.NDArray[np.uint64]:
-    """Stored signature bytes (:func:`signature_blobs`) back as one (n, width) array,
-    refusing a blob of another width (a store written under other settings)."""
-    wrong = next((len(blob) for blob in blobs if len(blob) != 8 * width), None)
-    if wrong is not None:
-        raise InputError(f"a stored signature has {wrong} bytes; expected {8 * width}")
-    return np.frombuffer(b"".join(blobs), dtype="<u8").astype(np.uint64).reshape(len(blobs), width)

@@ -46,7 +46,6 @@ from .minhash import (
     combined_score,
     estimate_jaccard,
     hash_elements,
-    stacked_signatures,
 )
 from .shingles import Shingles, legacy_shingle_keys
 from .sketches import (
@@ -59,7 +58,7 @@ from .sketches import (
 )
 
 if TYPE_CHECKING:
-    from ..index.keys import Match
+    from ..index.simhash_index import Match
     from ..storage.base import Key, StoredRecord
 
 IntArray = npt.NDArray[np.int64]
@@ -530,3 +529,12 @@ def verify_with_records(
         verdict = verifier.decide(distances, similarity)
     dropped = {id(match) for match, keep in zip(signed, verdict.kept.tolist(), strict=True) if not keep}
     return [[match for match in matches if id(match) not in dropped] for matches in found]
+
+
+def stacked_signatures(blobs: Sequence[bytes], width: int) -> npt.NDArray[np.uint64]:
+    """Stored signatures (little-endian uint64 bytes, as an index stores them) back as one
+    (n, width) array, refusing a blob of another width (a store written under other settings)."""
+    wrong = next((len(blob) for blob in blobs if len(blob) != 8 * width), None)
+    if wrong is not None:
+        raise InputError(f"a stored signature has {wrong} bytes; expected {8 * width}")
+    return np.frombuffer(b"".join(blobs), dtype="<u8").astype(np.uint64).reshape(len(blobs), width)

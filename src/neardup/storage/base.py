@@ -10,7 +10,7 @@ A store is a key → value container: it knows nothing of LSH or of distances. T
 computes each record's posting keys from its scheme and hands them over with the record
 (:attr:`RecordBatch.postings`), asks for the records under a batch's posting keys
 (:meth:`Storage.candidates`) and decides itself which of them are near
-(:mod:`neardup.index.store_search`). What a store knows of the records is their shape
+(:mod:`neardup.index.simhash_index`). What a store knows of the records is their shape
 (:class:`RecordShape`): how many words, how many posting keys. The interface is batch-first:
 every call takes or returns a batch, so a backend can make it one transaction and one round
 trip. Backends never unpickle anything: keys, clusters and meta are JSON or plain columns,
