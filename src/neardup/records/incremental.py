@@ -47,6 +47,7 @@ rows never stored are passed over).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -499,25 +500,44 @@ def _good_keys(
 def block_keys(model: RecordsModel, values: Values) -> list[tuple[int, int]]:
     """A row's blocks as (key type, block key); the type ``len(model.specs)`` is the hash of
     all its values (exact copies), absent for a row with no value."""
-    blocks = []
+    return rows_block_keys(model, [values])[0]
+
+
+def rows_block_keys(model: RecordsModel, rows: Sequence[Values]) -> list[list[tuple[int, int]]]:
+    """:func:`block_keys` of many rows, a key type at a time: a batch asks for the blocks of
+    all its rows at once, and a derived form is computed once per distinct value."""
+    out: list[list[tuple[int, int]]] = [[] for _ in rows]
+    if not rows:
+        return out
+    columns = list(zip(*rows, strict=True))
     kinds = model.kinds
     for number, spec in enumerate(model.specs):
-        parts = [values[column] for column in spec.columns]
-        if any(part is None for part in parts):
-            continue
-        text = "\x1f".join(part for part in parts if part is not None)
+        texts: Sequence[str | None]
+        if len(spec.columns) == 1:
+            texts = columns[spec.columns[0]]
+        else:
+            parts = zip(*(columns[column] for column in spec.columns), strict=True)
+            texts = [None if None in both else "\x1f".join(both) for both in parts]
         if spec.form is not None:
-            text = derived_value(kinds[spec.columns[0]], spec.form, text)
-            if not text:
-                continue
-        blocks.append((number, _block_hash(number, text)))
-    if any(value is not None for value in values):
-        blocks.append((len(model.specs), _block_hash(-1, json.dumps(values, ensure_ascii=False))))
-    return blocks
+            kind, form = kinds[spec.columns[0]], spec.form
+            forms = {text: derived_value(kind, form, text) or None for text in set(texts) if text is not None}
+            texts = [None if text is None else forms[text] for text in texts]
+        prefix = f"{number}\x1e"
+        for blocks, text in zip(out, texts, strict=True):
+            if text is not None:
+                blocks.append((number, _hash(f"{prefix}{text}".encode("utf-8", "surrogatepass"))))
+    copies = len(model.specs)
+    for blocks, values in zip(out, rows, strict=True):
+        if any(value is not None for value in values):
+            blocks.append((copies, _block_hash(-1, json.dumps(values, ensure_ascii=False))))
+    return out
+
+
+_hash = xxhash.xxh3_64_intdigest
 
 
 def _block_hash(number: int, text: str) -> int:
-    return xxhash.xxh3_64_intdigest(f"{number}\x1e{text}".encode("utf-8", "surrogatepass"))
+    return _hash(f"{number}\x1e{text}".encode("utf-8", "surrogatepass"))
 
 
 # -- the stored maps --------------------------------------------------------------------------
@@ -538,7 +558,7 @@ class StoredRow:
     @classmethod
     def decode(cls, data: bytes, key: RecordKey) -> StoredRow:
         try:
-            body = json.loads(data.decode("utf-8", "surrogatepass"))
+            body = _loads(data)
             return cls(list(body["v"]), body["g"], tuple(body["b"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise StorageDamagedError(
@@ -546,14 +566,51 @@ class StoredRow:
                 "is damaged: build a new index"
             ) from exc
 
+    @classmethod
+    def decode_checked(cls, data: bytes, key: RecordKey) -> StoredRow:
+        """The row's values and group, its blocks left unread (``()``): a check reads thousands
+        of rows and never their blocks, which are most of a row's JSON. A row not laid out as
+        :meth:`encode` writes it is decoded whole."""
+        text = data.decode("utf-8", "surrogatepass")
+        if text.startswith('{"v": ') and text.endswith("]}"):
+            try:
+                values, end = _DECODER.raw_decode(text, 6)
+                if isinstance(values, list) and text.startswith(', "g": ', end):
+                    group, end = _DECODER.raw_decode(text, end + 7)
+                    if isinstance(group, str | int) and text.startswith(', "b": [', end):
+                        return cls(values, group, ())
+            except ValueError:
+                pass
+        return cls.decode(data, key)
 
-def _read_blocks(store: Storage, keys: Sequence[int]) -> dict[int, list[RecordKey] | None]:
-    """Each block's stored rows (None: over its cap); blocks not stored are left out."""
+
+_DECODER = json.JSONDecoder()
+
+
+def _loads(data: bytes) -> Any:
+    """``json.loads`` of what this module wrote (UTF-8 with lone surrogates passed), without
+    its per-call encoding sniffing: a batch decodes thousands of small values."""
+    return _DECODER.decode(data.decode("utf-8", "surrogatepass"))
+
+
+def _read_blocks(
+    store: Storage, keys: Sequence[int], raw: dict[int, bytes] | None = None
+) -> dict[int, list[RecordKey] | None]:
+    """Each block's stored rows (None: over its cap); blocks not stored are left out. ``raw``
+    receives the stored bytes, which :func:`_grown` extends rather than encoding a list again."""
     out: dict[int, list[RecordKey] | None] = {}
     for key, data in zip(keys, store.get_values(BLOCKS_MAP, list(keys)), strict=True):
         if data is not None:
-            held = json.loads(data)
+            try:
+                held = _loads(data)
+            except ValueError as exc:
+                raise StorageDamagedError(
+                    f"stored block {key} of the records index is not readable ({exc!r}); the store is "
+                    "damaged: build a new index"
+                ) from exc
             out[key] = None if held == OVER_CAP else list(held)
+            if raw is not None:
+                raw[key] = data
     return out
 
 
@@ -574,52 +631,70 @@ def _key_columns(columns: Sequence[tuple[str, str]], rows: Sequence[Values]) -> 
 
 
 def _read_rows(store: Storage, keys: Sequence[RecordKey]) -> dict[RecordKey, StoredRow]:
+    """The stored rows of ``keys`` (those stored), their blocks unread (:meth:`StoredRow.decode_checked`)."""
     found = store.get_values(ROWS_MAP, list(keys))
-    return {
-        key: StoredRow.decode(data, key) for key, data in zip(keys, found, strict=True) if data is not None
-    }
+    decode = StoredRow.decode_checked
+    return {key: decode(data, key) for key, data in zip(keys, found, strict=True) if data is not None}
 
 
 def _write(
     store: Storage,
     rows: dict[RecordKey, StoredRow],
-    blocks: dict[int, list[RecordKey] | None],
+    blocks: dict[int, bytes],
     state: dict[str, bytes] | None = None,
 ) -> None:
-    """Blocks, the state entries, then rows (one transaction on SQL stores: the caller holds
-    ``exclusive``; elsewhere a crash leaves at worst blocks naming rows never stored and a row
-    count a batch too high, which only moves the next refit)."""
-    block_keys_ = list(blocks)
-    encoded = [
-        json.dumps(OVER_CAP if held is None else held, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        for held in blocks.values()
-    ]
-    store.put_values(BLOCKS_MAP, block_keys_, encoded)
+    """Blocks (encoded by :func:`_grown`), the state entries, then rows (one transaction on
+    SQL stores: the caller holds ``exclusive``; elsewhere a crash leaves at worst blocks naming
+    rows never stored and a row count a batch too high, which only moves the next refit)."""
+    store.put_values(BLOCKS_MAP, list(blocks), list(blocks.values()))
     if state:
         store.put_values(STATE_MAP, list(state), list(state.values()))
     store.put_values(ROWS_MAP, list(rows), [row.encode() for row in rows.values()])
+
+
+_OVER_CAP_JSON = json.dumps(OVER_CAP).encode()
 
 
 def _grown(
     model: RecordsModel,
     stored: dict[int, list[RecordKey] | None],
     holders: dict[tuple[int, int], list[RecordKey]],
-) -> dict[int, list[RecordKey] | None]:
-    """The blocks after adding ``holders`` (new rows per (type, block)): appended, replaced
-    by the over-cap mark past the type's cap; the copies block keeps its first row only."""
-    out: dict[int, list[RecordKey] | None] = {}
+    raw: Mapping[int, bytes] | None = None,
+) -> dict[int, bytes]:
+    """The blocks after adding ``holders`` (new rows per (type, block)) as JSON to store:
+    appended, replaced by the over-cap mark past the type's cap; the copies block keeps its
+    first row only. A stored list whose bytes are in ``raw`` is extended on them: a batch
+    rewrites thousands of blocks, most of whose keys were encoded when first stored."""
+    # json.dumps of each list, built from each new key's JSON made once
+    distinct = dict.fromkeys(itertools.chain.from_iterable(holders.values()))
+    texts = {key: json.dumps(key, ensure_ascii=False) for key in distinct}
+    before = raw or {}
+    out: dict[int, bytes] = {}
     for (number, block), keys in holders.items():
-        if block in stored and stored[block] is None:
+        held = stored.get(block, [])
+        if held is None:
             continue  # over its cap for good
-        held = list(stored.get(block) or [])
         if number == len(model.specs):
             if not held:
-                out[block] = keys[:1]
+                out[block] = _json_list([texts[key] for key in keys[:1]])
             continue
         known = set(held)
-        held.extend(key for key in keys if key not in known)
-        out[block] = None if len(held) > model.caps[number] else held
+        added = [key for key in keys if key not in known]
+        if len(held) + len(added) > model.caps[number]:
+            out[block] = _OVER_CAP_JSON
+        elif not held:
+            out[block] = _json_list([texts[key] for key in added])
+        elif block in before and before[block].endswith(b"]"):
+            tail = b"".join(b", " + texts[key].encode("utf-8", "surrogatepass") for key in added)
+            out[block] = before[block][:-1] + tail + b"]"
+        else:
+            out[block] = json.dumps([*held, *added], ensure_ascii=False).encode("utf-8", "surrogatepass")
     return out
+
+
+def _json_list(texts: list[str]) -> bytes:
+    """``json.dumps`` of a list whose items' JSON is given."""
+    return ("[" + ", ".join(texts) + "]").encode("utf-8", "surrogatepass")
 
 
 # -- the first run ----------------------------------------------------------------------------
@@ -721,18 +796,19 @@ def _store_rows(
     state: dict[str, bytes],
 ) -> None:
     """Store rows whose groups are decided, with their blocks, in one transaction."""
-    blocks = [block_keys(model, row) for row in values]
+    blocks = rows_block_keys(model, values)
     holders: dict[tuple[int, int], list[RecordKey]] = {}
     for key, row_blocks in zip(keys, blocks, strict=True):
         for pair in row_blocks:
             holders.setdefault(pair, []).append(key)
     with store.exclusive():
-        stored = _read_blocks(store, sorted({block for _, block in holders}))
+        raw: dict[int, bytes] = {}
+        stored = _read_blocks(store, sorted({block for _, block in holders}), raw)
         rows = {
             key: StoredRow(row, group, tuple(block for _, block in row_blocks))
             for key, row, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
         }
-        _write(store, rows, _grown(model, stored, holders), state)
+        _write(store, rows, _grown(model, stored, holders, raw), state)
 
 
 # -- refit ------------------------------------------------------------------------------------
@@ -775,7 +851,7 @@ def refit_stored(store: Storage, where: str, key: str, batch_size: int = DEFAULT
         gone = [block for batch in store.scan_values(BLOCKS_MAP) for block, _ in batch]
         for start in range(0, len(gone), batch_size * 10):
             store.remove_values(BLOCKS_MAP, gone[start : start + batch_size * 10])
-        blocks = [block_keys(model, row) for row in values]
+        blocks = rows_block_keys(model, values)
         holders: dict[tuple[int, int], list[RecordKey]] = {}
         for row_key, row_blocks in zip(keys, blocks, strict=True):
             for pair in row_blocks:
@@ -868,17 +944,21 @@ class _Checker:
             self._query(batch)
 
     def _query(self, batch: _Batch) -> None:
+        """One read of the blocks and one of the stored rows for the whole batch, every
+        candidate pair scored at once; nothing is written."""
         self._follow()
-        blocks = [block_keys(self.model, values) for values in batch.values]
-        stored = _read_blocks(self.store, sorted({block for row in blocks for _, block in row}))
-        found = [
-            self._stored_candidates(blocks[row], stored, {}, batch.keys[row]) for row in range(len(blocks))
-        ]
-        rows = _read_rows(self.store, sorted({key for keys in found for key in keys}, key=_order))
+        blocks = rows_block_keys(self.model, batch.values)
+        stored = _read_blocks(self.store, list({block for row in blocks for _, block in row}))
+        open_ = self._open(stored, {pair: 1 for row in blocks for pair in row})
+        found = [_stored_candidates(open_, row, key) for row, key in zip(blocks, batch.keys, strict=True)]
+        rows = _read_rows(self.store, list({key: None for keys in found for key in keys}))
         found = [[other for other in keys if other in rows] for keys in found]
+        others = list({other: None for keys in found for other in keys})
+        node = {other: index for index, other in enumerate(others, len(batch.keys))}
+        i = np.repeat(np.arange(len(found), dtype=np.int64), [len(keys) for keys in found])
+        j = np.fromiter((node[other] for keys in found for other in keys), dtype=np.int64, count=len(i))
         chances = self._probabilities(
-            [batch.values[row] for row, keys in enumerate(found) for _ in keys],
-            [rows[other].values for keys in found for other in keys],
+            _table([*batch.values, *(rows[other].values for other in others)]), i, j
         )
         every = self.result.mode == "all"
         start = 0
@@ -892,8 +972,8 @@ class _Checker:
             )
 
     def _add(self, batch: _Batch) -> None:
-        """Read the batch's stored rows and blocks, score every candidate pair at once, decide
-        each new row in order (against stored rows and the new rows before it), write."""
+        """Read the batch's stored rows and blocks once, score every candidate pair at once,
+        decide each new row (against stored rows and the new rows before it), write."""
         size = self._follow()
         present = _read_rows(self.store, batch.keys)
         new = []
@@ -908,44 +988,61 @@ class _Checker:
             size = _Size(size.rows, self.generation)
             state[MODEL_ENTRY] = json.dumps(self.model.to_meta(), ensure_ascii=False).encode()
         state[SIZE_ENTRY] = size.encode()
-        blocks = {row: block_keys(self.model, batch.values[row]) for row in new}
-        holders: dict[tuple[int, int], list[RecordKey]] = {}
-        for row in new:
-            for pair in blocks[row]:
-                holders.setdefault(pair, []).append(batch.keys[row])
-        stored = _read_blocks(self.store, sorted({block for _, block in holders}))
-        found = {row: self._stored_candidates(blocks[row], stored, holders, batch.keys[row]) for row in new}
-        rows = _read_rows(self.store, sorted({key for keys in found.values() for key in keys}, key=_order))
-        position = {batch.keys[row]: row for row in new}
-        candidates = {
-            row: [other for other in found[row] if other in rows]
-            + self._batch_candidates(blocks[row], stored, holders, row, position)
-            for row in new
-        }
-        chances = self._probabilities(
-            [batch.values[row] for row in new for _ in candidates[row]],
-            [
-                rows[o].values if o in rows else batch.values[position[o]]
-                for row in new
-                for o in candidates[row]
-            ],
-        )
-        groups = self._decide(batch, new, candidates, chances, rows)
+        keys = [batch.keys[row] for row in new]
+        values = [batch.values[row] for row in new]
+        blocks = rows_block_keys(self.model, values)
+        members: dict[tuple[int, int], list[int]] = {}  # the new rows (positions in keys) of each block
+        for position, row_blocks in enumerate(blocks):
+            for pair in row_blocks:
+                members.setdefault(pair, []).append(position)
+        raw: dict[int, bytes] = {}
+        stored = _read_blocks(self.store, list({block for _, block in members}), raw)
+        open_ = self._open(stored, {pair: len(held) for pair, held in members.items()})
+        found = [_stored_candidates(open_, row, key) for row, key in zip(blocks, keys, strict=True)]
+        rows = _read_rows(self.store, list({key: None for keys_ in found for key in keys_}))
+        shared = {pair: held for pair, held in members.items() if len(held) > 1 and open_[pair] is not None}
+        candidates = [
+            [other for other in found[position] if other in rows]
+            + _batch_candidates(shared, open_, blocks[position], position, keys)
+            for position in range(len(keys))
+        ]
+        others = sorted({other for row in candidates for other in row if other in rows}, key=_order)
+        node = {key: index for index, key in enumerate([*keys, *others])}
+        i = np.repeat(np.arange(len(keys), dtype=np.int64), [len(row) for row in candidates])
+        j = np.fromiter((node[other] for row in candidates for other in row), dtype=np.int64, count=len(i))
+        chances = self._probabilities(_table([*values, *(rows[other].values for other in others)]), i, j)
+        groups = self._decide(keys, others, rows, i, j, chances)
         added = {
-            batch.keys[row]: StoredRow(
-                batch.values[row], groups[batch.keys[row]], tuple(block for _, block in blocks[row])
-            )
-            for row in new
+            key: StoredRow(row_values, group, tuple(block for _, block in row_blocks))
+            for key, row_values, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
         }
-        _write(self.store, added, _grown(self.model, stored, holders), state)
+        holders = {pair: [keys[position] for position in held] for pair, held in members.items()}
+        _write(self.store, added, _grown(self.model, stored, holders, raw), state)
+        first = dict(zip(keys, new, strict=True))
         for row, key in enumerate(batch.keys):
-            if key in added and position.get(key) == row:
+            if first.get(key) == row:
                 self.result.rows.append(CheckedRow(key, "added", added[key].group, self.best.get(key, ())))
                 self.result.added += 1
             else:
                 before = present[key].group if key in present else None
                 self.result.rows.append(CheckedRow(key, "stored", before))
                 self.result.skipped += 1
+
+    def _open(
+        self, stored: dict[int, list[RecordKey] | None], counts: dict[tuple[int, int], int]
+    ) -> dict[tuple[int, int], list[RecordKey] | None]:
+        """Per (key type, block) of the batch, its stored rows, or None where it makes no pairs:
+        over its cap for good, or past its type's cap with ``counts`` rows of the batch (the
+        batch's new rows in it, or the row itself in a query). The copies block has no cap."""
+        specs, caps = len(self.model.specs), self.model.caps
+        out: dict[tuple[int, int], list[RecordKey] | None] = {}
+        for pair, count in counts.items():
+            number, block = pair
+            held = stored.get(block, [])
+            if held is not None and number < specs and len(held) + count > caps[number]:
+                held = None
+            out[pair] = held
+        return out
 
     def _follow(self) -> _Size:
         """The store's size entry, with the model of its generation taken up if another
@@ -979,32 +1076,29 @@ class _Checker:
 
     def _decide(
         self,
-        batch: _Batch,
-        new: list[int],
-        candidates: dict[int, list[RecordKey]],
-        chances: npt.NDArray[np.float64],
+        keys: list[RecordKey],
+        stored: list[RecordKey],
         rows: dict[RecordKey, StoredRow],
-    ) -> dict[RecordKey, RecordKey]:
+        i: npt.NDArray[np.int64],
+        j: npt.NDArray[np.int64],
+        chances: npt.NDArray[np.float64],
+    ) -> list[RecordKey]:
         """The new rows' groups, joined as the batch joins rows (accepted pairs most
         probable first, under the chain guard: :func:`~neardup.records.learned.guarded_pairs`),
         except that two stored groups are never joined: a component holding stored rows takes
-        their group, any other the key of its first new row."""
-        keys = [batch.keys[row] for row in new]
-        stored = sorted({other for row in new for other in candidates[row] if other in rows}, key=_order)
-        node = {key: index for index, key in enumerate([*keys, *stored])}
-        sizes = [len(candidates[row]) for row in new]
-        i = np.repeat(np.arange(len(new), dtype=np.int64), sizes)
-        j = np.asarray([node[other] for row in new for other in candidates[row]], dtype=np.int64)
-        accepted = np.flatnonzero([self._accepts(chance) for chance in chances.tolist()]).astype(np.int64)
+        their group, any other the key of its first new row. Nodes are the new ``keys``, then
+        the ``stored`` candidates; pair ``k`` is (new row ``i[k]``, node ``j[k]``)."""
+        names = [*keys, *stored]
+        accepted = np.flatnonzero(chances >= self._limit()).astype(np.int64)
         first_of: dict[RecordKey, int] = {}
-        first = np.arange(len(node), dtype=np.int64)
+        first = np.arange(len(names), dtype=np.int64)
         for index, key in enumerate(stored, len(keys)):
             first[index] = first_of.setdefault(rows[key].group, index)
-        apart = np.arange(len(node)) >= len(keys)
+        apart = np.arange(len(names)) >= len(keys)
         kept = guarded_pairs(i, j, chances, accepted, first, apart)
-        links = np.flatnonzero(first != np.arange(len(node)))
+        links = np.flatnonzero(first != np.arange(len(names)))
         cluster = cluster_records(
-            len(node), np.concatenate([i[kept], links]), np.concatenate([j[kept], first[links]])
+            len(names), np.concatenate([i[kept], links]), np.concatenate([j[kept], first[links]])
         ).cluster.tolist()
         anchor = {cluster[index]: rows[key].group for index, key in enumerate(stored, len(keys))}
         groups: list[RecordKey] = [anchor.get(label, keys[min(label, len(keys) - 1)]) for label in cluster]
@@ -1012,73 +1106,30 @@ class _Checker:
         for pair in sorted(accepted.tolist(), key=lambda pair: -chances[pair]):
             left, right = int(i[pair]), int(j[pair])
             if groups[left] == groups[right] and keys[left] not in self.best:
-                other = [*keys, *stored][right]
-                self.best[keys[left]] = (RecordMatch(other, groups[right], float(chances[pair])),)
+                self.best[keys[left]] = (RecordMatch(names[right], groups[right], float(chances[pair])),)
         # the component of a new row holds a new row or a stored group
-        return {key: groups[index] for index, key in enumerate(keys)}
+        return groups[: len(keys)]
 
-    def _stored_candidates(
-        self,
-        blocks: list[tuple[int, int]],
-        stored: dict[int, list[RecordKey] | None],
-        holders: dict[tuple[int, int], list[RecordKey]],
-        key: RecordKey,
-    ) -> list[RecordKey]:
-        """Stored rows sharing a block with the row, where the block (with the batch's new
-        rows, or the row itself in a query) stays within its type's cap; copies whatever the cap."""
-        found: dict[RecordKey, None] = {}
-        for number, block in blocks:
-            held = stored.get(block, [])
-            if held is None:
-                continue
-            if number < len(self.model.specs):
-                count = len(held) + max(1, len(holders.get((number, block), ())))
-                if count > self.model.caps[number]:
-                    continue
-            found.update((other, None) for other in held if other != key)
-        return list(found)
-
-    def _batch_candidates(
-        self,
-        blocks: list[tuple[int, int]],
-        stored: dict[int, list[RecordKey] | None],
-        holders: dict[tuple[int, int], list[RecordKey]],
-        row: int,
-        position: dict[RecordKey, int],
-    ) -> list[RecordKey]:
-        """The new rows before this one that share a block within its type's cap."""
-        found: dict[RecordKey, None] = {}
-        for number, block in blocks:
-            held = stored.get(block, [])
-            if held is None:
-                continue
-            new = holders.get((number, block), [])
-            if number < len(self.model.specs) and len(held) + len(new) > self.model.caps[number]:
-                continue
-            found.update((other, None) for other in new if position[other] < row and other not in held)
-        return list(found)
-
-    def _probabilities(self, left_rows: list[Values], right_rows: list[Values]) -> npt.NDArray[np.float64]:
-        """The match probability of each pair of rows (1 for an exact copy)."""
-        if not left_rows:
+    def _probabilities(
+        self, table: npt.NDArray[np.object_], i: npt.NDArray[np.int64], j: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """The match probability of each pair of rows ``(table[i[k]], table[j[k]])`` (1 for an
+        exact copy), a column of all the batch's pairs at a time."""
+        if not len(i):
             return np.zeros(0, dtype=np.float64)
         model = self.model
-        count = len(left_rows)
-        levels = np.full((count, len(model.columns)), -1, dtype=np.int8)
+        levels = np.full((len(i), len(model.columns)), -1, dtype=np.int8)
         shared = []
+        equal = np.ones(len(i), dtype=bool)
         for column, kind in enumerate(model.kinds):
-            left = np.empty(count, dtype=object)
-            left[:] = [values[column] for values in left_rows]
-            right = np.empty(count, dtype=object)
-            right[:] = [values[column] for values in right_rows]
+            left, right = table[i, column], table[j, column]
             levels[:, column] = compare_values(left, right, kind, model.idf[column])
+            differ = left != right
+            equal &= ~differ
             same = left.copy()
-            same[left != right] = None
+            same[differ] = None
             shared.append(same)
-        copies = np.asarray(
-            [a == b and any(v is not None for v in a) for a, b in zip(left_rows, right_rows, strict=True)],
-            dtype=bool,
-        )
+        copies = equal & (table[i] != None).any(axis=1)  # noqa: E711 - elementwise on objects
         if model.learned:
             pairs = PairLevels(model.names, model.kinds, levels, tuple(shared))
             chances = match_probability(model.weights, pairs, model.terms)
@@ -1089,9 +1140,55 @@ class _Checker:
             chances = np.where(share >= FEW_PAIRS_AGREEMENT, 1.0, 0.0)
         return np.where(copies, 1.0, chances)
 
-    def _accepts(self, probability: float) -> bool:
+    def _limit(self) -> float:
         # with nothing learned, the agreement rule alone decides (as in the batch)
-        return probability >= (self.model.threshold if self.model.learned else 1.0)
+        return self.model.threshold if self.model.learned else 1.0
+
+    def _accepts(self, probability: float) -> bool:
+        return probability >= self._limit()
+
+
+def _stored_candidates(
+    open_: dict[tuple[int, int], list[RecordKey] | None], blocks: list[tuple[int, int]], key: RecordKey
+) -> list[RecordKey]:
+    """The stored rows sharing an open block (:meth:`_Checker._open`) with a row, in the order
+    of its blocks and of their lists, each once, never the row itself."""
+    found = dict.fromkeys(itertools.chain.from_iterable([open_[pair] or () for pair in blocks]))
+    found.pop(key, None)
+    return list(found)
+
+
+def _batch_candidates(
+    shared: dict[tuple[int, int], list[int]],
+    open_: dict[tuple[int, int], list[RecordKey] | None],
+    blocks: list[tuple[int, int]],
+    position: int,
+    keys: list[RecordKey],
+) -> list[RecordKey]:
+    """The new rows before the one at ``position`` that share an open block with it (``shared``:
+    the open blocks holding two new rows or more, their rows in order) and that the block's
+    stored list does not name already."""
+    found: dict[RecordKey, None] = {}
+    for pair in blocks:
+        held = shared.get(pair)
+        if held is None:
+            continue
+        named = open_[pair] or ()
+        for other in held:
+            if other == position:
+                break
+            if keys[other] not in named:
+                found[keys[other]] = None
+    return list(found)
+
+
+def _table(rows: Sequence[Values]) -> npt.NDArray[np.object_]:
+    """Rows of values as one (rows, columns) object array, for pairs taken by index."""
+    width = len(rows[0]) if rows else 0
+    table = np.empty((len(rows), width), dtype=object)
+    for index, values in enumerate(rows):
+        table[index, :] = values
+    return table
 
 
 def _matches(
