@@ -26,7 +26,7 @@ from neardup.dedup.pipeline import DedupSettings, dedup_documents
 from neardup.dedup.prefix_search import prefix_pairs
 from neardup.dedup.seen_ids import SeenIds
 from neardup.dedup.short_texts import ShortTexts
-from neardup.dedup.workspace import Workspace
+from neardup.dedup.workspace import SHARES, Workspace
 from neardup.errors import ConfigError, InputError
 from neardup.io.read import read_records
 from neardup.io.record import Record
@@ -270,20 +270,27 @@ def test_short_texts_give_the_pairs_and_jaccards_of_all_sets_at_once_when_spille
     rng = np.random.default_rng(6)
     keys, owners = _short_sets(rng, 3000)
     expected = prefix_pairs(keys, owners, 0.5, max_bucket=20, hub=2)
+    # Sets that fit their share (16 bytes an entry) while the search over them would not
+    # (WORKING_BYTES an entry) stay in memory and are searched in partitions.
+    partitioned_space = Workspace(int(keys.size * 64 / SHARES["short_texts"]), tmp_path)
     held, spilled = ShortTexts(), ShortTexts(Workspace(1 << 20, tmp_path))
+    partitioned = ShortTexts(partitioned_space)
     for low in range(0, 3000, 256):
         chosen = (owners >= low) & (owners < low + 256)
         held.append(keys[chosen], owners[chosen])
         spilled.append(keys[chosen], owners[chosen])
-    assert spilled.spilled and not held.spilled
+        partitioned.append(keys[chosen], owners[chosen])
+    assert spilled.spilled and not held.spilled and not partitioned.spilled
     found = {}
-    for name, sets in (("held", held), ("spilled", spilled)):
+    for name, sets in (("held", held), ("spilled", spilled), ("partitioned", partitioned)):
         tiles = PairTiles(3000, 1 << 40)
         sets.add_pairs(tiles, 0.5, 20, 2)
         tiles.finish()
         found[name] = tiles.all()
     assert expected.size > 1000
     assert np.array_equal(found["held"], expected) and np.array_equal(found["spilled"], expected)
+    assert np.array_equal(found["partitioned"], expected)
+    assert partitioned_space.spilled, "the search over sets too many for its share was not partitioned"
     left_over = {path.name for path in tmp_path.rglob("short-*")}
     assert left_over == {path.name for path in tmp_path.rglob("short-texts-*")}, "a partition file was left"
     members = np.unique(owners)

@@ -212,14 +212,17 @@ class ShortTexts:
 
     def add_pairs(self, found: PairTiles, threshold: float, max_bucket: int, hub: int) -> None:
         """Add the pairs of the exact prefix search over every set to ``found`` (as sure
-        candidates): at once when the sets are held, else in partitions (module docstring)."""
-        if not self.spilled:
+        candidates): at once when the search's working memory fits the share (the sets held
+        take 16 bytes an entry, the search over them about :data:`WORKING_BYTES`), else in
+        partitions (module docstring), whether the sets were spilled or not."""
+        share = max(1, self.workspace.share("short_texts"))
+        if not self.spilled and self.entries * WORKING_BYTES <= share:
             entries = self._all_held()
             found.add(
                 prefix_pairs(entries["key"], entries["document"], threshold, max_bucket, hub), sure=True
             )
             return
-        parts = max(2, -(-self.entries * WORKING_BYTES // max(1, self.workspace.share("short_texts"))))
+        parts = max(2, -(-self.entries * WORKING_BYTES // share))
         by_key = _Spool(self.workspace, "short-keys", parts, ENTRY)
         for number in range(len(self._blocks)):
             block = self._block(number)
