@@ -21,7 +21,9 @@ from click.testing import CliRunner, Result
 from neardup import BlockScheme, ConfigError, FingerprintConfig, Fingerprinter
 from neardup.cli.main import main
 from neardup.dedup.batch import brute_force_pairs
+from neardup.dedup.candidates import CandidateSettings
 from neardup.dedup.clusters import components
+from neardup.dedup.key_buckets import as_pairs, keyed_pairs
 from neardup.io.record import Record
 
 from .conftest import shared_file, write_lines
@@ -35,6 +37,7 @@ from pyspark.sql import functions as F
 
 from neardup.spark.components import connected_components
 from neardup.spark.groups import VerifyPlan, verify_groups
+from neardup.spark.keyed import bucket_pair_column, bucket_pairs
 from neardup.spark.keys import selection_column
 from neardup.spark.pairs import PairSearch
 from neardup.spark.session import build_session
@@ -292,6 +295,29 @@ def test_pair_search_splits_crowded_buckets_and_stays_exact(spark: SparkSession)
         zip(expected.i.tolist(), expected.j.tolist(), expected.distance.tolist(), strict=True)
     )
     assert len(found) >= 40
+
+
+def test_band_buckets_pair_as_keyed_pairs_does_each_pair_once(spark: SparkSession) -> None:
+    """The JVM's pairing of a bucket (all pairs, or above max_bucket those of the first hub
+    members) is ``keyed_pairs``' for one band, each pair once, at sizes around max_bucket."""
+    settings = CandidateSettings(max_bucket=6, hub=2)
+    rng = np.random.default_rng(8)
+    buckets = [sorted(rng.choice(1 << 50, size=size, replace=False).tolist()) for size in (2, 3, 6, 7, 12)]
+    rows = [(key, order) for key, members in enumerate(buckets) for order in reversed(members)]
+    frame = (
+        spark.createDataFrame(rows, "key long, order long")
+        .groupBy("key")
+        .agg(F.collect_list("order").alias("members"))
+    )
+    pairs = frame.select("key", F.inline(bucket_pair_column(F.array_sort("members"), settings))).collect()
+    for key, members in enumerate(buckets):
+        found = [(int(r["a"]), int(r["b"])) for r in pairs if r["key"] == key]
+        owners = np.asarray(members, dtype=np.int64)
+        local = as_pairs(keyed_pairs(np.zeros(len(members)), np.arange(len(members)), 6, 2))
+        expected = sorted((members[i], members[j]) for i, j in local.tolist())
+        assert sorted(found) == expected == sorted(bucket_pairs(owners.tolist(), settings))
+        assert len(set(found)) == len(found)
+    assert len([r for r in pairs if r["key"] == 4]) == 11 + 10
 
 
 def test_verify_groups_without_spark_matches_brute_force() -> None:

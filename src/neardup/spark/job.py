@@ -70,7 +70,7 @@ FINGERPRINT_SCHEMA = T.StructType(
         T.StructField("row", T.StringType(), True),
         T.StructField("error", T.StringType(), True),
         T.StructField("text", T.StringType(), True),
-        T.StructField("bands", T.BinaryType(), True),
+        T.StructField("bands", T.ArrayType(T.LongType(), False), True),
         T.StructField("check", T.BinaryType(), True),
         T.StructField("short", T.BinaryType(), True),
     ]

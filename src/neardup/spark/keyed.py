@@ -24,12 +24,11 @@ set:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from itertools import combinations
 from typing import Any
 
 import numpy as np
 from pyspark import RDD
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ..dedup.candidates import CandidateSettings
@@ -48,16 +47,34 @@ _SIGN_BIT = -(1 << 63)
 def bucket_pairs(
     members: Iterable[int], settings: CandidateSettings = LSH_SETTINGS
 ) -> Iterator[tuple[int, int]]:
-    """The pairs ``keyed_pairs`` makes of one bucket: all of them, or, above ``max_bucket``
-    members, each member with the first ``hub`` members (in input order)."""
+    """The pairs ``keyed_pairs`` makes of one bucket, each once: all of them, or, above
+    ``max_bucket`` members, those of each of the first ``hub`` members (in input order)."""
     ordered = sorted(members)
-    if len(ordered) <= settings.max_bucket:
-        yield from combinations(ordered, 2)
-        return
-    for head in ordered[: settings.hub]:
-        for member in ordered:
-            if member != head:
-                yield (min(head, member), max(head, member))
+    for place, head in enumerate(ordered[: pairing_heads(len(ordered), settings)]):
+        for member in ordered[place + 1 :]:
+            yield head, member
+
+
+def pairing_heads(size: int, settings: CandidateSettings = LSH_SETTINGS) -> int:
+    """How many of a bucket's first members (in input order) are paired with every later
+    one: ``keyed_pairs``' pairs are exactly those with a member among them."""
+    return size if size <= settings.max_bucket else min(size, settings.hub)
+
+
+def bucket_pair_column(ordered: Column, settings: CandidateSettings = LSH_SETTINGS) -> Column:
+    """:func:`bucket_pairs` as a Spark SQL expression over a sorted array of a bucket's
+    members: an array of (a, b) structs, so buckets are paired in the JVM."""
+    size = F.size(ordered)
+    heads = F.when(size <= settings.max_bucket, size).otherwise(F.least(size, F.lit(settings.hub)))
+    return F.flatten(
+        F.transform(
+            F.sequence(F.lit(0), heads - 1),
+            lambda place: F.transform(
+                F.slice(ordered, place + 2, size - place - 1),
+                lambda member: F.struct(F.element_at(ordered, place + 1).alias("a"), member.alias("b")),
+            ),
+        )
+    )
 
 
 def prefix_length(size: int, threshold: float) -> int:

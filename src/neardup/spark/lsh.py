@@ -7,10 +7,12 @@ with default settings, because every number comes from the same functions:
    one-permutation sketch → its band keys and 512 check bins (``sketch_long``, as the batch
    search), and the shingles of short documents; each depends on the document alone (and
    the seed);
-2. (band, key) → order key, grouped: each bucket's members ordered by order key (the input
-   order, as the local document numbers) and paired by the ``max_bucket``/``hub`` rule of
-   ``keyed_pairs`` (:func:`bucket_pairs`); a pair found by ``hits`` bands is a candidate
-   (counted by a grouped count, as ``PairTiles`` counts them);
+2. (band, key) → order key, grouped in the JVM (:func:`band_candidates`): the buckets of one
+   member are dropped there, the others' members ordered by order key (the input order, as
+   the local document numbers) and paired by the ``max_bucket``/``hub`` rule of
+   ``keyed_pairs`` (:func:`~neardup.spark.keyed.bucket_pair_column`); a pair found by ``hits``
+   bands is a candidate (a grouped count, as ``PairTiles`` counts them). No band key becomes a
+   Python row: there are ``bands`` of them per document, and nearly all are alone;
 3. the short documents (fewer than ``short_shingles / threshold`` shingles) are searched by
    :func:`~neardup.spark.keyed.prefix_candidates`, the steps of ``prefix_pairs`` as Spark
    operations: the same candidates, with no document on the driver;
@@ -26,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -35,11 +38,12 @@ from ..fingerprint.fingerprinter import Fingerprinter
 from ..similarity.shingles import shingles_of
 from ..similarity.sketches import CHECK_MARGIN, estimate_from_bins
 from ..text.normalize import Normalizer
-from .keyed import LSH_SETTINGS, bucket_pairs, prefix_candidates
+from .keyed import LSH_SETTINGS, bucket_pair_column, prefix_candidates
 from .pairs import PAIR_SCHEMA
 
-#: (bands, check bins, short shingles) per document, each raw bytes or None.
-Features = tuple[bytes | None, bytes | None, bytes | None]
+#: (band keys, check bins, short shingles) per document, each None when absent: the band keys
+#: as ``band << 32 | key`` (one long names a bucket), the others raw bytes.
+Features = tuple[list[int] | None, bytes | None, bytes | None]
 #: Candidate pairs joined to both documents: (a, b, w0a, w1a, w0b, w1b, check a, check b,
 #: short a, short b, text a, text b); texts None when the sketch decides.
 JoinedPair = tuple[Any, ...]
@@ -51,7 +55,7 @@ _WORD = (1 << 64) - 1
 def lsh_features(
     texts: Sequence[str], normalizer: Normalizer, settings: CandidateSettings = LSH_SETTINGS
 ) -> list[Features]:
-    """What ``CandidateSearch.add`` keeps of each text: the band keys (uint32) and the first
+    """What ``CandidateSearch.add`` keeps of each text: the band keys (:func:`band_key_values`) and the first
     ``check_bins`` sketch bins at 8 bits of documents with >= ``short_shingles`` shingles,
     and the shingle hashes (uint64) of documents with fewer than ``short_shingles /
     threshold`` (some have both)."""
@@ -63,23 +67,25 @@ def lsh_features(
     shorts: list[bytes | None] = [
         shingles.hashes[starts[k] : starts[k + 1]].tobytes() if short[k] else None for k in range(count)
     ]
-    bands: list[bytes | None] = [None] * count
+    bands: list[list[int] | None] = [None] * count
     checks: list[bytes | None] = [None] * count
     long = np.flatnonzero(sizes >= settings.short_shingles)
     if long.size:
         keys, check = sketch_long(shingles, long, settings)
-        keys = np.ascontiguousarray(keys.T)
+        values = band_key_values(keys).tolist()
         for row, document in enumerate(long.tolist()):
-            bands[document] = keys[row].tobytes()
+            bands[document] = values[row]
             checks[document] = check[row].tobytes() if check is not None else None
     return list(zip(bands, checks, shorts, strict=True))
 
 
-def band_rows(rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[tuple[int, int], int]]:
-    """((band, key), order) for each band key of (order, band keys) rows."""
-    for order, keys in rows:
-        for band, key in enumerate(np.frombuffer(keys, dtype=np.uint32).tolist()):
-            yield (band, key), order
+def band_key_values(keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
+    """(documents, bands) longs ``band << 32 | key`` of (bands, documents) band keys: a bucket
+    of the JVM's grouping is one long, and a list of them crosses to the JVM as ``array<long>``
+    (the grouping then needs no Python row per key)."""
+    bands = np.arange(keys.shape[0], dtype=np.int64) << 32
+    values: npt.NDArray[np.int64] = keys.T.astype(np.int64) | bands
+    return values
 
 
 def pair_similarity(
@@ -149,6 +155,22 @@ def _verified(
 # -- the Spark plumbing -------------------------------------------------------------------------
 
 
+def band_candidates(records: DataFrame, settings: CandidateSettings = LSH_SETTINGS) -> DataFrame:
+    """(a, b) pairs found by at least ``hits`` bands, all in the JVM: one (key, order) row per
+    band key, buckets grouped with their sizes, the buckets of one member (nearly all) dropped
+    before their members are listed, the others paired by :func:`bucket_pair_column` (each
+    pair once per band, as ``keyed_pairs``) and the pairs counted across bands."""
+    keyed = records.where(F.col("bands").isNotNull()).select("order", F.explode("bands").alias("key"))
+    buckets = (
+        keyed.groupBy("key")
+        .agg(F.count(F.lit(1)).alias("size"), F.collect_list("order").alias("members"))
+        .where(F.col("size") >= 2)
+    )
+    paired = buckets.select(F.inline(bucket_pair_column(F.array_sort("members"), settings)))
+    found = paired.groupBy("a", "b").agg(F.count(F.lit(1)).alias("bands"))
+    return found.where(F.col("bands") >= settings.hits).select("a", "b")
+
+
 def lsh_search(
     spark: SparkSession,
     records: DataFrame,
@@ -159,13 +181,10 @@ def lsh_search(
     """The verified pairs (PAIR_SCHEMA, table 0) of ``records`` (FINGERPRINT_SCHEMA rows with
     their LSH features) and the number of distinct candidates, persisted until the caller's
     ``unpersist`` of the returned frame's inputs ends (the candidates are released here)."""
-    long = records.where(F.col("bands").isNotNull()).select("order", "bands").rdd
-    buckets = long.mapPartitions(lambda rows: band_rows((int(r[0]), bytes(r[1])) for r in rows))
-    banded = buckets.groupByKey(partitions).flatMap(lambda item: bucket_pairs(item[1]))
-    found = spark.createDataFrame(banded, "a long, b long").groupBy("a", "b").count()
+    banded = band_candidates(records)
     shorts = records.where(F.col("short").isNotNull()).select("order", "short")
     prefixed = spark.createDataFrame(prefix_candidates(spark, shorts, partitions), "a long, b long")
-    every = found.where(F.col("count") >= LSH_SETTINGS.hits).select("a", "b").union(prefixed)
+    every = banded.union(prefixed)
     candidates = every.distinct().persist()
     count = candidates.count()
     columns = ["order", "w0", "w1", "check", "short", *(["text"] if exact else [])]
