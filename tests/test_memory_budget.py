@@ -24,7 +24,7 @@ from neardup.dedup.check_bins import CheckBins
 from neardup.dedup.pair_tiles import PairTiles
 from neardup.dedup.pipeline import DedupSettings, dedup_documents
 from neardup.dedup.prefix_search import prefix_pairs
-from neardup.dedup.seen_ids import SeenIds
+from neardup.dedup.seen_ids import PackedIds, SeenIds
 from neardup.dedup.short_texts import ShortTexts
 from neardup.dedup.workspace import SHARES, Workspace
 from neardup.errors import ConfigError, InputError
@@ -312,6 +312,20 @@ def test_a_workspace_makes_its_directory_only_when_something_spills(tmp_path: Pa
         path.write_bytes(b"x")
         assert space.spilled and path.parent.parent == tmp_path
     assert list(tmp_path.iterdir()) == []
+
+
+def test_packed_ids_give_back_each_id_as_it_was_added() -> None:
+    """The run's ids, packed: each reads back equal and of the same type (text or integer),
+    whatever its characters, by index, slice and iteration; equal to the list of them."""
+    ids: list[str | int] = ["a", "", "é文\ud800x", 5, -12, 2**70, "7", "0x1", " 3 "]
+    packed = PackedIds(ids[:4])
+    packed.extend(ids[4:])
+    assert len(packed) == len(ids) and list(packed) == ids and packed == ids
+    assert [packed[k] for k in range(len(ids))] == ids and packed[-3] == "7" and packed[2:5] == ids[2:5]
+    assert [type(value) for value in packed] == [type(value) for value in ids]
+    with pytest.raises(IndexError):
+        packed[len(ids)]
+    assert len(repr(PackedIds(f"id{k}" for k in range(100_000)))) < 100
 
 
 def test_seen_ids_refuse_exactly_the_repeats_with_where_the_first_was_read() -> None:

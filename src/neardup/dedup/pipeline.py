@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -48,7 +48,7 @@ from .candidates import CandidateSettings, bands_for
 from .clusters import Clusters, check_keep, cluster_records
 from .lsh import Sketcher, Sketches, band_candidates, confirm, explain_candidates, pair_distances
 from .pair_tiles import PairTiles
-from .seen_ids import SeenIds
+from .seen_ids import PackedIds, SeenIds
 from .summary import Summary
 from .workspace import DEFAULT_MEMORY, Workspace
 
@@ -247,7 +247,7 @@ class Collected:
 
     bits: int
     fingerprints: npt.NDArray[np.uint64]
-    ids: list[RecordId] = field(default_factory=list)
+    ids: PackedIds = field(default_factory=PackedIds)
     #: Text lengths, kept for ``keep="longest"`` only (8 bytes each).
     lengths: array[int] = field(default_factory=lambda: array("q"))
     records: list[Record] = field(default_factory=list)
@@ -519,7 +519,7 @@ class DedupResult:
     summary ``neardup dedup`` prints; bucket statistics; seconds per stage; the records when
     ``keep_records`` asked; one explanation per pair when ``explain`` asked."""
 
-    ids: list[RecordId]
+    ids: Sequence[RecordId]
     pairs: Pairs
     clusters: Clusters
     summary: Summary
