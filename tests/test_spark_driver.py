@@ -344,7 +344,7 @@ def test_spark_session_settings_bind_loopback_in_local_mode_only(spark: SparkSes
 @pytest.mark.parametrize(
     ("flag", "stages"),
     [
-        ("--progress", ["fingerprints", "pairs", "clusters", "output"]),
+        ("--progress", ["fingerprints", "buckets", "pairs", "clusters", "output"]),
         (None, ["fingerprints", "buckets", "pairs", "clusters", "output"]),
         ("--no-progress", []),
     ],
@@ -393,7 +393,7 @@ def test_spark_run_dedup_reports_stages_with_records(spark: SparkSession, tmp_pa
     reports: list[StageProgress] = []
     result = run_dedup(spark, job, Outputs(pairs=str(tmp_path / "p.jsonl")), progress=reports.append)
     finished = [report for report in reports if report.finished]
-    assert [report.stage for report in finished] == ["fingerprints", "pairs", "clusters", "output"]
+    assert [report.stage for report in finished] == ["fingerprints", "buckets", "pairs", "clusters", "output"]
     assert list(result.seconds) == [report.stage for report in finished]
     assert all(report.done == report.tasks > 0 and report.records == result.records for report in finished)
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None

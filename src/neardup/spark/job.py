@@ -9,9 +9,11 @@ Stages, each materialised once so its time and progress can be reported
    loaded once on the driver and broadcast; user dictionaries and stopword lists are shipped
    with ``addFile``.
 2. *buckets* — (table, block key) rows from the same :class:`BlockScheme` (computed in the
-   JVM), bucket sizes, and the buckets of two or more records.
+   JVM), bucket sizes, and the buckets of two or more records; for the default search, the
+   LSH candidates (:func:`~neardup.spark.lsh.lsh_candidates`).
 3. *pairs* — group rows (crowded buckets split by the second hash), partitioned and sorted
-   by group, verified in Python by :func:`~neardup.spark.groups.verify_groups`.
+   by group, verified in Python by :func:`~neardup.spark.groups.verify_groups`; for the
+   default search, the candidates checked (:func:`~neardup.spark.lsh.lsh_check`).
 4. *clusters* — connected components by large-star/small-star over DataFrames, then the
    keep policy.
 5. *output* — lines built in SQL exactly as ``write_jsonl`` writes them, written by the
@@ -45,7 +47,7 @@ from ..fingerprint.idf import IdfModel
 from ..io.record import Record
 from .components import connected_components
 from .groups import VerifyPlan
-from .lsh import lsh_search
+from .lsh import lsh_candidates, lsh_check
 from .output import Outputs, write_outputs
 from .pairs import PairSearch, pair_stats
 from .progress import Report, Stages
@@ -160,8 +162,8 @@ def _run(
 
     records = fingerprints.where(F.col("error").isNull()).drop("error")
     if job.max_distance is None:
-        stages.begin("pairs")
-        pairs = _lsh_pairs(spark, records, workers, result, partitions)
+        stages.begin("buckets")
+        pairs = _lsh_pairs(spark, records, workers, result, partitions, lambda: stages.begin("pairs"))
     else:
         stages.begin("buckets")
         pairs = _simhash_pairs(spark, records, job, result, partitions, stats, lambda: stages.begin("pairs"))
@@ -210,12 +212,21 @@ def _simhash_pairs(
 
 
 def _lsh_pairs(
-    spark: SparkSession, records: DataFrame, workers: _Workers, result: DedupResult, partitions: int
+    spark: SparkSession,
+    records: DataFrame,
+    workers: _Workers,
+    result: DedupResult,
+    partitions: int,
+    on_candidates: Callable[[], object],
 ) -> DataFrame:
     """The pairs of ``neardup dedup``'s default search (persisted): shingle LSH candidates
-    pre-filtered on their sketches and confirmed on their texts. As locally, "empty" counts
-    the records without shingles."""
-    pairs, candidates = lsh_search(spark, records, True, workers.fingerprinter, partitions)
+    (the buckets stage; ``on_candidates`` is called once they are counted) pre-filtered on
+    their sketches and confirmed on their texts. As locally, "empty" counts the records
+    without shingles."""
+    found, candidates = lsh_candidates(spark, records, partitions)
+    on_candidates()
+    pairs = lsh_check(spark, records, found, True, workers.fingerprinter)
+    found.unpersist()
     result.empty = records.where(F.col("bands").isNull() & F.col("short").isNull()).count()
     _pair_totals(pairs, result)
     result.verify, result.method = "jaccard", "lsh"

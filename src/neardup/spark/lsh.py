@@ -44,9 +44,9 @@ from .pairs import PAIR_SCHEMA
 #: (band keys, check bins, short shingles) per document, each None when absent: the band keys
 #: as ``band << 32 | key`` (one long names a bucket), the others raw bytes.
 Features = tuple[list[int] | None, bytes | None, bytes | None]
-#: Candidate pairs joined to both documents: (a, b, w0a, w1a, w0b, w1b, check a, check b,
-#: short a, short b, text a, text b); texts None when the sketch decides.
-JoinedPair = tuple[Any, ...]
+#: Candidate pairs joined to both documents' sketch features: (a, b, w0a, w1a, w0b, w1b,
+#: check a, check b, short a, short b).
+SketchedPair = tuple[Any, ...]
 #: Pairs verified per call of ``verify_texts`` in a task.
 VERIFY_CHUNK = 4096
 _WORD = (1 << 64) - 1
@@ -111,26 +111,29 @@ def check_threshold(exact: bool, settings: CandidateSettings = LSH_SETTINGS) -> 
     return settings.threshold - CHECK_MARGIN if exact else settings.threshold
 
 
-def checked_pairs(
-    rows: Iterable[JoinedPair],
-    exact: bool,
-    fingerprinter: Callable[[], Fingerprinter],
-    settings: CandidateSettings = LSH_SETTINGS,
-) -> Iterator[tuple[int, int, int, int]]:
-    """(a, b, distance, 0) of the joined candidates that pass the sketch check and, when
-    ``exact``, the exact shingle Jaccard of their texts where the sketch is unsure (as
-    :func:`~neardup.dedup.lsh.confirm`)."""
+def sketch_checked(
+    rows: Iterable[SketchedPair], exact: bool, settings: CandidateSettings = LSH_SETTINGS
+) -> Iterator[tuple[int, int, int, bool]]:
+    """(a, b, distance, sure) of the candidates that pass the sketch check; ``sure`` when the
+    sketch decides alone (always without ``exact``), else the texts decide (as
+    :func:`~neardup.dedup.lsh.confirm`), so only those pairs need their texts."""
     threshold = check_threshold(exact, settings)
-    pending: list[tuple[int, int, int, str, str]] = []
-    for a, b, w0a, w1a, w0b, w1b, check_a, check_b, short_a, short_b, text_a, text_b in rows:
+    for a, b, w0a, w1a, w0b, w1b, check_a, check_b, short_a, short_b in rows:
         similarity = pair_similarity(check_a, check_b, short_a, short_b)
         if similarity < threshold:
             continue
         distance = int(((w0a ^ w0b) & _WORD).bit_count() + ((w1a ^ w1b) & _WORD).bit_count())
-        if not exact or similarity >= settings.threshold + CHECK_MARGIN:  # the sketch is sure
-            yield a, b, distance, 0
-            continue
-        pending.append((a, b, distance, text_a, text_b))
+        yield a, b, distance, not exact or similarity >= settings.threshold + CHECK_MARGIN
+
+
+def verified_pairs(
+    rows: Iterable[tuple[int, int, int, str, str]], fingerprinter: Callable[[], Fingerprinter]
+) -> Iterator[tuple[int, int, int, int]]:
+    """(a, b, distance, 0) of the (a, b, distance, text a, text b) pairs whose exact shingle
+    Jaccard reaches the threshold, ``VERIFY_CHUNK`` pairs at a time."""
+    pending: list[tuple[int, int, int, str, str]] = []
+    for row in rows:
+        pending.append(row)
         if len(pending) >= VERIFY_CHUNK:
             yield from _verified(pending, fingerprinter())
             pending = []
@@ -171,36 +174,58 @@ def band_candidates(records: DataFrame, settings: CandidateSettings = LSH_SETTIN
     return found.where(F.col("bands") >= settings.hits).select("a", "b")
 
 
-def lsh_search(
-    spark: SparkSession,
-    records: DataFrame,
-    exact: bool,
-    fingerprinter: Callable[[], Fingerprinter],
-    partitions: int,
-) -> tuple[DataFrame, int]:
-    """The verified pairs (PAIR_SCHEMA, table 0) of ``records`` (FINGERPRINT_SCHEMA rows with
-    their LSH features) and the number of distinct candidates, persisted until the caller's
-    ``unpersist`` of the returned frame's inputs ends (the candidates are released here)."""
+def lsh_candidates(spark: SparkSession, records: DataFrame, partitions: int) -> tuple[DataFrame, int]:
+    """The distinct candidate pairs (a, b) of ``records`` (FINGERPRINT_SCHEMA rows with their
+    LSH features), persisted, and their number: the band candidates and the short documents'."""
     banded = band_candidates(records)
     shorts = records.where(F.col("short").isNotNull()).select("order", "short")
     prefixed = spark.createDataFrame(prefix_candidates(spark, shorts, partitions), "a long, b long")
-    every = banded.union(prefixed)
-    candidates = every.distinct().persist()
-    count = candidates.count()
-    columns = ["order", "w0", "w1", "check", "short", *(["text"] if exact else [])]
-    side = records.select(*columns)
-    left = side.select(*[F.col(c).alias(f"{c}_a") for c in columns])
-    right = side.select(*[F.col(c).alias(f"{c}_b") for c in columns])
-    joined = candidates.join(left, F.col("a") == F.col("order_a")).join(right, F.col("b") == F.col("order_b"))
-    texts = [F.col("text_a"), F.col("text_b")] if exact else [F.lit(None), F.lit(None)]
-    selected = joined.select(
-        "a", "b", "w0_a", "w1_a", "w0_b", "w1_b", "check_a", "check_b", "short_a", "short_b", *texts
+    candidates = banded.union(prefixed).distinct().persist()
+    return candidates, candidates.count()
+
+
+def _both_sides(pairs: DataFrame, records: DataFrame, columns: list[str]) -> DataFrame:
+    """``pairs`` with ``columns`` of document a (suffix _a) and of document b (suffix _b)."""
+    side = records.select("order", *columns)
+    left = side.select(*[F.col(c).alias(f"{c}_a") for c in ["order", *columns]])
+    right = side.select(*[F.col(c).alias(f"{c}_b") for c in ["order", *columns]])
+    return pairs.join(left, F.col("a") == F.col("order_a")).join(right, F.col("b") == F.col("order_b"))
+
+
+def lsh_check(
+    spark: SparkSession,
+    records: DataFrame,
+    candidates: DataFrame,
+    exact: bool,
+    fingerprinter: Callable[[], Fingerprinter],
+) -> DataFrame:
+    """The verified pairs (PAIR_SCHEMA, table 0) of the ``candidates``, persisted: each
+    candidate joined to both documents' sketch features and checked (:func:`sketch_checked`);
+    only the pairs the sketch leaves unsure are joined to their texts (a text is many times a
+    sketch) and confirmed on them (:func:`verified_pairs`)."""
+    features = ["w0", "w1", "check", "short"]
+    joined = _both_sides(candidates, records, features).select(
+        "a", "b", "w0_a", "w1_a", "w0_b", "w1_b", "check_a", "check_b", "short_a", "short_b"
     )
 
-    def task(rows: Iterable[Any]) -> Iterator[tuple[int, int, int, int]]:
-        return checked_pairs((tuple(row) for row in rows), exact, fingerprinter)
+    def sketch_task(rows: Iterable[Any]) -> Iterator[tuple[int, int, int, bool]]:
+        return sketch_checked((tuple(row) for row in rows), exact)
 
-    pairs = spark.createDataFrame(selected.rdd.mapPartitions(task), PAIR_SCHEMA, verifySchema=False).persist()
+    judged = spark.createDataFrame(
+        joined.rdd.mapPartitions(sketch_task),
+        "a long, b long, distance int, sure boolean",
+        verifySchema=False,
+    ).persist()
+    table = F.lit(0).cast("int").alias("table")
+    sure = judged.where(F.col("sure")).select("a", "b", "distance", table)
+    unsure = _both_sides(judged.where(~F.col("sure")).drop("sure"), records, ["text"])
+
+    def verify_task(rows: Iterable[Any]) -> Iterator[tuple[int, int, int, int]]:
+        return verified_pairs(((r[0], r[1], r[2], r[3], r[4]) for r in rows), fingerprinter)
+
+    texts = unsure.select("a", "b", "distance", "text_a", "text_b")
+    verified = spark.createDataFrame(texts.rdd.mapPartitions(verify_task), PAIR_SCHEMA, verifySchema=False)
+    pairs = sure.unionByName(verified).persist()
     pairs.count()
-    candidates.unpersist()
-    return pairs, count
+    judged.unpersist()
+    return pairs
