@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ..dedup.candidates import CandidateSettings, sketch_long
@@ -164,11 +164,10 @@ def band_candidates(records: DataFrame, settings: CandidateSettings = LSH_SETTIN
     before their members are listed, the others paired by :func:`bucket_pair_column` (each
     pair once per band, as ``keyed_pairs``) and the pairs counted across bands."""
     keyed = records.where(F.col("bands").isNotNull()).select("order", F.explode("bands").alias("key"))
-    buckets = (
-        keyed.groupBy("key")
-        .agg(F.count(F.lit(1)).alias("size"), F.collect_list("order").alias("members"))
-        .where(F.col("size") >= 2)
-    )
+    # A window counts each bucket after one shuffle and sort; an aggregate's map-side partial
+    # would sort every key row once more for nothing (nearly every key is alone).
+    sized = keyed.withColumn("size", F.count(F.lit(1)).over(Window.partitionBy("key")))
+    buckets = sized.where(F.col("size") >= 2).groupBy("key").agg(F.collect_list("order").alias("members"))
     paired = buckets.select(F.inline(bucket_pair_column(F.array_sort("members"), settings)))
     found = paired.groupBy("a", "b").agg(F.count(F.lit(1)).alias("bands"))
     return found.where(F.col("bands") >= settings.hits).select("a", "b")
