@@ -7,9 +7,9 @@ double (as an LSM tree merges), its record number, and its location as a line nu
 a source (``path:line``, the form readers give), the ids themselves being the list the run
 keeps for its output anyway. A hash found again is confirmed on the ids before it is an error.
 
-That list is :class:`PackedIds`: a list of Python strings costs ~70 bytes a 12-character id
-(the object and its pointer: ~0.7 GB at 10^7, held from the first record to the output), the
-packed form its UTF-8 bytes and 9 more.
+That list is :class:`PackedIds`: it is held from the first record to the output, and a
+Python string object per id costs several times the id's own bytes (figures in
+docs/candidates.md).
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ IntArray = npt.NDArray[np.int64]
 
 #: How a packed id reads back: text, or an integer (JSON ids may be either).
 _TEXT, _INTEGER = 0, 1
+
+
+def _unpacked(raw: bytearray, kind: int) -> RecordId:
+    return int(raw) if kind == _INTEGER else raw.decode("utf-8", "surrogatepass")
 
 
 class PackedIds(Sequence[RecordId]):
@@ -70,14 +74,12 @@ class PackedIds(Sequence[RecordId]):
         if not 0 <= index < len(self._ends):
             raise IndexError(f"id {index} is not among the {len(self._ends)} held")
         start = self._ends[index - 1] if index else 0
-        raw = self._bytes[start : self._ends[index]]
-        return int(raw) if self._kinds[index] == _INTEGER else raw.decode("utf-8", "surrogatepass")
+        return _unpacked(self._bytes[start : self._ends[index]], self._kinds[index])
 
     def __iter__(self) -> Iterator[RecordId]:
-        data, kinds, start = self._bytes, self._kinds, 0
+        start = 0
         for index, end in enumerate(self._ends):
-            raw = data[start:end]
-            yield int(raw) if kinds[index] == _INTEGER else raw.decode("utf-8", "surrogatepass")
+            yield _unpacked(self._bytes[start:end], self._kinds[index])
             start = end
 
     def __eq__(self, other: object) -> bool:
