@@ -352,6 +352,26 @@ def test_shingle_sets_in_forked_workers_are_the_same(monkeypatch: pytest.MonkeyP
     assert np.array_equal(shared.jaccard(i, j, workers=2), alone.jaccard(i, j))
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_shingle_sets_of_two_groups_give_the_jaccard_of_one(
+    workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pairs between two separately shingled groups of texts (a row's first records held, the
+    second ones shingled beside them) get the Jaccard of one set of all the texts."""
+    monkeypatch.setattr(shingle_sets, "PARALLEL_PAIRS", 10)
+    monkeypatch.setattr(shingle_sets, "QUERY_CHUNK", 64)
+    texts = [*verifier_test_texts()[:60], "", ""]
+    firsts, seconds = texts[::2], texts[1::2]
+    i, j = np.meshgrid(np.arange(len(firsts)), np.arange(len(seconds)), indexing="ij")
+    i, j = i.reshape(-1), j.reshape(-1)
+    whole = ShingleSets.of(len(texts), texts.__getitem__)
+    left = ShingleSets.of(len(firsts), firsts.__getitem__)
+    right = ShingleSets.of(len(seconds), seconds.__getitem__)
+    expected = whole.jaccard(2 * i, 2 * j + 1)
+    assert np.array_equal(left.jaccard(i, j, workers, other=right), expected)
+    assert expected.min() < 0.1 and expected.max() == 1.0  # unrelated, and the two empty texts
+
+
 def test_check_bins_in_blocks_read_back_as_one_array(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(check_bins, "BLOCK_ROWS", 7)
     rng = np.random.default_rng(5)

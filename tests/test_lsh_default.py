@@ -5,6 +5,7 @@ forced here by lowering it to 0)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 import neardup.dedup.lsh as lsh
+import neardup.dedup.pair_tiles as pair_tiles
 import neardup.dedup.text_store as text_store
+import neardup.dedup.workspace as workspace
 from neardup import Fingerprinter
 from neardup.dedup.pipeline import DedupSettings, dedup_documents
 from neardup.dedup.text_store import TextStore
@@ -149,6 +152,40 @@ def test_the_exact_check_in_runs_of_few_texts_changes_nothing(
     runs = dedup_documents(dev_sample)
     assert len(calls) > 5 and max(calls) <= 3
     assert list(runs.pair_rows()) == list(whole.pair_rows()) and len(whole.pairs) > 50
+
+
+@pytest.mark.parametrize("exact_documents", [1 << 19, 8], ids=["rows in one run", "first records held"])
+def test_the_exact_check_by_row_of_spilled_tiles_changes_nothing(
+    dev_sample: list[Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, exact_documents: int
+) -> None:
+    """Candidates spilled to many tiles are checked a row of tiles at a time, so a text met
+    in several tiles of a row is shingled once for them: the pairs of the run that held them
+    all, of one exact check per tile, with fewer texts shingled than by one check per tile."""
+    copies = [replace(record, id=f"{record.id}-{k}") for record in dev_sample[:30] for k in range(5)]
+    records = [*dev_sample, *copies]  # groups of 6 copies, spread over the tiles as in a large collection
+    records = [records[k] for k in np.random.default_rng(7).permutation(len(records))]
+    whole = dedup_documents(records)
+    shingled = {"rows": 0, "tiles": 0}
+    mode = "rows"
+    original_of, original_rows = lsh.ShingleSets.of, pair_tiles.PairTiles.rows
+
+    def counted(count: int, *args: Any, **kwargs: Any) -> Any:
+        shingled[mode] += count
+        return original_of(count, *args, **kwargs)
+
+    monkeypatch.setattr(lsh.ShingleSets, "of", counted)
+    monkeypatch.setattr(lsh, "EXACT_DOCUMENTS", exact_documents)
+    monkeypatch.setattr(workspace, "SHARES", {**workspace.SHARES, "pairs": 1e-9})  # spill every band
+    monkeypatch.setattr(lsh, "CHECK_MARGIN", 1.0)  # every candidate to the exact check
+    settings = DedupSettings(memory=1 << 20, tmp_dir=str(tmp_path))
+    rows = dedup_documents(records, settings=settings)
+    mode = "tiles"  # each tile a row of its own: one exact check per tile
+    monkeypatch.setattr(
+        pair_tiles.PairTiles, "rows", lambda self: ([t] for row in original_rows(self) for t in row)
+    )
+    tiles = dedup_documents(records, settings=settings)
+    assert list(rows.pair_rows()) == list(whole.pair_rows()) == list(tiles.pair_rows())
+    assert len(whole.pairs) > 200 and 0 < shingled["rows"] < shingled["tiles"]
 
 
 def test_distances_fingerprinted_by_workers_in_chunks_are_the_same(

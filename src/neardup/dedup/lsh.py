@@ -222,20 +222,30 @@ def confirm(
     more than :data:`CHECK_MARGIN` from the threshold are decided by it, the rest by the exact
     shingle Jaccard of their texts (as ``normalizer`` sees them); ``sketch``: the estimate
     decides alone (as an index without texts decides); ``none``: every candidate is kept.
-    A tile at a time, its estimates in chunks (in forked workers when there are several), so
-    memory stays bounded however many candidates there are."""
+    A row of tiles at a time, its estimates in chunks (in forked workers when there are
+    several), so memory stays bounded however many candidates there are. The exact Jaccard
+    runs once per row: the row's first records are shingled once for all its tiles."""
     kept: list[IntArray] = []  # pair keys (8 bytes a pair, against 16 as rows of pairs)
     sketches.search.prepare()  # before the workers fork
-    for tile in candidates.tiles():
-        if mode == "none":
-            kept.append(tile)
-        else:
-            confirmed = _confirm_tile(sketches, as_pairs(tile), mode, normalizer)
+    exact = exact_jaccard_by_row if candidates.spilled else exact_jaccard
+    threshold = sketches.search.settings.threshold
+    for row in candidates.rows():
+        checked = sum(len(tile) for tile in row)
+        unsure: list[IntArray] = []
+        for tile in row:
+            if mode == "none":
+                kept.append(tile)
+                continue
+            sure, near = _estimate_tile(sketches, as_pairs(tile), mode)
+            kept.append(pair_keys(sure[:, 0], sure[:, 1]))
+            unsure.append(near)
+        row.clear()
+        near = np.concatenate(unsure) if unsure else np.empty((0, 2), dtype=np.int64)
+        if len(near):
+            confirmed = near[exact(sketches, near, normalizer) >= threshold]
             kept.append(pair_keys(confirmed[:, 0], confirmed[:, 1]))
-            del confirmed
-        checked = len(tile)
-        del tile
-        give_back_freed_memory()  # before the next tile's workers fork
+        del near, unsure
+        give_back_freed_memory()  # before the next row's workers fork
         if done is not None:
             done(checked)
     keys = np.concatenate(kept) if kept else np.empty(0, dtype=np.int64)
@@ -244,7 +254,9 @@ def confirm(
     return as_pairs(keys)
 
 
-def _confirm_tile(sketches: Sketches, found: IntArray, mode: str, normalizer: Normalizer) -> IntArray:
+def _estimate_tile(sketches: Sketches, found: IntArray, mode: str) -> tuple[IntArray, IntArray]:
+    """The pairs of a tile the sketch estimate accepts, and those it leaves to the texts (none
+    under ``sketch``)."""
     margin = CHECK_MARGIN if mode == "jaccard" else 0.0
     search = sketches.search
     threshold = search.settings.threshold
@@ -255,12 +267,8 @@ def _confirm_tile(sketches: Sketches, found: IntArray, mode: str, normalizer: No
     for chunk, similarity in zip(chunks, forked_map(_similarities, chunks, search, workers), strict=True):
         sure.append(chunk[similarity >= threshold + margin])
         unsure.append(chunk[(similarity >= threshold - margin) & (similarity < threshold + margin)])
-    kept: list[IntArray] = sure
-    if unsure:
-        near = np.concatenate(unsure)
-        if len(near):
-            kept.append(near[exact_jaccard(sketches, near, normalizer) >= threshold])
-    return np.concatenate(kept) if kept else found[:0]
+    none = found[:0]
+    return (np.concatenate(sure) if sure else none), (np.concatenate(unsure) if unsure else none)
 
 
 def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -> npt.NDArray[np.float64]:
@@ -289,6 +297,41 @@ def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -
         rows = local.reshape(-1, 2)
         sets = ShingleSets.of(len(documents), _texts_of(texts, documents), normalizer, workers)
         result[chosen] = sets.jaccard(rows[:, 0], rows[:, 1], workers)
+    return result
+
+
+def exact_jaccard_by_row(
+    sketches: Sketches, pairs: IntArray, normalizer: Normalizer
+) -> npt.NDArray[np.float64]:
+    """:func:`exact_jaccard` of the pairs of one row of tiles, whose first records are few
+    (one span) and met again in every tile of the row. Where the row's texts are more than one
+    run of :func:`exact_jaccard` holds, the first records are shingled once and held, the other
+    second records in groups beside them, each side at most half of :data:`EXACT_DOCUMENTS`
+    texts at a time. The same values; each first record shingled once a row."""
+    if len(np.unique(pairs)) <= EXACT_DOCUMENTS:
+        return exact_jaccard(sketches, pairs, normalizer)
+    result = np.empty(len(pairs), dtype=np.float64)
+    texts, workers, part = sketches.texts, sketches.workers, EXACT_DOCUMENTS // 2
+    firsts, first_rows = unique_inverse(pairs[:, 0])
+    for low in range(0, len(firsts), part):
+        held_documents = firsts[low : low + part]
+        held = ShingleSets.of(len(held_documents), _texts_of(texts, held_documents), normalizer, workers)
+        chosen = np.flatnonzero((first_rows >= low) & (first_rows < low + part))
+        seconds = pairs[chosen, 1]
+        place = np.minimum(np.searchsorted(held_documents, seconds), len(held_documents) - 1)
+        inside = held_documents[place] == seconds  # both records held: no second shingling
+        rows = chosen[inside]
+        result[rows] = held.jaccard(first_rows[rows] - low, place[inside], workers)
+        chosen = chosen[~inside]
+        others, other_rows = unique_inverse(pairs[chosen, 1])
+        for start in range(0, len(others), part):
+            documents = others[start : start + part]
+            within = (other_rows >= start) & (other_rows < start + part)
+            sets = ShingleSets.of(len(documents), _texts_of(texts, documents), normalizer, workers)
+            rows = chosen[within]
+            left, right = first_rows[rows] - low, other_rows[within] - start
+            result[rows] = held.jaccard(left, right, workers, other=sets)
+            del sets
     return result
 
 

@@ -136,12 +136,20 @@ class PairTiles:
 
     def tiles(self) -> Iterator[IntArray]:
         """Each tile's pair keys, sorted and unique (one tile, all the pairs, when held)."""
+        for row in self.rows():
+            yield from row
+
+    def rows(self) -> Iterator[list[IntArray]]:
+        """The tiles a row at a time, in order: the pairs whose first record lies in one span
+        (one row of one tile, all the pairs, when held)."""
         assert self._finished, "finish() first"
         if not self._files:
-            yield self._parts[0] if self._parts else np.empty(0, dtype=np.int64)
+            yield [self._parts[0] if self._parts else np.empty(0, dtype=np.int64)]
             return
-        for tile in sorted(self._files):
-            yield np.fromfile(self._files[tile], dtype=np.int64)
+        tiles = sorted(self._files)
+        for row in sorted({tile // self.sides for tile in tiles}):
+            chosen = [tile for tile in tiles if tile // self.sides == row]
+            yield [np.fromfile(self._files[tile], dtype=np.int64) for tile in chosen]
 
     def all(self) -> IntArray:
         """Every pair key, sorted and unique (all in memory: for callers that want them all)."""

@@ -76,59 +76,81 @@ class ShingleSets:
     def sizes(self) -> IntArray:
         return np.diff(self.offsets)
 
-    def jaccard(self, left: IntArray, right: IntArray, workers: int = 1) -> FloatArray:
-        """Exact Jaccard of rows left[t] and right[t]; two empty sets count as equal (1.0).
-        With ``workers`` > 1, slices of the pairs go to forked processes (which inherit the
-        sets)."""
+    def jaccard(
+        self, left: IntArray, right: IntArray, workers: int = 1, other: ShingleSets | None = None
+    ) -> FloatArray:
+        """Exact Jaccard of row left[t] and row right[t] of ``other`` (of these sets when None:
+        a check that holds one side's sets across many pairs shingles the other side apart);
+        two empty sets count as equal (1.0). With ``workers`` > 1, slices of the pairs go to
+        forked processes (which inherit the sets)."""
         left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+        rights = self if other is None else other
         if workers > 1 and len(left) > PARALLEL_PAIRS:
             bounds = np.linspace(0, len(left), 4 * workers + 1).astype(np.int64)
             slices = [(left[a:b], right[a:b]) for a, b in pairwise(bounds.tolist())]
-            return np.concatenate(list(forked_map(_jaccard_slice, slices, self, workers)))
-        sizes = self.sizes
+            return np.concatenate(list(forked_map(_jaccard_slice, slices, (self, rights), workers)))
+        left_sizes, right_sizes = self.sizes[left], rights.sizes[right]
         common = np.zeros(len(left), dtype=np.int64)
-        # Look the smaller set up in the larger one, pairs ordered by the larger's row so that
-        # each chunk of lookups reads one stretch of the keys.
-        swap = sizes[left] > sizes[right]
-        query, target = np.where(swap, right, left), np.where(swap, left, right)
-        order = np.argsort(target, kind="stable")
-        lengths = sizes[query[order]]
-        bounds = np.concatenate([[0], np.cumsum(lengths)])
-        low = 0
-        while low < len(order):
-            high = int(np.searchsorted(bounds, bounds[low] + QUERY_CHUNK, side="right")) - 1
-            high = max(high, low + 1)
-            self._count_common(order[low:high], query, target, lengths[low:high], common)
-            low = high
-        union = sizes[left] + sizes[right] - common
+        # Look the smaller set up in the larger one.
+        swap = left_sizes > right_sizes
+        for chosen, queries, targets, query, target in (
+            (np.flatnonzero(~swap), self, rights, left, right),
+            (np.flatnonzero(swap), rights, self, right, left),
+        ):
+            if chosen.size:
+                common[chosen] = _common_counts(queries, targets, query[chosen], target[chosen])
+        union = left_sizes + right_sizes - common
         result: FloatArray = np.divide(
             common, union, out=np.ones(len(left), dtype=np.float64), where=union > 0
         )
         return result
 
-    def _count_common(
-        self, chosen: IntArray, query: IntArray, target: IntArray, lengths: IntArray, common: IntArray
-    ) -> None:
-        """Add the intersection sizes of pairs ``chosen`` (sorted by target row) to ``common``."""
-        total = int(lengths.sum())
-        if not total:
-            return
-        rows = target[chosen]
-        first, last = int(rows[0]), int(rows[-1])
-        # The targets' keys tagged with their row (sorted: rows ascend, keys ascend within one).
-        span = slice(int(self.offsets[first]), int(self.offsets[last + 1]))
-        counts = np.diff(self.offsets[first : last + 2])
-        owner = np.repeat(np.arange(first, last + 1, dtype=np.uint64), counts)
-        tagged = (owner << _S32) | self.keys[span].astype(np.uint64)
-        # Each pair's query keys, tagged with its target's row.
-        starts = self.offsets[query[chosen]]
-        pair_of = np.repeat(np.arange(len(chosen)), lengths)
-        shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-        position = np.arange(total) + shift
-        probes = (rows[pair_of].astype(np.uint64) << _S32) | self.keys[position].astype(np.uint64)
-        found = np.searchsorted(tagged, probes)
-        hit = tagged[np.minimum(found, len(tagged) - 1)] == probes if len(tagged) else np.zeros(total, bool)
-        common[chosen] += np.bincount(pair_of[hit], minlength=len(chosen))
+
+def _common_counts(queries: ShingleSets, targets: ShingleSets, query: IntArray, target: IntArray) -> IntArray:
+    """|query row ∩ target row| of each pair, the pairs ordered by target row so that each
+    chunk of lookups reads one stretch of the targets' keys."""
+    common = np.zeros(len(query), dtype=np.int64)
+    order = np.argsort(target, kind="stable")
+    lengths = queries.sizes[query[order]]
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    low = 0
+    while low < len(order):
+        high = int(np.searchsorted(bounds, bounds[low] + QUERY_CHUNK, side="right")) - 1
+        high = max(high, low + 1)
+        _count_common(queries, targets, order[low:high], query, target, lengths[low:high], common)
+        low = high
+    return common
+
+
+def _count_common(
+    queries: ShingleSets,
+    targets: ShingleSets,
+    chosen: IntArray,
+    query: IntArray,
+    target: IntArray,
+    lengths: IntArray,
+    common: IntArray,
+) -> None:
+    """Add the intersection sizes of pairs ``chosen`` (sorted by target row) to ``common``."""
+    total = int(lengths.sum())
+    if not total:
+        return
+    rows = target[chosen]
+    first, last = int(rows[0]), int(rows[-1])
+    # The targets' keys tagged with their row (sorted: rows ascend, keys ascend within one).
+    span = slice(int(targets.offsets[first]), int(targets.offsets[last + 1]))
+    counts = np.diff(targets.offsets[first : last + 2])
+    owner = np.repeat(np.arange(first, last + 1, dtype=np.uint64), counts)
+    tagged = (owner << _S32) | targets.keys[span].astype(np.uint64)
+    # Each pair's query keys, tagged with its target's row.
+    starts = queries.offsets[query[chosen]]
+    pair_of = np.repeat(np.arange(len(chosen)), lengths)
+    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    position = np.arange(total) + shift
+    probes = (rows[pair_of].astype(np.uint64) << _S32) | queries.keys[position].astype(np.uint64)
+    found = np.searchsorted(tagged, probes)
+    hit = tagged[np.minimum(found, len(tagged) - 1)] == probes if len(tagged) else np.zeros(total, bool)
+    common[chosen] += np.bincount(pair_of[hit], minlength=len(chosen))
 
 
 def _shingle_rows(bounds: tuple[int, int]) -> tuple[IntArray, npt.NDArray[np.uint32]]:
@@ -146,8 +168,9 @@ def _shingle_rows(bounds: tuple[int, int]) -> tuple[IntArray, npt.NDArray[np.uin
 
 
 def _jaccard_slice(pairs: tuple[IntArray, IntArray]) -> FloatArray:
-    sets: ShingleSets = _STATE
-    return sets.jaccard(*pairs)
+    lefts, rights = _STATE
+    result: FloatArray = lefts.jaccard(*pairs, other=rights)
+    return result
 
 
 #: prctl's option that sends a signal to this process when its parent ends.
