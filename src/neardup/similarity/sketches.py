@@ -117,7 +117,9 @@ def band_sketches(shingles: Shingles, rows: int, bands: int, seed: int = TEXT_SK
 #: come, for the bins still empty).
 _PROBES = 256
 #: Densification rounds done on whole rows before the bins left go one by one.
-_WHOLE_ROUNDS = 3
+_WHOLE_ROUNDS = 2
+#: Rows densified at a time: their bins and flags stay in the processor's caches.
+_BLOCK_ROWS = 64
 #: Rows with at most this many filled bins (texts of a few shingles) take their values from
 #: the first-hit table: probing would need about bins / filled attempts per empty bin.
 _FEW_FILLED = 32
@@ -207,38 +209,39 @@ def _densify(sketch: UInt32Array, nonempty: npt.NDArray[np.bool_], seed: int) ->
 def _densify_by_probes(
     sketch: UInt32Array, filled: npt.NDArray[np.bool_], holed: IntArray, seed: int
 ) -> None:
-    """:func:`_densify` of rows ``holed`` by following the probe sequences. Attempt a probes
-    the same column p(j, a) in every row, so the first rounds (where most empty bins end: a
-    share (empty share)^a is left after a rounds) are whole-matrix column gathers; the few
-    bins left go on one by one, on flat indices."""
-    if not holed.size:
-        return
+    """:func:`_densify` of rows ``holed`` by following the probe sequences, :data:`_BLOCK_ROWS`
+    rows at a time so that the random reads of a probe stay in the processor's caches.
+    Attempt a probes the same column p(j, a) in every row, so the first rounds (where most
+    empty bins end: a share (empty share)^a is left after a rounds) are whole-block column
+    gathers; the few bins left go on one by one, on flat indices."""
     bins = sketch.shape[1]
     by_attempt = _first_probes(bins, seed)
-    part, known = sketch[holed], filled[holed]
-    need = ~known
-    attempt = 0
-    while attempt < _WHOLE_ROUNDS and need.any():
-        probe = by_attempt[attempt]
-        hit = need & np.take(known, probe, axis=1)
-        part = np.where(hit, np.take(part, probe, axis=1), part)
-        need &= ~hit
-        attempt += 1
-    sketch[holed] = part
-    rows, columns = np.nonzero(need)
-    flat, known_flat = sketch.reshape(-1), filled.reshape(-1)
-    base = holed[rows] * bins
-    while base.size:
-        attempt += 1
-        if attempt <= _PROBES:
-            probe = by_attempt[attempt - 1][columns]
-        else:
-            probe = _probes(columns.astype(np.uint64), np.uint64(attempt), bins, seed)
-        source = base + probe
-        hit = known_flat[source]
-        flat[(base + columns)[hit]] = flat[source[hit]]
-        miss = ~hit
-        base, columns = base[miss], columns[miss]
+    for low in range(0, holed.size, _BLOCK_ROWS):
+        rows = holed[low : low + _BLOCK_ROWS]
+        part, known = sketch[rows], filled[rows]
+        need = ~known
+        for attempt in range(_WHOLE_ROUNDS):
+            probe = by_attempt[attempt]
+            hit = known[:, probe]
+            hit &= need
+            np.copyto(part, part[:, probe], where=hit)
+            need ^= hit
+        rest, columns = np.nonzero(need)
+        flat, known_flat = part.reshape(-1), known.reshape(-1)
+        base = rest * bins
+        attempt = _WHOLE_ROUNDS
+        while base.size:
+            attempt += 1
+            if attempt <= _PROBES:
+                probe = by_attempt[attempt - 1][columns]
+            else:
+                probe = _probes(columns.astype(np.uint64), np.uint64(attempt), bins, seed)
+            source = base + probe
+            hit = known_flat[source]
+            flat[(base + columns)[hit]] = flat[source[hit]]
+            miss = ~hit
+            base, columns = base[miss], columns[miss]
+        sketch[rows] = part
 
 
 def byte_bins(sketch: npt.NDArray[np.uint32], bins: int) -> npt.NDArray[np.uint8]:
