@@ -57,3 +57,22 @@ def test_both_paths_agree_on_rows_of_few_shingles(monkeypatch: pytest.MonkeyPatc
     table = oph_sketches(shingles, 512, 17)
     monkeypatch.setattr(sketches, "_FEW_FILLED", 0)
     assert np.array_equal(oph_sketches(shingles, 512, 17), table)
+
+
+def test_rows_densified_in_several_blocks_follow_the_definition() -> None:
+    """More holed rows than one block of the probing path: every row as defined."""
+    bins, seed = 128, 5
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(40, 300, size=3 * sketches._BLOCK_ROWS + 7)
+    documents = np.repeat(np.arange(len(sizes)), sizes)
+    hashes = rng.integers(0, 1 << 40, size=len(documents), dtype=np.uint64)
+    sketch = oph_sketches(Shingles(hashes, documents.astype(np.int64), len(sizes)), bins, seed)
+    mixed = sketches.fmix64(hashes ^ sketches.fmix64(np.full(1, seed, dtype=np.uint64)))
+    slot = ((mixed >> np.uint64(32)) * np.uint64(bins)) >> np.uint64(32)
+    undensified = np.full((len(sizes), bins), EMPTY32, dtype=np.uint32)
+    np.minimum.at(
+        undensified, (documents, slot.astype(np.int64)), (mixed & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    )
+    assert (undensified == EMPTY32).any(axis=1).sum() > 2 * sketches._BLOCK_ROWS
+    for row in range(len(sizes)):
+        assert np.array_equal(sketch[row], reference(undensified[row], seed)), row
