@@ -96,7 +96,8 @@ def main() -> None:
         return
     trees = {"this tree": SRC, **({"baseline": args.baseline_src} if args.baseline_src else {})}
     print(f"{args.corpus.name}, --memory {args.memory >> 20} MB")
-    print(f"{'code':<10} {'check s':>8} {'check cpu s':>12} {'texts shingled':>15} {'candidates':>11} {'pairs':>8}")
+    header = f"{'code':<10} {'check s':>8} {'check cpu s':>12} {'texts shingled':>15} {'candidates':>11}"
+    print(f"{header} {'pairs':>8}")
     for _ in range(args.repeat):
         for name, src in trees.items():
             got = run(src, args.corpus, args.memory)
