@@ -449,7 +449,7 @@ def test_split_size() -> None:
 @pytest.mark.parametrize("n", [0, 1])
 def test_stats_of_tiny_inputs(n: int) -> None:
     stats = BucketStats()
-    find_all_pairs(to_array([9] * n, 64), 3, stats=stats)
+    find_all_pairs(to_array([9] * n, 64), 3, scheme=BlockScheme(64, 3), stats=stats)
     assert len(stats.tables) == 4
     assert all(table.buckets == n and table.largest == n and table.candidates == 0 for table in stats.tables)
     assert stats.largest == n

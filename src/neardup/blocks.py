@@ -29,13 +29,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .distance import check_bits
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .distance import DistanceProfile
 
 UInt64Array = npt.NDArray[np.uint64]
 
@@ -150,6 +153,9 @@ class BlockScheme:
     max_distance: int = 3
     num_blocks: int | None = None
     key_blocks: int = 1
+    #: Set by :meth:`auto`: the scheme was tuned, not asked for, so a batch search may tune it
+    #: again on the data it is given (same pairs). Not part of equality or of :meth:`to_dict`.
+    tuned: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_bits(self.bits)
@@ -191,12 +197,29 @@ class BlockScheme:
         return tuple(_runs(range(self.bits - 1, -1, -1), self.blocks_count))
 
     @cached_property
+    def combinations(self) -> tuple[tuple[int, ...], ...]:
+        """The t blocks of each table, in table order (lexicographic)."""
+        return tuple(itertools.combinations(range(self.blocks_count), self.key_blocks))
+
+    @cached_property
     def tables(self) -> tuple[BitSelection, ...]:
         """One key per table: the union of its t blocks, in block order."""
         return tuple(
             BitSelection(tuple(itertools.chain.from_iterable(self.blocks[i].positions for i in combination)))
-            for combination in itertools.combinations(range(self.blocks_count), self.key_blocks)
+            for combination in self.combinations
         )
+
+    def earlier_blocks(self, table: int) -> tuple[BitSelection, ...]:
+        """The blocks whose equality would have put a pair of ``table`` in an earlier table.
+
+        Tables come in lexicographic order of their block sets, so the first table whose
+        blocks a pair shares holds the pair's t lowest equal blocks. A pair that agrees on
+        ``table``'s blocks was therefore met earlier exactly when some block below the table's
+        last one, and not among its own, is equal too: m - t checks at most, however many
+        tables there are.
+        """
+        combination = self.combinations[table]
+        return tuple(self.blocks[i] for i in range(combination[-1]) if i not in combination)
 
     @property
     def table_count(self) -> int:
@@ -247,16 +270,23 @@ class BlockScheme:
 
     @classmethod
     def auto(
-        cls, size: int, bits: int = 64, max_distance: int = 3, max_tables: int | None = None
+        cls,
+        size: int,
+        bits: int = 64,
+        max_distance: int = 3,
+        max_tables: int | None = None,
+        profile: DistanceProfile | None = None,
     ) -> BlockScheme:
         """The exact scheme with the least expected work for ``size`` fingerprints.
 
         Work per table is one sort of ``size`` keys plus the verification of the expected
-        random collisions, ``size²/2 · 2^-key_bits`` pairs at :data:`PAIR_COST` each, so the
-        optimum has key bits near log2(size); ``max_tables`` caps the tables (memory of an
-        index grows with them). Small collections get the pigeonhole scheme.
+        collisions at :data:`PAIR_COST` each (:func:`expected_work`): ``size²/2 · 2^-key_bits``
+        for uniform fingerprints, so the optimum has key bits near log2(size), or what
+        ``profile`` (the collection's own distances) predicts, which on templated text is far
+        more. ``max_tables`` caps the tables (memory of an index grows with them). Small
+        collections get the pigeonhole scheme.
         """
-        check_bits(bits)
+        cls(bits, max_distance)  # refuses a width or distance no scheme can have
         if max_tables is not None and max_tables < max_distance + 1:
             raise ConfigError(
                 f"max_tables={max_tables} is too small: an exact scheme for max_distance={max_distance} "
@@ -264,22 +294,37 @@ class BlockScheme:
             )
         limit = DEFAULT_MAX_TABLES if max_tables is None else max_tables
         n = max(int(size), 2)
-        best = cls(bits, max_distance)
-        best_cost = _expected_work(best, n)
+        best = (bits, max_distance, max_distance + 1, 1)
+        best_cost = expected_work(bits, max_distance + 1, 1, n, profile)
         for m in range(max_distance + 2, min(bits, max_distance + 12) + 1):
             for t in range(1, m - max_distance + 1):
                 if math.comb(m, t) > limit:
                     break
-                scheme = cls(bits, max_distance, m, t)
-                cost = _expected_work(scheme, n)
+                cost = expected_work(bits, m, t, n, profile)
                 if cost < best_cost:
-                    best, best_cost = scheme, cost
-        return best
+                    best, best_cost = (bits, max_distance, m, t), cost
+        return cls(*best, tuned=True)
 
 
-def _expected_work(scheme: BlockScheme, size: int) -> float:
+def expected_work(
+    bits: int, num_blocks: int, key_blocks: int, size: int, profile: DistanceProfile | None = None
+) -> float:
+    """Expected work of a search with ``C(num_blocks, key_blocks)`` tables over ``size``
+    fingerprints, in sorted table entries: one sort per table plus :data:`PAIR_COST` per
+    candidate (pairs sharing a key). Candidates follow ``profile`` (the collection's pairs
+    at each distance) when given, else uniform fingerprints.
+
+    Counted from the key widths alone (the first ``bits % m`` blocks have one bit more), so
+    pricing the ~1,000 schemes the tuner weighs builds no table."""
+    small, extra = divmod(bits, num_blocks)
     pairs = size * (size - 1) / 2
-    return sum(size + PAIR_COST * pairs * 2.0 ** -min(table.bit_count, 64) for table in scheme.tables)
+    work = 0.0
+    for wide in range(max(0, key_blocks - (num_blocks - extra)), min(extra, key_blocks) + 1):
+        tables = math.comb(extra, wide) * math.comb(num_blocks - extra, key_blocks - wide)
+        width = min(key_blocks * small + wide, 64)
+        collisions = pairs * 2.0**-width if profile is None else profile.collisions(width)
+        work += tables * (size + PAIR_COST * collisions)
+    return work
 
 
 # -- bucket statistics (below batch search and every store) ------------------------------

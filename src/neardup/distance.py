@@ -6,13 +6,16 @@ fingerprints has shape (n, 2). Bit i of a fingerprint is bit i of the integer (b
 least significant). Hex text is big-endian, ``bits / 4`` lower-case digits.
 
 The helpers every layer shares about widths and words live here too: :func:`check_bits`,
-:func:`ints_to_array` (Python ints to words) and :func:`word_ints` (back).
+:func:`ints_to_array` (Python ints to words) and :func:`word_ints` (back), and the
+:class:`DistanceProfile` of a collection, which the wide searches are tuned by.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -163,3 +166,97 @@ def ints_to_words(values: list[Any], bits: int) -> npt.NDArray[np.uint64]:
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value < 1 << bits:
             raise InputError(f"fingerprint {value!r} is not an integer from 0 to 2^{bits} - 1")
     return ints_to_array([int(value) for value in values], bits)
+
+
+# -- the distances of a collection (what a wide search will meet) --------------------------
+#: Distances counted per profile: sampled rows × all rows stop near this many pairs.
+PROFILE_PAIRS = 1 << 25
+#: Pairs compared per step of a scan (bounds its temporary arrays to ~100-200 MB).
+SCAN_TILE = 1 << 23
+
+
+def tile_distances(left: FingerprintArray, right: FingerprintArray) -> npt.NDArray[np.uint8]:
+    """(len(left), len(right)) Hamming distances of two (n, words) arrays: one 2-D XOR and
+    popcount per word (a trailing word axis of length 1 would make numpy loop per element)."""
+    distance = np.bitwise_count(left[:, 0][:, None] ^ right[:, 0][None, :])
+    for word in range(1, left.shape[1]):
+        distance += np.bitwise_count(left[:, word][:, None] ^ right[:, word][None, :])
+    return np.asarray(distance, dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class DistanceProfile:
+    """How many pairs of a collection lie at each Hamming distance, measured or estimated.
+
+    ``pairs[d]`` is the (estimated) number of unordered pairs at distance d, d = 0 .. bits;
+    ``text[d]``, when the records' lengths were given, the sum of the two lengths over those
+    pairs (what a check that reads both texts reads). From ``rows`` sampled records against
+    all ``size`` (every record when ``rows == size``, then exact). Simhash bits are symmetric,
+    so a pair at distance d shares a given w-bit key with probability C(bits - w, d) / C(bits, d):
+    :meth:`collisions` turns the profile into the candidates of any table width, which is how
+    the block scheme and the distance are chosen from the data rather than from the size.
+    """
+
+    bits: int
+    size: int
+    rows: int
+    pairs: npt.NDArray[np.float64]
+    text: npt.NDArray[np.float64] | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.rows >= self.size
+
+    def within(self, max_distance: int) -> float:
+        """Pairs at distance <= ``max_distance``."""
+        return float(self.pairs[: max_distance + 1].sum())
+
+    def text_within(self, max_distance: int) -> float:
+        """Characters of both texts summed over the pairs within ``max_distance``."""
+        if self.text is None:
+            raise ConfigError("this profile was measured without text lengths")
+        return float(self.text[: max_distance + 1].sum())
+
+    def collisions(self, key_bits: int) -> float:
+        """Expected pairs that agree on a key of ``key_bits`` fingerprint bits."""
+        kept = self.bits - min(key_bits, self.bits)
+        share = np.array(
+            [math.comb(kept, d) / math.comb(self.bits, d) for d in range(self.bits + 1)], dtype=np.float64
+        )
+        return float(self.pairs @ share)
+
+
+def distance_profile(
+    words: FingerprintArray,
+    bits: int,
+    *,
+    lengths: npt.ArrayLike | None = None,
+    budget: int = PROFILE_PAIRS,
+    seed: int = 0,
+) -> DistanceProfile:
+    """The :class:`DistanceProfile` of a (n, words) array: every row against all when n² fits
+    ``budget`` pairs, else about ``budget / n`` rows drawn at random (``seed``), scaled up."""
+    n = words.shape[0]
+    counts = np.zeros(bits + 1, dtype=np.float64)
+    text = None if lengths is None else np.zeros(bits + 1, dtype=np.float64)
+    size = np.asarray(lengths, dtype=np.float64) if lengths is not None else None
+    if n < 2:
+        return DistanceProfile(bits, n, n, counts, text)
+    rows = n if n * n <= budget else max(1, budget // n)
+    sample = (
+        np.arange(n) if rows == n else np.sort(np.random.default_rng(seed).choice(n, rows, replace=False))
+    )
+    step = max(1, SCAN_TILE // n)
+    for start in range(0, rows, step):
+        chosen = sample[start : start + step]
+        distance = tile_distances(words[chosen], words).reshape(-1)
+        counts += np.bincount(distance, minlength=bits + 1)
+        if text is not None and size is not None:
+            weights = (size[chosen][:, None] + size[None, :]).reshape(-1)
+            text += np.bincount(distance, weights=weights, minlength=bits + 1)
+    # Each sampled row met itself at distance 0; the rest counts every pair twice at n rows.
+    counts[0] -= rows
+    if text is not None and size is not None:
+        text[0] -= 2 * float(size[sample].sum())
+    scale = n / (2 * rows)
+    return DistanceProfile(bits, n, rows, counts * scale, None if text is None else text * scale)

@@ -1,11 +1,19 @@
-"""All near-duplicate pairs of a collection, exactly, by sorting on block keys.
+"""All near-duplicate pairs of a collection, exactly, by sorting on block keys or by a scan.
 
 For each table of a :class:`~neardup.blocks.BlockScheme` the fingerprints are sorted by key
 (one ``np.sort`` of ``key << index_bits | index``), runs of equal keys give candidate pairs,
 and candidates are verified by XOR and popcount in bulk. A pair is emitted by the first table
-where its keys agree, so each pair appears once. Buckets larger than (1 + μ) × the mean
-bucket are split by seed 000's second hash (sub-blocks of the bits outside the key), which
-keeps skewed collections from degenerating into all-pairs scans of a bucket.
+where its keys agree (its lowest equal blocks, :meth:`~neardup.blocks.BlockScheme.earlier_blocks`),
+so each pair appears once. Buckets larger than (1 + μ) × the mean bucket are split by seed
+000's second hash (sub-blocks of the bits outside the key), which keeps skewed collections
+from degenerating into all-pairs scans of a bucket.
+
+A wide distance on a small collection is cheapest as a scan: every pair compared in tiles of
+contiguous XOR and popcount, no sort, no gather. An auto-tuned scheme (or none) is tuned
+again on the data: the scan, or the block scheme whose candidates the collection's own
+:class:`~neardup.distance.DistanceProfile` predicts to be fewest (templated text collides
+far more than uniform fingerprints), whichever costs less. A scheme given by hand is used
+as given.
 """
 
 from __future__ import annotations
@@ -18,10 +26,11 @@ import numpy.typing as npt
 
 from ..blocks import DEFAULT_MU as DEFAULT_MU
 from ..blocks import MIN_SPLIT as MIN_SPLIT
-from ..blocks import BlockScheme
+from ..blocks import BlockScheme, expected_work
 from ..blocks import BucketStats as BucketStats
 from ..blocks import TableStats as TableStats
 from ..blocks import split_size as split_size
+from ..distance import SCAN_TILE, distance_profile, tile_distances
 from ..distance import as_words as as_words
 from ..distance import row_distances as row_distances
 from ..errors import ConfigError
@@ -32,6 +41,15 @@ IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
 #: Candidate pairs verified per step: bounds the temporary arrays to ~100 MB.
 PAIR_CHUNK = 1 << 22
+#: Cost of comparing one pair in a scan, in the unit of :func:`~neardup.blocks.expected_work`
+#: (one sorted table entry): contiguous XOR and popcount, no gather (benchmarks/wide_search.py
+#: fits it; docs/index.md).
+SCAN_COST = 0.02
+#: Share of a search's expected work spent measuring the data's distances to tune it.
+PROFILE_SHARE = 0.05
+#: The data are measured only while the scan is within this factor of the uniform tuning's
+#: work: beyond it (k = 3 at 10^6: ~1,000×) no profile of real text brings the scan back.
+SCAN_RANGE = 100.0
 
 
 class Pairs(NamedTuple):
@@ -66,32 +84,84 @@ def find_all_pairs(
 ) -> Pairs:
     """Every pair ``(i, j)`` with ``hamming(fingerprints[i], fingerprints[j]) <= max_distance``.
 
-    Exact: the result equals a brute-force scan. ``scheme`` defaults to
-    ``BlockScheme.auto(len(fingerprints), bits, max_distance)``; ``mu`` sets the second hash
+    Exact: the result equals a brute-force scan. ``scheme`` None, or one from
+    :meth:`BlockScheme.auto`, is tuned on the data (:func:`search_plan`); a scheme built by
+    hand is searched as given. ``mu`` sets the second hash
     (buckets above :func:`split_size` entries are split; ``split_threshold`` sets that size
     directly, ``float("inf")`` turns splitting off). ``stats``, when given, is filled with
-    per-table bucket statistics; ``progress`` is called with 1 after each table.
+    per-table bucket statistics; ``progress`` is called with the tables done since its last
+    call, which sum to the table count of ``scheme`` (a tuned scheme may be searched with
+    other tables, or by a scan, and reports in the given one's unit).
     """
     bits = infer_bits(fingerprints, bits)
     words = as_words(fingerprints, bits)
     n = words.shape[0]
-    if scheme is None:
-        scheme = BlockScheme.auto(n, bits, max_distance)
-    _check_scheme(scheme, bits, max_distance)
+    if scheme is not None:
+        _check_scheme(scheme, bits, max_distance)
     if mu < 0:
         raise ConfigError(f"mu must be >= 0; got {mu!r}")
-    finder = _PairFinder(words, scheme, max_distance)
-    if stats is not None:
-        stats.scheme = scheme.describe()
+    plan = scheme if scheme is not None and not scheme.tuned else search_plan(words, bits, max_distance)
+    ticks = _Ticks(
+        progress, scheme.table_count if scheme is not None else max(1, plan.table_count if plan else 1)
+    )
     parts: list[tuple[IntArray, IntArray, npt.NDArray[np.uint8]]] = []
-    for table in range(scheme.table_count):
+    if plan is None:
+        table_stats = _scan(words, max_distance, parts)
+        if stats is not None:
+            stats.scheme = (
+                f"scan: all {n * (n - 1) // 2:,} pairs compared, "
+                f"exact to distance {max_distance} at {bits} bits"
+            )
+            stats.tables.append(table_stats)
+        ticks.done(1, 1)
+        return _sorted_pairs(parts, n)
+    finder = _PairFinder(words, plan, max_distance)
+    if stats is not None:
+        stats.scheme = plan.describe()
+    for table in range(plan.table_count):
         table_stats = finder.table_pairs(table, mu, split_threshold, parts)
         if stats is not None:
             stats.tables.append(table_stats)
             stats.threshold = finder.last_threshold
-        if progress is not None:
-            progress(1)
+        ticks.done(table + 1, plan.table_count)
     return _sorted_pairs(parts, n)
+
+
+def search_plan(words: UInt64Array, bits: int, max_distance: int) -> BlockScheme | None:
+    """The cheapest exact search of ``words`` within ``max_distance``: a block scheme, or None
+    for the scan. The uniform tuning first; unless the scan wins at once, the data's own
+    distances (sampled for at most :data:`PROFILE_SHARE` of the expected work) price the
+    schemes again, so templated text gets wider keys or the scan."""
+    n = words.shape[0]
+    uniform = BlockScheme.auto(n, bits, max_distance)
+    scan_work = SCAN_COST * n * (n - 1) / 2
+    work = expected_work(bits, uniform.blocks_count, uniform.key_blocks, n)
+    if scan_work <= work:
+        return None
+    budget = int(PROFILE_SHARE * work / SCAN_COST)
+    if scan_work > SCAN_RANGE * work or budget < 4 * n:
+        # The scan is out of reach (skewed buckets are the second hash's to split), or too
+        # few rows could be sampled to say more than the uniform model.
+        return uniform
+    profile = distance_profile(words, bits, budget=budget)
+    tuned = BlockScheme.auto(n, bits, max_distance, profile=profile)
+    work = expected_work(bits, tuned.blocks_count, tuned.key_blocks, n, profile)
+    return None if scan_work <= work else tuned
+
+
+class _Ticks:
+    """Progress in the caller's unit (the tables of the scheme it passed), whatever ran."""
+
+    def __init__(self, progress: Callable[[int], object] | None, total: int) -> None:
+        self.progress, self.total, self.reported = progress, total, 0
+
+    def done(self, steps: int, of: int) -> None:
+        if self.progress is None:
+            return
+        target = self.total * steps // of
+        if target > self.reported:
+            self.progress(target - self.reported)
+            self.reported = target
 
 
 def _check_scheme(scheme: BlockScheme, bits: int, max_distance: int) -> None:
@@ -116,8 +186,18 @@ class _PairFinder:
         room = 64 - self.index_bits
         # Keys that do not fit beside the index are cut to a prefix (coarser, still exact).
         self.keys = [table.prefix(room) for table in scheme.tables]
-        self.key_masks = [key.mask(scheme.words) for key in self.keys]
+        self.index = np.arange(n, dtype=np.uint64)
         self.last_threshold = 0.0
+        if all(key.bit_count == table.bit_count for key, table in zip(self.keys, scheme.tables, strict=True)):
+            # Whole blocks: a pair was met before when an earlier-ordered block is equal too.
+            self.seen_masks = [
+                [block.mask(scheme.words) for block in scheme.earlier_blocks(t)]
+                for t in range(scheme.table_count)
+            ]
+        else:
+            # Cut keys are not unions of blocks: test every earlier table's key.
+            key_masks = [key.mask(scheme.words) for key in self.keys]
+            self.seen_masks = [key_masks[:t] for t in range(scheme.table_count)]
 
     def table_pairs(
         self,
@@ -132,7 +212,7 @@ class _PairFinder:
         if n < 2:
             stats.buckets, stats.largest, stats.mean = n, n, float(n)
             return stats
-        order, starts, lengths, buckets = _runs_by_key(key.extract(self.words), self.index_bits)
+        order, starts, lengths, buckets = _runs_by_key(key.extract(self.words), self.index_bits, self.index)
         stats.buckets = buckets
         stats.largest = int(lengths.max()) if lengths.size else 1
         stats.mean = n / buckets
@@ -182,7 +262,8 @@ class _PairFinder:
         out: list[tuple[IntArray, IntArray, npt.NDArray[np.uint8]]],
         stats: TableStats,
     ) -> None:
-        """Keep pairs within the distance that no earlier table (or sub-block) already emitted."""
+        """Keep pairs within the distance that no earlier table (or sub-block) already emitted:
+        a pair is stale when it is equal under any of ``seen_masks[table]``."""
         xor = self.words[a] ^ self.words[b]
         dist = row_distances(xor)
         keep = dist <= self.max_distance
@@ -190,7 +271,7 @@ class _PairFinder:
             return
         a, b, dist, xor = a[keep], b[keep], dist[keep], xor[keep]
         fresh = np.ones(a.size, dtype=bool)
-        for mask in [*self.key_masks[:table], *earlier_sub_masks]:
+        for mask in [*self.seen_masks[table], *earlier_sub_masks]:
             fresh &= ~np.all((xor & mask) == 0, axis=1)
         if not fresh.all():
             a, b, dist = a[fresh], b[fresh], dist[fresh]
@@ -198,19 +279,48 @@ class _PairFinder:
         out.append((a, b, dist))
 
 
-def _runs_by_key(keys: UInt64Array, index_bits: int) -> tuple[IntArray, IntArray, IntArray, int]:
+def _scan(
+    words: UInt64Array, max_distance: int, out: list[tuple[IntArray, IntArray, npt.NDArray[np.uint8]]]
+) -> TableStats:
+    """Every pair compared, in tiles of rows against all later rows (contiguous XOR and
+    popcount); the statistics of one table whose key is empty."""
+    n = words.shape[0]
+    stats = TableStats(table=0, key_bits=0, buckets=min(n, 1), largest=n, mean=float(n))
+    step = max(1, SCAN_TILE // max(n, 1))
+    for start in range(0, n - 1, step):
+        stop = min(n - 1, start + step)
+        dist = tile_distances(words[start:stop], words[start + 1 :])
+        hits = np.flatnonzero(dist <= max_distance)
+        rows, cols = np.divmod(hits, dist.shape[1])
+        upper = cols >= rows  # column c is record start + 1 + c, row r is start + r
+        rows, cols = rows[upper], cols[upper]
+        stats.candidates += (stop - start) * (n - stop) + (stop - start) * (stop - start - 1) // 2
+        if rows.size:
+            i = rows.astype(np.int64) + start
+            j = cols.astype(np.int64) + start + 1
+            out.append((i, j, np.asarray(dist[rows, cols], dtype=np.uint8)))
+            stats.pairs += int(rows.size)
+    return stats
+
+
+def _runs_by_key(
+    keys: UInt64Array, index_bits: int, index: UInt64Array | None = None
+) -> tuple[IntArray, IntArray, IntArray, int]:
     """Sort ``keys``; return (order, starts, lengths, buckets) for the runs of >= 2 equal keys.
 
     ``order[p]`` is the position in ``keys`` of the p-th smallest; within a run the
-    positions ascend, so a pair from a run always has its smaller index first.
+    positions ascend, so a pair from a run always has its smaller index first. ``index``
+    is ``arange(n)`` as uint64, when the caller keeps one for many tables.
     """
     n = keys.shape[0]
-    packed = (keys << np.uint64(index_bits)) | np.arange(n, dtype=np.uint64)
+    low = np.uint64((1 << index_bits) - 1)
+    packed = keys << np.uint64(index_bits)
+    packed |= np.arange(n, dtype=np.uint64) if index is None else index
     packed.sort()
-    order = (packed & np.uint64((1 << index_bits) - 1)).astype(np.int64)
-    sorted_keys = packed >> np.uint64(index_bits)
-    del packed
-    same = sorted_keys[1:] == sorted_keys[:-1]
+    # Neighbours with equal keys differ in their index bits only.
+    same = (packed[1:] ^ packed[:-1]) <= low
+    packed &= low
+    order = packed.view(np.int64)
     equal_at = np.flatnonzero(same)
     buckets = n - int(equal_at.size)
     if equal_at.size == 0:
