@@ -110,6 +110,9 @@ def test_progress_sums_to_the_given_schemes_tables() -> None:
     fingerprints = clustered(64, 200, 6, seed=1)
     tuned = BlockScheme.auto(10**7, 64, 6)
     calls: list[int] = []
+    find_all_pairs(clustered(64, batch.PLAN_MIN, 6, seed=1), 6, scheme=tuned, progress=calls.append)
+    assert sum(calls) == tuned.table_count
+    calls.clear()
     find_all_pairs(fingerprints, 6, scheme=tuned, progress=calls.append)
     assert sum(calls) == tuned.table_count
     calls.clear()
@@ -124,7 +127,14 @@ def test_a_scheme_given_by_hand_is_searched_as_given() -> None:
     assert stats.scheme == BlockScheme(64, 3, 5, 2).describe()
     stats = BucketStats()
     find_all_pairs(fingerprints, 3, scheme=BlockScheme.auto(10**7, 64, 3), stats=stats)
-    assert stats.scheme.startswith("scan")  # a tuned scheme is tuned again: 200 records scan
+    assert stats.scheme == BlockScheme.auto(10**7, 64, 3).describe()  # too few to plan again
+    many = clustered(64, batch.PLAN_MIN, 14, seed=2)
+    stats = BucketStats()
+    find_all_pairs(many, 12, scheme=BlockScheme.auto(10**7, 64, 12), stats=stats)
+    assert stats.scheme.startswith("scan")  # a tuned scheme is tuned again: 1,000 records scan
+    stats = BucketStats()
+    find_all_pairs(many, 12, stats=stats)
+    assert stats.scheme.startswith("scan")
 
 
 def test_auto_tuner_prices_schemes_like_their_tables() -> None:
@@ -160,6 +170,9 @@ def test_exact_profile_counts_every_pair(bits: int) -> None:
     assert np.allclose(profile.pairs, counts)
     assert np.allclose(profile.text, text)
     assert profile.within(bits) == pytest.approx(120 * 119 / 2)
+    cut = distance_profile(words, bits, lengths=lengths, text_up_to=bits // 4)
+    assert np.allclose(cut.text[: bits // 4 + 1], text[: bits // 4 + 1])
+    assert not cut.text[bits // 4 + 1 :].any()
 
 
 def test_sampled_profile_estimates_the_pairs() -> None:

@@ -233,9 +233,12 @@ def distance_profile(
     lengths: npt.ArrayLike | None = None,
     budget: int = PROFILE_PAIRS,
     seed: int = 0,
+    text_up_to: int | None = None,
 ) -> DistanceProfile:
     """The :class:`DistanceProfile` of a (n, words) array: every row against all when n² fits
-    ``budget`` pairs, else about ``budget / n`` rows drawn at random (``seed``), scaled up."""
+    ``budget`` pairs, else about ``budget / n`` rows drawn at random (``seed``), scaled up.
+    ``text`` is summed only up to distance ``text_up_to`` (default: all), where it is read:
+    summing a weight for every pair would cost more than the counts."""
     n = words.shape[0]
     counts = np.zeros(bits + 1, dtype=np.float64)
     text = None if lengths is None else np.zeros(bits + 1, dtype=np.float64)
@@ -252,8 +255,10 @@ def distance_profile(
         distance = tile_distances(words[chosen], words).reshape(-1)
         counts += np.bincount(distance, minlength=bits + 1)
         if text is not None and size is not None:
-            weights = (size[chosen][:, None] + size[None, :]).reshape(-1)
-            text += np.bincount(distance, weights=weights, minlength=bits + 1)
+            near = np.flatnonzero(distance <= (bits if text_up_to is None else text_up_to))
+            row, column = np.divmod(near, n)
+            weights = size[chosen][row] + size[column]
+            text += np.bincount(distance[near], weights=weights, minlength=bits + 1)
     # Each sampled row met itself at distance 0; the rest counts every pair twice at n rows.
     counts[0] -= rows
     if text is not None and size is not None:

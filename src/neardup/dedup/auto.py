@@ -83,7 +83,7 @@ def choose_search(
     words = as_words(fingerprints, bits)
     if words.shape[0] > AUTO_TEXT_LIMIT:
         return Search(CLASSIC_DISTANCE, "none")
-    profile = distance_profile(words, bits, lengths=lengths)
+    profile = distance_profile(words, bits, lengths=lengths, text_up_to=MAX_AUTO_DISTANCE[bits])
     return Search(distance_for(profile), AUTO_VERIFY)
 
 

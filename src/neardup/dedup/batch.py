@@ -45,6 +45,9 @@ PAIR_CHUNK = 1 << 22
 #: (one sorted table entry): contiguous XOR and popcount, no gather (benchmarks/wide_search.py
 #: fits it; docs/index.md).
 SCAN_COST = 0.02
+#: Below this many fingerprints a tuned scheme is searched as passed: every plan takes well
+#: under a millisecond there, and the caller's statistics keep the tables it tuned.
+PLAN_MIN = 1000
 #: Share of a search's expected work spent measuring the data's distances to tune it.
 PROFILE_SHARE = 0.05
 #: The data are measured only while the scan is within this factor of the uniform tuning's
@@ -85,8 +88,8 @@ def find_all_pairs(
     """Every pair ``(i, j)`` with ``hamming(fingerprints[i], fingerprints[j]) <= max_distance``.
 
     Exact: the result equals a brute-force scan. ``scheme`` None, or one from
-    :meth:`BlockScheme.auto`, is tuned on the data (:func:`search_plan`); a scheme built by
-    hand is searched as given. ``mu`` sets the second hash
+    :meth:`BlockScheme.auto` for :data:`PLAN_MIN` or more fingerprints, is tuned on the data
+    (:func:`search_plan`); a scheme built by hand is searched as given. ``mu`` sets the second hash
     (buckets above :func:`split_size` entries are split; ``split_threshold`` sets that size
     directly, ``float("inf")`` turns splitting off). ``stats``, when given, is filled with
     per-table bucket statistics; ``progress`` is called with the tables done since its last
@@ -100,7 +103,10 @@ def find_all_pairs(
         _check_scheme(scheme, bits, max_distance)
     if mu < 0:
         raise ConfigError(f"mu must be >= 0; got {mu!r}")
-    plan = scheme if scheme is not None and not scheme.tuned else search_plan(words, bits, max_distance)
+    if scheme is not None and (not scheme.tuned or n < PLAN_MIN):
+        plan: BlockScheme | None = scheme
+    else:
+        plan = search_plan(words, bits, max_distance)
     ticks = _Ticks(
         progress, scheme.table_count if scheme is not None else max(1, plan.table_count if plan else 1)
     )
