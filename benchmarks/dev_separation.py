@@ -3,6 +3,12 @@ dev sets: mean Hamming distance of gold near-duplicate pairs vs all other pairs,
 (brute-force) pairwise precision / recall / F1 at max_distance k, per weighting scheme.
 
     python benchmarks/dev_separation.py [--data ../shared/data/dev] [--k 3] [--sets zh_news en_news]
+    python benchmarks/dev_separation.py --k 3 10 --saturations raw:1 log:1 bm25:1 raw:0.1 log:0.1
+
+``--saturations FORM:SHARE`` runs each weighting under each term-frequency saturation and
+share cap (``FingerprintConfig.term_frequency`` / ``max_share``; docs/fingerprints.md), the
+way issue 32's defaults were chosen; without it, the defaults. Several ``--k`` score the
+same fingerprints at each distance.
 
 The PyPI `simhash` package (char 4-grams, md5) runs on the same records as a reference.
 Gold: records of one `cluster` whose `level` is original/light/medium are near-duplicates;
@@ -89,7 +95,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--k", type=int, nargs="+", default=[3])
+    parser.add_argument("--saturations", nargs="+", default=[], metavar="FORM:SHARE")
     parser.add_argument("--sets", nargs="+", default=["zh_news", "en_news", "zh_short"])
     parser.add_argument("--weightings", nargs="+", default=["tf", "tfidf", "tfidf-len", "composite"])
     parser.add_argument("--ngram", type=int, default=0)
@@ -97,34 +104,47 @@ def main() -> None:
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"dev data not found at {args.data}; pass --data")
-    print(f"k = {args.k}; distances are Hamming distances of 64-bit fingerprints\n")
+    print("distances are Hamming distances of 64-bit fingerprints\n")
     print(
-        f"{'set':9s} {'method':22s} {'dup mean':>8s} {'all mean':>8s} "
+        f"{'set':9s} {'method':30s} {'k':>2s} {'dup mean':>8s} {'all mean':>8s} "
         f"{'P':>6s} {'R':>6s} {'F1':>6s} {'s':>6s}"
     )
+    saturations: list[dict[str, object]] = [{}]
+    if args.saturations:
+        forms = [item.split(":") for item in args.saturations]
+        saturations = [{"term_frequency": form, "max_share": float(share)} for form, share in forms]
     for name in args.sets:
         records = load(args.data / f"{name}.jsonl")
         texts = [record["text"] for record in records]
         titles = [record.get("title") or None for record in records]
-        methods: list[tuple[str, object]] = [
-            (f"neardup {weighting}" + (f" ng{args.ngram}" if args.ngram else ""), weighting)
+        methods: list[tuple[str, object, dict[str, object]]] = [
+            (
+                f"neardup {weighting}"
+                + (f" ng{args.ngram}" if args.ngram else "")
+                + (f" {options['term_frequency']}/{options['max_share']:g}" if options else ""),
+                weighting,
+                options,
+            )
             for weighting in args.weightings
+            for options in saturations
         ]
         if not args.no_peer:
-            methods.append(("pypi simhash", None))
-        for label, weighting in methods:
+            methods.append(("pypi simhash", None, {}))
+        for label, weighting, options in methods:
             started = time.perf_counter()
             if weighting is None:
                 fingerprints = pypi_simhash(records)
             else:
-                fingerprinter = Fingerprinter(weighting=str(weighting), ngram=args.ngram)
+                fingerprinter = Fingerprinter(weighting=str(weighting), ngram=args.ngram, **options)
                 fingerprints = fingerprinter.fingerprint_many(texts, titles)
             seconds = time.perf_counter() - started
-            row = evaluate(label, fingerprints, records, args.k)
-            print(
-                f"{name:9s} {label:22s} {row['near_dup_mean']:8.2f} {row['all_pairs_mean']:8.2f} "
-                f"{row['precision']:6.3f} {row['recall']:6.3f} {row['f1']:6.3f} {seconds:6.2f}"
-            )
+            for k in args.k:
+                row = evaluate(label, fingerprints, records, k)
+                print(
+                    f"{name:9s} {label:30s} {k:2d} {row['near_dup_mean']:8.2f} {row['all_pairs_mean']:8.2f} "
+                    f"{row['precision']:6.3f} {row['recall']:6.3f} {row['f1']:6.3f} {seconds:6.2f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import unicodedata
 import pytest
 
 from neardup import ConfigError, InputError
-from neardup.text.normalize import Normalizer, nfkc
+from neardup.text.normalize import NORMALIZER_VERSION, Normalizer, nfkc, unescape
 from neardup.text.tokenize import (
     AutoTokenizer,
     CharNgramTokenizer,
@@ -38,6 +38,58 @@ def test_nfkc_fast_path_equals_unicodedata(text: str) -> None:
 def test_normalizer_folds_width_and_case_and_keeps_whitespace_for_tokenizers() -> None:
     assert Normalizer().normalize("ＨＥＬＬＯ　Ｗｏｒｌｄ １２３") == "hello world 123"
     assert Normalizer(lowercase=False).normalize("ＡＢ") == "AB"
+
+
+ESCAPED_NEWS = (
+    r"<p>&nbsp;&nbsp;Showers continued throughout the week in\nthe Bahia cocoa zone,\r\n"
+    r"alleviating the drought\tsince early<br/>January &amp; February.</p>\\n"
+    r'<div class="x" id=y>Comissaria Smith said &#105;n its <a href="/r">weekly</a> review.</div>'
+)
+CLEAN_NEWS = (
+    "Showers continued throughout the week in the Bahia cocoa zone, alleviating the drought "
+    "since early January & February. Comissaria Smith said in its weekly review."
+)
+
+
+def test_escapes_entities_and_markup_written_as_text_are_separators() -> None:
+    escaped, clean = Normalizer().normalize_many([ESCAPED_NEWS, CLEAN_NEWS])
+    words = LatinTokenizer().tokenize_batch([escaped, clean]).token_lists()
+    assert words[0] == words[1]
+    assert "n" not in words[0] and "nbsp" not in words[0] and "p" not in words[0]
+
+
+def test_escaped_chinese_reads_as_the_text_it_stands_for() -> None:
+    text = "中央关于１９９８年工作的指导方针中突出强调要“精心部署”。这应该引起我们高度重视。"
+    escaped = "<p>&nbsp;" + text.replace("。", "。\\n").replace("工作", "\\u5de5&#20316;") + "</p>"
+    normalizer, tokenizer = Normalizer(), ChineseTokenizer()
+    assert (
+        tokenizer.tokenize_batch(normalizer.normalize_many([escaped])).word_token_lists()
+        == tokenizer.tokenize_batch(normalizer.normalize_many([text])).word_token_lists()
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<IBM> and <Tandem Computers Inc> agreed", "<IBM> and <Tandem Computers Inc> agreed"),
+        ("if a < b > c then AT&T's R&D", "if a < b > c then AT&T's R&D"),
+        ("&unknown; &#xZZ; & amp;", "&unknown; &#xZZ; & amp;"),
+        ("<A Beautiful Corp> <P&G>", "<A Beautiful Corp> <P&G>"),
+        ("x&#1114112;y \\ud800z", "x y  z"),
+        ("\\ud83d\\ude00 &#x1F600;", "\U0001f600 \U0001f600"),
+        ("a<!-- note\nmore -->b<BR>c</SPAN>d", "a b c d"),
+    ],
+)
+def test_only_escapes_entities_and_known_tags_are_read(text: str, expected: str) -> None:
+    assert unescape(text) == expected
+
+
+def test_version_1_keeps_escapes_and_markup_as_they_were() -> None:
+    assert Normalizer(version=1).normalize("<p>A\\nB&amp;C</p>") == "<p>a\\nb&amp;c</p>"
+    assert Normalizer().normalize("<p>A\\nB&amp;C</p>") == " a b&c "
+    assert Normalizer().version == NORMALIZER_VERSION == 2
+    with pytest.raises(ConfigError, match="normalizer_version"):
+        Normalizer(version=3)
 
 
 def test_traditional_to_simplified() -> None:

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from neardup import ConfigError, Fingerprinter, IdfModel
+from neardup import ConfigError, Fingerprinter, IdfModel, simhash
+from neardup.fingerprint.config import FingerprintConfig
 from neardup.fingerprint.idf import default_chinese_idf
-from neardup.fingerprint.weighting import DEFAULT_POS_WEIGHT, SIGNAL_FACTOR, Weighting, pos_weight
+from neardup.fingerprint.weighting import (
+    BM25_K1,
+    DEFAULT_POS_WEIGHT,
+    SIGNAL_FACTOR,
+    TERM_FREQUENCIES,
+    Weighting,
+    cap_shares,
+    pos_weight,
+    saturate,
+    saturated_counts,
+)
 
 
 def _weighting(name: str, idf: IdfModel | None = None) -> Weighting:
@@ -45,16 +57,92 @@ def test_composite_uses_pos_and_signal_words() -> None:
 
 
 def test_composite_title_words_weigh_five_times_more() -> None:
-    fingerprinter = Fingerprinter(weighting="composite")
+    fingerprinter = Fingerprinter(weighting="composite", max_share=1.0)  # before the share cap
     without = {f.token: f.weight for f in fingerprinter.features("经济发展很快 人口增长")}
     with_title = {f.token: f.weight for f in fingerprinter.features("经济发展很快 人口增长", title="经济")}
     assert with_title["经济"] == pytest.approx(5 * without["经济"])
     assert with_title["人口"] == pytest.approx(without["人口"])
 
 
-def test_tf_counts_repeats() -> None:
-    features = {f.token: f.weight for f in Fingerprinter(weighting="tf").features("apple apple pear")}
-    assert features == {"apple": 2.0, "pear": 1.0}
+def test_tf_counts_repeats_and_saturates_them() -> None:
+    raw = Fingerprinter(weighting="tf", term_frequency="raw").features("apple apple pear")
+    assert {f.token: f.weight for f in raw} == {"apple": 2.0, "pear": 1.0}
+    default = Fingerprinter(weighting="tf").features("apple apple pear")
+    assert {f.token: f.weight for f in default} == pytest.approx({"apple": 1 + math.log(2), "pear": 1.0})
+    bm25 = Fingerprinter(weighting="tf", term_frequency="bm25").features("apple apple pear")
+    assert {f.token: f.weight for f in bm25} == pytest.approx({"apple": 2 * 2.2 / 3.2, "pear": 1.0})
+
+
+def test_saturated_counts_keep_one_and_grow_slower_than_counts() -> None:
+    counts = np.array([1, 2, 10, 740])
+    assert saturated_counts(counts, "raw").tolist() == [1, 2, 10, 740]
+    assert saturated_counts(counts, "log") == pytest.approx(
+        [1, 1 + math.log(2), 1 + math.log(10), 1 + math.log(740)]
+    )
+    assert saturated_counts(counts, "bm25")[0] == 1.0 and saturated_counts(counts, "bm25")[-1] < BM25_K1 + 1
+    with pytest.raises(ConfigError, match="term_frequency"):
+        saturated_counts(counts, "sqrt")
+
+
+def test_no_feature_holds_more_than_its_share() -> None:
+    # Document 0: one heavy feature among ten light ones; document 1: three features, fewer
+    # than 1/max_share, which end equal (a short line is not the hash of its heaviest word).
+    weights = np.array([740.0] + [10.0] * 10 + [4.0, 5.0, 6.0])
+    documents = np.array([0] * 11 + [1] * 3)
+    capped = cap_shares(weights, documents, 2, 0.1)
+    assert capped[0] == pytest.approx(0.1 * 840) and capped[1:11].tolist() == [10.0] * 10
+    assert capped[11:] == pytest.approx([1.5, 1.5, 1.5]) and capped[11] < capped[12] < capped[13]
+    assert cap_shares(weights, documents, 2, 1.0) is weights
+
+
+def test_short_lines_sharing_their_heaviest_word_no_longer_collide() -> None:
+    """People's Daily headings: uncapped, each fingerprint is the hash of 布老虎."""
+    lines = ["布老虎（一）", "这只想心事的布老虎"]
+    capped, uncapped = Fingerprinter(), Fingerprinter(max_share=1.0)
+    assert bin(int(uncapped.fingerprint(lines[0])) ^ uncapped.fingerprint(lines[1])).count("1") <= 3
+    assert bin(int(capped.fingerprint(lines[0])) ^ capped.fingerprint(lines[1])).count("1") > 3
+
+
+def test_one_token_on_every_line_no_longer_sets_every_bit() -> None:
+    """The issue's crawled news: a token repeated on every line (``n`` of ``\\n`` left in)
+    outweighed the rest, so unrelated texts got the same fingerprint. Saturated, it does not."""
+    first = " ".join(f"line{i} alpha{i} beta{i} zz" for i in range(60))
+    second = " ".join(f"word{i} gamma{i} delta{i} zz" for i in range(60))
+    raw = Fingerprinter(weighting="tf", term_frequency="raw")
+    assert bin(raw.fingerprint(first) ^ raw.fingerprint(second)).count("1") <= 3
+    saturated = Fingerprinter(weighting="tf")
+    assert bin(saturated.fingerprint(first) ^ saturated.fingerprint(second)).count("1") > 16
+
+
+def _seed_fingerprint(hashes: list[int], counts: list[int], bits: int, form: str) -> int:
+    """A document whose feature i occurs ``counts[i]`` times, weighted as the fingerprinter
+    weights ``tf`` (static weight 1, its share cap) and folded by the reference Simhash."""
+    kept = [i for i, count in enumerate(counts) if count]
+    occurrences = np.repeat(np.array(kept, dtype=np.int64), [counts[i] for i in kept])
+    share = _weighting("tf").share_cap(FingerprintConfig().max_share)
+    columns, _, weights = saturate(
+        occurrences, np.zeros(len(occurrences), dtype=np.int64), np.ones(len(occurrences)), 1, form, share
+    )
+    return simhash(zip([hashes[c] for c in columns.tolist()], weights.tolist(), strict=True), bits)
+
+
+@pytest.mark.parametrize("form", TERM_FREQUENCIES)
+def test_the_seeds_examples_keep_their_fingerprints_under_every_saturation(form: str) -> None:
+    # Seed 001: d = (1, 2, 0, 3, 0) occurrences of w1..w5, hashes 101 011 100 001 110 → 001.
+    assert _seed_fingerprint([0b101, 0b011, 0b100, 0b001, 0b110], [1, 2, 0, 3, 0], 3, form) == 0b001
+    # Seed 004: weights 4 and 5 read as counts ("这个词出现的次数"), hashes 100101, 101011 → 101011.
+    assert _seed_fingerprint([0b100101, 0b101011], [4, 5], 6, form) == 0b101011
+
+
+def test_tf_the_seeds_weighting_is_not_capped() -> None:
+    """A cap would tie seed 004's two features and change its fingerprint (101011 → 100001)."""
+    assert _weighting("tf").share_cap(0.1) == 1.0 and _weighting("tfidf-len").share_cap(0.1) == 0.1
+    occurrences = np.array([0] * 4 + [1] * 5)
+    columns, _, weights = saturate(occurrences, np.zeros(9, dtype=np.int64), np.ones(9), 1, "log", 0.1)
+    capped = simhash(
+        zip([[0b100101, 0b101011][c] for c in columns.tolist()], weights.tolist(), strict=True), 6
+    )
+    assert capped == 0b100001
 
 
 def test_unknown_weighting_and_fields_on_text_are_refused() -> None:
@@ -103,6 +191,7 @@ def test_fitted_idf_file_is_used_by_the_fingerprinter(tmp_path) -> None:
     path = tmp_path / "idf.json"
     IdfModel({"alpha": 9.0, "beta": 1.0}, default=1.0).save(path)
     features = {
-        f.token: f.weight for f in Fingerprinter(weighting="tfidf", idf=str(path)).features("alpha beta")
+        f.token: f.weight
+        for f in Fingerprinter(weighting="tfidf", idf=str(path), max_share=1.0).features("alpha beta")
     }
     assert features["alpha"] == pytest.approx(9 * features["beta"])

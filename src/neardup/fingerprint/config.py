@@ -18,14 +18,17 @@ from typing import Any
 
 from ..distance import BITS_CHOICES
 from ..errors import ConfigError
-from ..text.normalize import NORMALIZER_VERSION
+from ..text.normalize import NORMALIZER_VERSION, NORMALIZER_VERSIONS
 from ..text.tokenize import LANGUAGES, SEGMENTER_VERSION
 from .hashing import HASH_NAMES
-from .weighting import WEIGHTINGS
+from .weighting import TERM_FREQUENCIES, WEIGHTINGS
 
 IDF_CHOICES = ("default", "none")
 #: Longest character n-gram: a word is rarely longer, and a huge one overflows the tokenizer.
 MAX_NGRAM = 100
+#: What settings added later meant before they existed: a recorded config (index meta, which
+#: always holds ``segmenter_version``) that lacks one was made without it, and keeps meaning that.
+BEFORE_SETTING: dict[str, Any] = {"term_frequency": "raw", "max_share": 1.0}
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,10 @@ class FingerprintConfig:
     of a file from ``neardup idf fit``. stopwords: drop the shipped zh/en stopwords;
     stopword_files: more lists. user_dictionary: a jieba user dictionary. to_simplified:
     traditional → simplified Chinese before tokenizing. hmm: jieba's new-word discovery.
+    term_frequency: raw, log or bm25, how repeats of a token count (``neardup.fingerprint.weighting``).
+    max_share: the largest share of a document's total weight one feature may hold (1: no cap).
+    normalizer_version: the behaviour of :class:`~neardup.text.normalize.Normalizer` (indexes
+    record it; older ones keep theirs).
     """
 
     bits: int = 64
@@ -51,10 +58,18 @@ class FingerprintConfig:
     user_dictionary: str | None = None
     to_simplified: bool = False
     hmm: bool = False
+    term_frequency: str = "log"
+    max_share: float = 0.1
+    normalizer_version: int = NORMALIZER_VERSION
 
     def __post_init__(self) -> None:
         _check_choice("bits", self.bits, BITS_CHOICES)
         _check_choice("weighting", self.weighting, WEIGHTINGS)
+        _check_choice("term_frequency", self.term_frequency, TERM_FREQUENCIES)
+        _check_choice("normalizer_version", self.normalizer_version, NORMALIZER_VERSIONS)
+        share = self.max_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 < share <= 1.0:
+            raise ConfigError(f"max_share must be a number in (0, 1]; got {share!r}")
         _check_choice("hash", self.hash, HASH_NAMES)
         _check_choice("lang", self.lang, LANGUAGES)
         if (
@@ -88,15 +103,15 @@ class FingerprintConfig:
         """Plain data for index meta: the settings plus the versions that also shape tokens."""
         data = dataclasses.asdict(self)
         data["stopword_files"] = list(self.stopword_files)
-        data["normalizer_version"] = NORMALIZER_VERSION
         data["segmenter_version"] = SEGMENTER_VERSION
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FingerprintConfig:
-        """Build from :meth:`to_dict` output or user settings; unknown keys are refused."""
+        """Build from :meth:`to_dict` output or user settings; unknown keys are refused. A
+        recorded config keeps the meaning of the settings it predates (:data:`BEFORE_SETTING`)."""
         fields = {field.name for field in dataclasses.fields(cls)}
-        recorded = {"normalizer_version", "segmenter_version"}
+        recorded = {"segmenter_version"}
         unknown = set(data) - fields - recorded
         if unknown:
             raise ConfigError(
@@ -104,6 +119,8 @@ class FingerprintConfig:
                 f"known: {', '.join(sorted(fields))}"
             )
         values = {key: value for key, value in data.items() if key in fields}
+        if "segmenter_version" in data:
+            values = {**BEFORE_SETTING, **values}
         if "stopword_files" in values:
             files = values["stopword_files"]
             if isinstance(files, str) or not all(isinstance(item, str) for item in files):
@@ -160,7 +177,12 @@ def _resolve_paths(section: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 def _parse_env(name: str, raw: str) -> Any:
-    if name in ("bits", "ngram"):
+    if name == "max_share":
+        try:
+            return float(raw)
+        except ValueError as exc:
+            raise ConfigError(f"NEARDUP_MAX_SHARE must be a number; got {raw!r}") from exc
+    if name in ("bits", "ngram", "normalizer_version"):
         try:
             return int(raw)
         except ValueError as exc:

@@ -29,7 +29,7 @@ from .config import FingerprintConfig
 from .hashing import get_hash_function
 from .idf import IdfModel, default_chinese_idf
 from .token_cache import NewTokens, TokenCache, fmix64, token_keys
-from .weighting import FIELDS_ON_TEXT, TITLE_FACTOR, Weighting
+from .weighting import FIELDS_ON_TEXT, TITLE_FACTOR, Weighting, saturate
 
 DEFAULT_CACHE_SIZE = 2_000_000
 TIE_TOLERANCE = 1e-9
@@ -113,7 +113,7 @@ class Fingerprinter:
         self.config = config
         self.bits = check_bits(config.bits)
         self._hash = get_hash_function(config.hash, config.bits)
-        self.normalizer = Normalizer(to_simplified=config.to_simplified)
+        self.normalizer = Normalizer(to_simplified=config.to_simplified, version=config.normalizer_version)
         self.weighting = Weighting(
             name=config.weighting,
             idf=idf_model if idf_model is not None else _resolve_idf(config),
@@ -227,8 +227,9 @@ class Fingerprinter:
     def _weighted_occurrences(
         self, texts: Sequence[str], titles: Sequence[str | None] | None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """(cache column, document, weight) of every kept token occurrence; a token's weights
-        sum to its count times its static weight."""
+        """(cache column, document, weight) of every kept token occurrence, or of every distinct
+        token of a document when repeats saturate; a token's weights sum to its static weight
+        times its saturated count."""
         if titles is not None and len(titles) != len(texts):
             raise ConfigError(f"got {len(texts)} texts but {len(titles)} titles; give one title per text")
         if self.weighting.name == "fields":
@@ -245,7 +246,9 @@ class Fingerprinter:
             weights = self._boost_title_words(columns, documents, weights, titles)
         if self.weighting.name == "composite":
             weights = weights * _relative_length_factor(self._cache.lengths[columns], documents, len(texts))
-        return columns, documents, weights
+        config, weighting = self.config, self.weighting
+        cap = weighting.share_cap(config.max_share)
+        return saturate(columns, documents, weights, len(texts), config.term_frequency, cap)
 
     def _hash_table(self, tokens: list[str]) -> FingerprintArray:
         return ints_to_array([self._hash(token) for token in tokens], self.bits)

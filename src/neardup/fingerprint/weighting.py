@@ -24,6 +24,16 @@ repeated tokens sum to their term frequency without a per-token Python loop.
 
 Stopwords and tokens without a letter or digit (punctuation, spaces) get weight 0 in every
 scheme and are dropped; in ``composite`` signal words are kept even when they are stopwords.
+
+Saturation (every scheme). A token's ``count`` in the formulas above is its term frequency
+after :func:`saturate`: ``raw`` is the count itself (the seeds' classic weight), ``log`` is
+1 + ln n, ``bm25`` is n·(k1 + 1)/(n + k1) (BM25's saturation without its length part, which a
+Simhash, being scale-free per document, does not need). Linear counts let one token repeated
+on every line (``n`` of a ``\\n`` left in the text, a boilerplate word) outweigh the rest of the
+document and set every bit. Then no feature may hold more than ``max_share`` of a document's
+total weight (:func:`cap_shares`; not in ``tf``, see :meth:`Weighting.share_cap`). Both are
+settings of :class:`~neardup.fingerprint.config.FingerprintConfig`; docs/fingerprints.md has
+the measurements behind the defaults.
 """
 
 from __future__ import annotations
@@ -39,6 +49,11 @@ from ..text.tokenize import han_character_mask, word_character_mask
 from .idf import IdfModel
 
 WEIGHTINGS: tuple[str, ...] = ("tf", "tfidf", "tfidf-len", "composite", "fields")
+TERM_FREQUENCIES: tuple[str, ...] = ("raw", "log", "bm25")
+#: BM25's usual k1: a count's weight approaches k1 + 1 = 2.2 times a single occurrence's.
+BM25_K1 = 1.2
+#: How much of its uncapped weight a capped feature keeps above the cap (see cap_shares).
+ORDER_MARGIN = 1e-12
 
 CHINESE_LENGTH_MEAN, CHINESE_LENGTH_SD = 4.51, 2.207
 LATIN_LENGTH_MEAN, LATIN_LENGTH_SD = 6.1, 2.4
@@ -100,6 +115,11 @@ class Weighting:
     def uses_title(self) -> bool:
         return self.name == "composite"
 
+    def share_cap(self, max_share: float) -> float:
+        """The cap :func:`cap_shares` applies: none in ``tf``, the seeds' weighting, whose
+        examples it would change (seed 004's two features, counted 4 and 5, would tie)."""
+        return 1.0 if self.name == "tf" else max_share
+
     def static_weight(self, token: str, pos: str = "") -> float:
         """The per-token factor of one token; 0 drops it."""
         codepoints = np.frombuffer(token.encode("utf-32-le"), dtype="<u4")
@@ -147,3 +167,59 @@ class Weighting:
             weights *= np.fromiter((by_tag[tag] for tag in tags), dtype=np.float64, count=count)
             weights *= np.where(signal, SIGNAL_FACTOR, 1.0)
         return weights
+
+
+def saturated_counts(counts: npt.NDArray[np.int64], term_frequency: str) -> npt.NDArray[np.float64]:
+    """The weight of ``counts`` occurrences of a token relative to one (1 stays 1 in every
+    form, so a document without repeats keeps its fingerprint)."""
+    n = counts.astype(np.float64)
+    if term_frequency == "raw":
+        return n
+    if term_frequency == "log":
+        return 1.0 + np.log(n)
+    if term_frequency == "bm25":
+        return n * (BM25_K1 + 1.0) / (n + BM25_K1)
+    raise ConfigError(f"term_frequency must be one of {', '.join(TERM_FREQUENCIES)}; got {term_frequency!r}")
+
+
+def cap_shares(
+    weights: npt.NDArray[np.float64], documents: npt.NDArray[np.int64], count: int, max_share: float
+) -> npt.NDArray[np.float64]:
+    """``weights`` (one per distinct feature of a document, documents non-decreasing) with
+    none above ``max_share`` of its document's total before capping. A single cut against
+    the uncapped total, not an iteration to a fixed point: it takes an outlier down towards
+    the rest and never reorders two features. A document of fewer than 1/max_share features
+    ends with them all equal, so a heading or a byline is no longer the hash of its one
+    heaviest word (two such lines sharing that word collided at -k 3)."""
+    if max_share >= 1.0 or not len(weights):
+        return weights
+    totals = np.bincount(documents, weights=np.abs(weights), minlength=count)
+    limit = max_share * totals[documents]
+    # Capped features keep the order of their uncapped weights by a margin far below the
+    # Simhash tie tolerance (1e-9 of the total): the fingerprint sees them equal, an
+    # explanation (``Fingerprinter.features``) still lists the heavier first.
+    capped: npt.NDArray[np.float64] = np.where(weights > limit, limit + ORDER_MARGIN * weights, weights)
+    return capped
+
+
+def saturate(
+    columns: npt.NDArray[np.int64],
+    documents: npt.NDArray[np.int64],
+    weights: npt.NDArray[np.float64],
+    count: int,
+    term_frequency: str,
+    max_share: float,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Occurrences ``(column, document, weight)`` → one entry per distinct (document,
+    column), its weight the per-occurrence weight times :func:`saturated_counts`, capped by
+    :func:`cap_shares`. Every occurrence of a token in a document carries the same weight
+    (static factor, title and length factors), so the first one stands for all."""
+    if term_frequency == "raw" and max_share >= 1.0:
+        return columns, documents, weights
+    if not len(columns):
+        return columns, documents, weights
+    width = int(columns.max()) + 1
+    keys, first, counts = np.unique(documents * width + columns, return_index=True, return_counts=True)
+    documents, columns = keys // width, keys % width
+    weights = weights[first] * saturated_counts(counts, term_frequency)
+    return columns, documents, cap_shares(weights, documents, count, max_share)
