@@ -275,35 +275,46 @@ class BlockScheme:
         bits: int = 64,
         max_distance: int = 3,
         max_tables: int | None = None,
-        profile: DistanceProfile | None = None,
     ) -> BlockScheme:
         """The exact scheme with the least expected work for ``size`` fingerprints.
 
         Work per table is one sort of ``size`` keys plus the verification of the expected
         collisions at :data:`PAIR_COST` each (:func:`expected_work`): ``size²/2 · 2^-key_bits``
-        for uniform fingerprints, so the optimum has key bits near log2(size), or what
-        ``profile`` (the collection's own distances) predicts, which on templated text is far
-        more. ``max_tables`` caps the tables (memory of an index grows with them). Small
-        collections get the pigeonhole scheme.
+        for uniform fingerprints, so the optimum has key bits near log2(size) (:func:`tuned_for`
+        prices them on a collection's own distances instead). ``max_tables`` caps the tables
+        (memory of an index grows with them). Small collections get the pigeonhole scheme.
         """
-        cls(bits, max_distance)  # refuses a width or distance no scheme can have
-        if max_tables is not None and max_tables < max_distance + 1:
-            raise ConfigError(
-                f"max_tables={max_tables} is too small: an exact scheme for max_distance={max_distance} "
-                f"needs at least {max_distance + 1} tables"
-            )
-        limit = DEFAULT_MAX_TABLES if max_tables is None else max_tables
-        n = max(int(size), 2)
-        best = (bits, max_distance, max_distance + 1, 1)
-        best_cost = expected_work(bits, max_distance + 1, 1, n, profile)
-        for m in range(max_distance + 2, min(bits, max_distance + 12) + 1):
-            for t in range(1, m - max_distance + 1):
-                if math.comb(m, t) > limit:
-                    break
-                cost = expected_work(bits, m, t, n, profile)
-                if cost < best_cost:
-                    best, best_cost = (bits, max_distance, m, t), cost
-        return cls(*best, tuned=True)
+        return _tune(size, bits, max_distance, max_tables, None)
+
+
+def tuned_for(profile: DistanceProfile, max_distance: int, max_tables: int | None = None) -> BlockScheme:
+    """:meth:`BlockScheme.auto` with the candidates ``profile`` (a collection's pairs at each
+    distance) predicts, which on templated text are far more than uniform fingerprints'."""
+    return _tune(profile.size, profile.bits, max_distance, max_tables, profile)
+
+
+def _tune(
+    size: int, bits: int, max_distance: int, max_tables: int | None, profile: DistanceProfile | None
+) -> BlockScheme:
+    """The search of :meth:`BlockScheme.auto` and :func:`tuned_for`."""
+    BlockScheme(bits, max_distance)  # refuses a width or distance no scheme can have
+    if max_tables is not None and max_tables < max_distance + 1:
+        raise ConfigError(
+            f"max_tables={max_tables} is too small: an exact scheme for max_distance={max_distance} "
+            f"needs at least {max_distance + 1} tables"
+        )
+    limit = DEFAULT_MAX_TABLES if max_tables is None else max_tables
+    n = max(int(size), 2)
+    best = (bits, max_distance, max_distance + 1, 1)
+    best_cost = expected_work(bits, max_distance + 1, 1, n, profile)
+    for m in range(max_distance + 2, min(bits, max_distance + 12) + 1):
+        for t in range(1, m - max_distance + 1):
+            if math.comb(m, t) > limit:
+                break
+            cost = expected_work(bits, m, t, n, profile)
+            if cost < best_cost:
+                best, best_cost = (bits, max_distance, m, t), cost
+    return BlockScheme(*best, tuned=True)
 
 
 def expected_work(

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy.typing as npt
 
-from ..blocks import BlockScheme, expected_work
+from ..blocks import expected_work, tuned_for
 from ..distance import DistanceProfile, as_words, distance_profile
 from .batch import SCAN_COST
 
@@ -104,7 +104,7 @@ def distance_for(profile: DistanceProfile) -> int:
 def search_work(profile: DistanceProfile, max_distance: int) -> float:
     """Expected work of the cheapest exact search within ``max_distance`` (scan or blocks)."""
     n = profile.size
-    scheme = BlockScheme.auto(n, profile.bits, max_distance, profile=profile)
+    scheme = tuned_for(profile, max_distance)
     blocks = expected_work(profile.bits, scheme.blocks_count, scheme.key_blocks, n, profile)
     return min(blocks, SCAN_COST * n * (n - 1) / 2)
 

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from ..blocks import DEFAULT_MU as DEFAULT_MU
 from ..blocks import MIN_SPLIT as MIN_SPLIT
-from ..blocks import BlockScheme, expected_work
+from ..blocks import BlockScheme, expected_work, tuned_for
 from ..blocks import BucketStats as BucketStats
 from ..blocks import TableStats as TableStats
 from ..blocks import split_size as split_size
@@ -150,7 +150,7 @@ def search_plan(words: UInt64Array, bits: int, max_distance: int) -> BlockScheme
         # few rows could be sampled to say more than the uniform model.
         return uniform
     profile = distance_profile(words, bits, budget=budget)
-    tuned = BlockScheme.auto(n, bits, max_distance, profile=profile)
+    tuned = tuned_for(profile, max_distance)
     work = expected_work(bits, tuned.blocks_count, tuned.key_blocks, n, profile)
     return None if scan_work <= work else tuned
 
