@@ -88,22 +88,26 @@ def _nfkc_table() -> dict[int, str]:
 
 
 @lru_cache(maxsize=1)
-def _nfkc_arrays() -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.bool_]]:
-    """The BMP part of :func:`_nfkc_table` as arrays: code → code for one-to-one mappings,
-    and a mask of code points that map to several (or no) code points."""
-    single = np.arange(0x10000, dtype=np.uint32)
-    multiple = np.zeros(0x10000, dtype=bool)
+def _nfkc_arrays() -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.bool_], dict[int, str]]:
+    """The BMP part of :func:`_nfkc_table` as arrays: code → the first code point of its NFKC
+    form (itself where it has none of its own), a mask of the code points whose form is
+    longer, and the rest of those forms."""
+    first = np.arange(0x10000, dtype=np.uint32)
+    longer = np.zeros(0x10000, dtype=bool)
+    rest: dict[int, str] = {}
     for code, folded in _nfkc_table().items():
-        if len(folded) == 1:
-            single[code] = ord(folded)
-        else:
-            multiple[code] = True
-    return single, multiple
+        first[code] = ord(folded[0])  # no BMP form is empty
+        if len(folded) > 1:
+            longer[code] = True
+            rest[code] = folded[1:]
+    return first, longer, rest
 
 
 def nfkc_many(texts: Sequence[str]) -> list[str]:
-    """:func:`nfkc` of many texts, mapping the one-to-one cases of a whole batch with one
-    array lookup (twice as fast as ``str.translate`` on Chinese news)."""
+    """:func:`nfkc` of many texts, mapping the BMP code points of a whole batch with one array
+    lookup (twice as fast as ``str.translate`` on Chinese news) and inserting the rest of the
+    forms longer than one code point (``…`` → ``...``, ``℃`` → ``°c``) in one ``np.insert``;
+    only texts with code points beyond the BMP go one by one."""
     result = list(texts)
     pending = [
         i
@@ -112,19 +116,27 @@ def nfkc_many(texts: Sequence[str]) -> list[str]:
     ]
     if not pending:
         return result
-    single, multiple = _nfkc_arrays()
+    first, longer, rest = _nfkc_arrays()
     joined = "".join(texts[i] for i in pending)
     codepoints = np.frombuffer(joined.encode("utf-32-le"), dtype="<u4")
     lengths = np.fromiter((len(texts[i]) for i in pending), dtype=np.int64, count=len(pending))
     ends = np.cumsum(lengths)
-    astral = codepoints > 0xFFFF
-    bmp = np.where(astral, 0, codepoints)
-    irregular = multiple[bmp] | astral
-    irregular_prefix = np.concatenate([[0], np.cumsum(irregular)])
-    mapped = single[bmp].tobytes().decode("utf-32-le")
-    for index, end, length in zip(pending, ends.tolist(), lengths.tolist(), strict=True):
-        start = end - length
-        if irregular_prefix[end] != irregular_prefix[start]:
+    astral = np.flatnonzero(codepoints > 0xFFFF)
+    one_by_one = np.zeros(len(pending), dtype=bool)
+    one_by_one[np.searchsorted(ends, astral, side="right")] = True
+    bmp = np.where(codepoints > 0xFFFF, 0, codepoints) if astral.size else codepoints
+    mapped_codes = first[bmp]
+    growing = np.flatnonzero(longer[bmp])
+    if growing.size:
+        forms = [rest[code] for code in bmp[growing].tolist()]
+        sizes = np.fromiter(map(len, forms), dtype=np.int64, count=len(forms))
+        at = np.repeat(growing + 1, sizes)  # after the code point whose form goes on
+        mapped_codes = np.insert(mapped_codes, at, np.frombuffer("".join(forms).encode("utf-32-le"), "<u4"))
+        ends = ends + np.searchsorted(at, ends, side="right")
+    mapped = mapped_codes.astype("<u4", copy=False).tobytes().decode("utf-32-le")
+    starts = np.concatenate([[0], ends[:-1]]).tolist()
+    for index, start, end, alone in zip(pending, starts, ends.tolist(), one_by_one.tolist(), strict=True):
+        if alone:
             result[index] = nfkc(texts[index])
             continue
         text = mapped[start:end]
