@@ -448,3 +448,13 @@ def test_empty_source() -> None:
 def test_resolved_field_description() -> None:
     field = ResolvedField("a", 1, "short", 2.0, False)
     assert ResolvedSchema("id", 0, (field,), ("b",)).describe() == "key id; a: short ×2; ignored: b"
+
+
+def test_records_normalise_values_as_their_stored_rows_were() -> None:
+    """A records index keeps its rows' normalised values, so a text value is normalised by the
+    first normalizer (NFKC, case), escapes and markup left as written: a row added later is
+    compared by the rules its stored matches were made by."""
+    from neardup.records.compare import normalize_column
+
+    values = ["AT&amp;T <b>Inc</b>\\n", "ＡＢＣ Ltd"]
+    assert normalize_column(values, "text").tolist() == ["at&amp;t <b>inc</b>\\n", "abc ltd"]

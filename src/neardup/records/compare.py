@@ -85,7 +85,11 @@ _SEPARATORS = re.compile(r"[\s\-().+/]")
 _NON_DIGIT = re.compile(r"\D")
 _DIGIT_RUNS = re.compile(r"\d+")
 _PUNCTUATION = re.compile(r"[^\w\s]+")
-_NORMALIZER = Normalizer()
+#: Records compare their values under the first normalizer (NFKC and case). A records index
+#: keeps its rows' normalized values; a later version (escapes and markup read as separators)
+#: would compare new rows by other rules than the stored ones, so it waits for a model version
+#: that records which normalizer its rows were made by.
+_NORMALIZER = Normalizer(version=1)
 
 Keys = npt.NDArray[np.object_]
 Levels = npt.NDArray[np.int8]
