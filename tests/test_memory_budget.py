@@ -5,6 +5,7 @@ same bytes as a run in memory; the spill directory goes away however the run end
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -27,7 +28,7 @@ from neardup.dedup.prefix_search import prefix_pairs
 from neardup.dedup.seen_ids import PackedIds, SeenIds
 from neardup.dedup.short_texts import ShortTexts
 from neardup.dedup.workspace import SHARES, Workspace
-from neardup.errors import ConfigError, InputError
+from neardup.errors import ConfigError, InputError, OutputError
 from neardup.io.read import read_records
 from neardup.io.record import Record
 
@@ -414,3 +415,29 @@ def test_workers_end_with_a_parent_killed_outright() -> None:
         for pid in workers:  # reparented by now: not the parent's children any more
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_full_disk_under_the_spill_is_one_line_naming_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spill that fills its disk ends the run with one line naming --tmp-dir and --memory
+    (the library's parameters in Python), writes no output and leaves no spill file."""
+    written = BandKeys._write_run
+
+    def full(self: BandKeys) -> None:
+        written(self)  # the spill file is made, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(BandKeys, "_write_run", full)
+    source = shared_file("dev/en_news.jsonl")
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    with pytest.raises(OutputError, match=r"filled its disk .*give tmp_dir a folder.*larger memory budget"):
+        dedup_documents(read_records(source), settings=DedupSettings(memory=1 << 20, tmp_dir=str(spill)))
+    assert list(spill.iterdir()) == []
+    pairs = tmp_path / "pairs.jsonl"
+    arguments = ["dedup", str(source), "--pairs", str(pairs), "--memory", "1M", "--tmp-dir", str(spill)]
+    outcome = CliRunner().invoke(main, arguments)
+    assert outcome.exit_code != 0 and not pairs.exists() and list(spill.iterdir()) == []
+    message = outcome.output.strip().splitlines()
+    assert len(message) == 1 and "give --tmp-dir a folder" in message[0] and "--memory budget" in message[0]

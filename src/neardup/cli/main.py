@@ -179,6 +179,8 @@ LIBRARY_WORDS = {
     "title_field": "--title-field",
     "cluster_field": "--cluster-field",
     "key='COLUMN'": "--key COLUMN",
+    "tmp_dir": "--tmp-dir",
+    "memory budget": "--memory budget",
 }
 
 

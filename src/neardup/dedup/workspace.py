@@ -12,6 +12,7 @@ does not depend on the budget.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import shutil
 import sys
@@ -19,7 +20,7 @@ import tempfile
 from contextlib import suppress
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OutputError
 from ..io.output import remove_stale, temporary_name
 
 #: The default budget: a laptop's share for one run.
@@ -31,6 +32,8 @@ MIN_MEMORY = 1 << 20
 #: of processes gone (:func:`~neardup.io.output.remove_stale`).
 SPILL_STEM, SPILL_SUFFIX = "neardup", ".spill"
 #: The share of the budget each part holds in memory before it spills.
+#: errno values of a full disk or quota (a spill that cannot be written).
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 SHARES = {"band_keys": 0.25, "check_bins": 0.2, "texts": 0.15, "pairs": 0.2, "short_texts": 0.1}
 
 
@@ -84,8 +87,15 @@ class Workspace:
     def __enter__(self) -> Workspace:
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
         self.close()
+        if isinstance(error, OSError) and error.errno in _FULL and self._names:
+            base = os.fspath(self.tmp_dir or tempfile.gettempdir())
+            raise OutputError(
+                f"the run's spill files in {base} filled its disk ({error.strerror}); nothing was "
+                f"written and the spill files are removed: give tmp_dir a folder on a disk with "
+                f"more room, or a larger memory budget"
+            ) from error
 
 
 def give_back_freed_memory() -> None:
