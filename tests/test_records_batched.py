@@ -10,6 +10,7 @@ import hashlib
 import json
 import random
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,15 @@ import xxhash
 
 from neardup.records.candidates import derived_value
 from neardup.records.incremental import (
+    BLOCKS_MAP,
+    ROWS_MAP,
+    STATE_MAP,
+    BatchDone,
     CheckedRow,
     RecordsIndex,
     block_keys,
     index_records,
+    refit_stored,
     rows_block_keys,
     stored_model,
 )
@@ -39,6 +45,16 @@ STORED, NEW = 2400, 1500
 ADDED_DIGEST = {
     1000: "5108024d910b47eb35116f73006ac684279b87daa38db0cd7fad2cdea59fe2ee",
     300: "a9783cc2acfc086c2f2c8968f397843d6aa8b258a722a9929c8cb88b59ed336e",
+}
+#: sha256 of :func:`stored_digest` (every entry of the rows, blocks and state maps) after the
+#: first run, and after the new rows were added in batches of 1000 and of 300, as the code of
+#: commit b10d33e (before the value maps were written by upsert and read in batches) stored them.
+FIRST_STORED = "054c7b34625d1bc70bac5000f07b4a28d1942e2fa1c3f9537723468cc4e0a0be"
+#: The same after 700 new rows in batches of 300, then a refit and the other 800 in batches of 250.
+REFIT_STORED = "2314c9f7100653ca78f5af69e637d5a7d1f46dfb0cf0fc9407e772a30dbb3958"
+ADDED_STORED = {
+    1000: "cd76df4c9a1fb6269f6a0b52ee8a8f03237a4d8b664a8afdaff3593ed53e767e",
+    300: "a6b84f318ed72e306c059c0c42c4130927e0089ec7f83d75f727acf322d0e16b",
 }
 
 
@@ -92,6 +108,21 @@ def outcome(rows: list[CheckedRow]) -> list[tuple[Any, ...]]:
         (row.key, row.status, row.group, [(m.key, m.group, round(m.probability, 12)) for m in row.matches])
         for row in rows
     ]
+
+
+def stored_digest(url: str) -> str:
+    """A digest of every (map, key, value) a records index stores, in key order."""
+    store = open_storage(url)
+    try:
+        digest = hashlib.sha256()
+        for name in (ROWS_MAP, BLOCKS_MAP, STATE_MAP):
+            for key, value in sorted(
+                (repr(key), value) for batch in store.scan_values(name) for key, value in batch
+            ):
+                digest.update(name.encode() + b"\0" + key.encode() + b"\0" + value + b"\n")
+        return digest.hexdigest()
+    finally:
+        store.close()
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +192,96 @@ def test_check_and_add_decides_as_the_per_row_code_did(index: Path, tmp_path: Pa
     assert result.added == NEW and result.duplicates >= NEW // 2
     digest = hashlib.sha256(json.dumps(outcome(result.rows)).encode()).hexdigest()
     assert digest == ADDED_DIGEST[batch_size]
+    assert stored_digest(str(url)) == ADDED_STORED[batch_size]  # the same bytes stored
+
+
+def test_the_first_run_stores_what_it_stored_before(index: Path) -> None:
+    assert stored_digest(str(index)) == FIRST_STORED
+
+
+def test_a_refit_stores_what_it_stored_before(index: Path, tmp_path: Path) -> None:
+    url = tmp_path / "index.db"
+    shutil.copy(index, url)
+    rows = new_rows()
+    with open_source(str(write_csv(tmp_path / "first.csv", rows[:700]))) as source:
+        index_records(source, str(url), RecordSchema(key="id"), batch_size=300)
+    with open_source(str(write_csv(tmp_path / "then.csv", rows[700:]))) as source:
+        result = index_records(source, str(url), RecordSchema(key="id"), batch_size=250, refit=True)
+    assert result.refit is not None and result.refit.rows == STORED + 700
+    assert stored_digest(str(url)) == REFIT_STORED
+
+
+def test_blocks_over_their_cap_are_read_once_a_run(tmp_path: Path) -> None:
+    """A block over its cap stays so (stores only grow), so a run reads it once, not in
+    every batch of rows holding it (check-and-add and queries alike)."""
+
+    def crowded(rows: list[list[str]]) -> list[list[str]]:  # one city in every tenth row
+        return [
+            [*row[:3], "metropolis", *row[4:]] if number % 10 == 0 else row for number, row in enumerate(rows)
+        ]
+
+    url = str(tmp_path / "index.db")
+    with open_source(str(write_csv(tmp_path / "stored.csv", crowded(entity_rows(STORED, 1, "s"))))) as source:
+        index_records(source, url, RecordSchema(key="id"))
+    store = open_storage(url)
+    try:
+        over = {key for batch in store.scan_values(BLOCKS_MAP) for key, data in batch if data == b'"*"'}
+        asked: Counter[object] = Counter()
+        read = store.get_values
+
+        def counted(name: str, keys: Any) -> list[bytes | None]:
+            if name == BLOCKS_MAP:
+                asked.update(keys)
+            return read(name, keys)
+
+        store.get_values = counted  # type: ignore[method-assign]
+        with open_source(str(write_csv(tmp_path / "new.csv", crowded(new_rows())))) as source:
+            result = index_records(source, store, RecordSchema(key="id"), batch_size=300)
+        assert result.added == NEW and over
+        held = [asked[block] for block in over if asked[block]]
+        assert held and max(held) == 1  # the first batch holding it asked, the later ones did not
+        # a query run of its own reads each once too
+        asked.clear()
+        with open_source(str(write_csv(tmp_path / "again.csv", crowded(new_rows())))) as source:
+            again = index_records(source, store, RecordSchema(key="id"), batch_size=300, mode="all")
+        assert again.duplicates == NEW and max(asked[block] for block in over) == 1
+    finally:
+        store.close()
+
+
+def test_a_refit_by_another_writer_makes_the_run_read_the_blocks_again(tmp_path: Path) -> None:
+    """A refit rebuilds every block (its model may cap them otherwise), so the batches after
+    one read the blocks again rather than trusting what the run knew to be over its cap."""
+
+    def crowded(rows: list[list[str]]) -> list[list[str]]:
+        return [
+            [*row[:3], "metropolis", *row[4:]] if number % 10 == 0 else row for number, row in enumerate(rows)
+        ]
+
+    url = str(tmp_path / "index.db")
+    with open_source(str(write_csv(tmp_path / "stored.csv", crowded(entity_rows(STORED, 1, "s"))))) as source:
+        index_records(source, url, RecordSchema(key="id"))
+    store = open_storage(url)
+    try:
+        over = {key for batch in store.scan_values(BLOCKS_MAP) for key, data in batch if data == b'"*"'}
+        asked: Counter[object] = Counter()
+        read = store.get_values
+
+        def counted(name: str, keys: Any) -> list[bytes | None]:
+            if name == BLOCKS_MAP:
+                asked.update(keys)
+            return read(name, keys)
+
+        def refit_after_the_first(done: BatchDone) -> None:
+            if done.number == 1:
+                refit_stored(store, "test", "id")
+
+        store.get_values = counted  # type: ignore[method-assign]
+        with open_source(str(write_csv(tmp_path / "new.csv", crowded(new_rows())))) as source:
+            result = index_records(
+                source, store, RecordSchema(key="id"), batch_size=300, on_batch=refit_after_the_first
+            )
+    finally:
+        store.close()
+    assert result.added == NEW and over
+    assert max(asked[block] for block in over) == 2  # before the refit, and once after it

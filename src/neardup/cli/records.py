@@ -242,9 +242,9 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
         _check_outputs(ctx, settings)
     report = ErrorReport()
     row_source = _open_source(source, settings, report)
-    if settings["write_table"] and not isinstance(row_source, SqlSource):
-        raise click.UsageError("--write-table writes to the source database; SOURCE is a file", ctx)
-    try:
+    try:  # the source is closed however this ends
+        if settings["write_table"] and not isinstance(row_source, SqlSource):
+            raise click.UsageError("--write-table writes to the source database; SOURCE is a file", ctx)
         if settings["index_url"]:
             indexed = _run_index(row_source, settings, report)
         else:

@@ -34,7 +34,8 @@ store knows nothing of what they mean): ``state`` holds the row count and which 
 and the key) to the JSON list of the stored rows holding it: seed 002's ``{"blockName",
 "info": [...]}`` documents. A key type's block that grows past the type's cap makes no pairs
 in the batch, and never will again (stores only grow), so its list is replaced by ``"*"``:
-a common surname costs one short read, whatever the table's size. Exact copies (every
+a common surname costs one short read, whatever the table's size, and one a run (its later
+batches know it, until a refit rebuilds the blocks). Exact copies (every
 compared value the same) share the block of their values' hash, which keeps only the first
 copy, so a copy joins its group however many there are, as in the batch.
 
@@ -50,9 +51,9 @@ import dataclasses
 import itertools
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -97,6 +98,8 @@ SIZE_ENTRY = "size"
 GROWTH = 1.5
 #: The list of a block held by more rows than its key type's cap (it makes no pairs).
 OVER_CAP = "*"
+#: Over-cap blocks a run remembers (about 100 bytes each), so as not to read them again.
+OVER_CAP_KEPT = 1 << 20
 
 Values = list[str | None]
 
@@ -529,7 +532,7 @@ def rows_block_keys(model: RecordsModel, rows: Sequence[Values]) -> list[list[tu
     copies = len(model.specs)
     for blocks, values in zip(out, rows, strict=True):
         if any(value is not None for value in values):
-            blocks.append((copies, _block_hash(-1, json.dumps(values, ensure_ascii=False))))
+            blocks.append((copies, _block_hash(-1, _json(values))))
     return out
 
 
@@ -543,17 +546,19 @@ def _block_hash(number: int, text: str) -> int:
 # -- the stored maps --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StoredRow:
-    """A stored row as the ``rows`` map keeps it."""
+class StoredRow(NamedTuple):
+    """A stored row as the ``rows`` map keeps it (a named tuple: a batch makes thousands)."""
 
     values: Values
     group: RecordKey
     blocks: tuple[int, ...]
 
     def encode(self) -> bytes:
-        body = {"v": self.values, "g": self.group, "b": list(self.blocks)}
-        return json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        """``json.dumps({"v": values, "g": group, "b": blocks}, ensure_ascii=False)`` as bytes,
+        written out (a batch encodes thousands, and the blocks are plain ints)."""
+        blocks = ", ".join(map(str, self.blocks))
+        text = f'{{"v": {_json(self.values)}, "g": {_json(self.group)}, "b": [{blocks}]}}'
+        return text.encode("utf-8", "surrogatepass")
 
     @classmethod
     def decode(cls, data: bytes, key: RecordKey) -> StoredRow:
@@ -597,21 +602,47 @@ def _read_blocks(
     store: Storage, keys: Sequence[int], raw: dict[int, bytes] | None = None
 ) -> dict[int, list[RecordKey] | None]:
     """Each block's stored rows (None: over its cap); blocks not stored are left out. ``raw``
-    receives the stored bytes, which :func:`_grown` extends rather than encoding a list again."""
-    out: dict[int, list[RecordKey] | None] = {}
+    receives the stored bytes, which :func:`_grown` extends rather than encoding a list again.
+    The lists are parsed as one JSON array of them (a batch reads thousands), each alone only
+    where that fails, to name the damaged one."""
+    held_keys, held_data = [], []
     for key, data in zip(keys, store.get_values(BLOCKS_MAP, list(keys)), strict=True):
         if data is not None:
-            try:
-                held = _loads(data)
-            except ValueError as exc:
-                raise StorageDamagedError(
-                    f"stored block {key} of the records index is not readable ({exc!r}); the store is "
-                    "damaged: build a new index"
-                ) from exc
-            out[key] = None if held == OVER_CAP else list(held)
-            if raw is not None:
-                raw[key] = data
-    return out
+            held_keys.append(key)
+            held_data.append(data)
+    if raw is not None:
+        raw.update(zip(held_keys, held_data, strict=True))
+    lists = _parsed_together(held_data, _looks_like_block)
+    if lists is None:
+        lists = [_block_list(key, data) for key, data in zip(held_keys, held_data, strict=True)]
+    return {key: None if held == OVER_CAP else held for key, held in zip(held_keys, lists, strict=True)}
+
+
+def _looks_like_block(data: bytes) -> bool:
+    return (data[:1] == b"[" and data[-1:] == b"]") or data == _OVER_CAP_JSON
+
+
+def _parsed_together(datas: list[bytes], whole: Callable[[bytes], bool]) -> list[Any] | None:
+    """The JSON values of ``datas`` parsed as one array, None if any is not ``whole`` (one
+    value that starts and ends as it should) or the array does not hold one value each."""
+    if not all(map(whole, datas)):
+        return None
+    try:
+        parsed = _loads(b"[" + b", ".join(datas) + b"]")
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, list) and len(parsed) == len(datas) else None
+
+
+def _block_list(key: int, data: bytes) -> list[RecordKey] | str:
+    try:
+        held = _loads(data)
+    except ValueError as exc:
+        raise StorageDamagedError(
+            f"stored block {key} of the records index is not readable ({exc!r}); the store is "
+            "damaged: build a new index"
+        ) from exc
+    return held if held == OVER_CAP else list(held)
 
 
 def _scan_rows(store: Storage) -> dict[RecordKey, StoredRow]:
@@ -658,43 +689,69 @@ _OVER_CAP_JSON = json.dumps(OVER_CAP).encode()
 def _grown(
     model: RecordsModel,
     stored: dict[int, list[RecordKey] | None],
-    holders: dict[tuple[int, int], list[RecordKey]],
+    members: Mapping[tuple[int, int], list[int]],
+    keys: Sequence[RecordKey],
     raw: Mapping[int, bytes] | None = None,
 ) -> dict[int, bytes]:
-    """The blocks after adding ``holders`` (new rows per (type, block)) as JSON to store:
-    appended, replaced by the over-cap mark past the type's cap; the copies block keeps its
-    first row only. A stored list whose bytes are in ``raw`` is extended on them: a batch
-    rewrites thousands of blocks, most of whose keys were encoded when first stored."""
-    # json.dumps of each list, built from each new key's JSON made once
-    distinct = dict.fromkeys(itertools.chain.from_iterable(holders.values()))
-    texts = {key: json.dumps(key, ensure_ascii=False) for key in distinct}
+    """The blocks after adding ``members`` (per (type, block), the new rows in it: positions
+    in ``keys``) as JSON to store: appended, replaced by the over-cap mark past the type's cap;
+    the copies block keeps its first row only. A stored list whose bytes are in ``raw`` is
+    extended on them: a batch rewrites thousands of blocks, most of whose keys were encoded
+    when first stored."""
+    # the JSON of each list (json.dumps's), built from each new key's JSON made once
+    texts = {
+        position: _json_bytes(keys[position])
+        for position in dict.fromkeys(itertools.chain.from_iterable(members.values()))
+    }
     before = raw or {}
+    copies, caps = len(model.specs), model.caps
     out: dict[int, bytes] = {}
-    for (number, block), keys in holders.items():
-        held = stored.get(block, [])
+    for (number, block), positions in members.items():
+        held = stored.get(block, _NOTHING)
         if held is None:
             continue  # over its cap for good
-        if number == len(model.specs):
+        if number == copies:
             if not held:
-                out[block] = _json_list([texts[key] for key in keys[:1]])
+                out[block] = b"[" + texts[positions[0]] + b"]"
             continue
-        known = set(held)
-        added = [key for key in keys if key not in known]
-        if len(held) + len(added) > model.caps[number]:
+        # a stored list holds at most its type's cap of keys: looked through, not hashed
+        added = [position for position in positions if keys[position] not in held] if held else positions
+        if len(held) + len(added) > caps[number]:
             out[block] = _OVER_CAP_JSON
+        elif not added:
+            continue  # its rows are listed already (by a batch a crash cut short)
         elif not held:
-            out[block] = _json_list([texts[key] for key in added])
-        elif block in before and before[block].endswith(b"]"):
-            tail = b"".join(b", " + texts[key].encode("utf-8", "surrogatepass") for key in added)
-            out[block] = before[block][:-1] + tail + b"]"
+            out[block] = b"[" + b", ".join([texts[position] for position in added]) + b"]"
+        elif block in before and before[block][-1:] == b"]":
+            tail = b", ".join([texts[position] for position in added])
+            out[block] = before[block][:-1] + b", " + tail + b"]"
         else:
-            out[block] = json.dumps([*held, *added], ensure_ascii=False).encode("utf-8", "surrogatepass")
+            out[block] = _json_bytes([*held, *(keys[position] for position in added)])
     return out
 
 
-def _json_list(texts: list[str]) -> bytes:
-    """``json.dumps`` of a list whose items' JSON is given."""
-    return ("[" + ", ".join(texts) + "]").encode("utf-8", "surrogatepass")
+def _members(blocks: Sequence[Sequence[tuple[int, int]]]) -> dict[tuple[int, int], list[int]]:
+    """Per (key type, block), the rows (positions in ``blocks``) holding it, in order."""
+    members: dict[tuple[int, int], list[int]] = {}
+    for position, row_blocks in enumerate(blocks):
+        for pair in row_blocks:
+            held = members.get(pair)
+            if held is None:
+                members[pair] = [position]
+            else:
+                held.append(position)
+    return members
+
+
+_NOTHING: list[RecordKey] = []
+
+
+def _json_bytes(value: Any) -> bytes:
+    return _json(value).encode("utf-8", "surrogatepass")
+
+
+#: ``json.dumps(value, ensure_ascii=False)`` without making an encoder each call.
+_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
 # -- the first run ----------------------------------------------------------------------------
@@ -797,18 +854,15 @@ def _store_rows(
 ) -> None:
     """Store rows whose groups are decided, with their blocks, in one transaction."""
     blocks = rows_block_keys(model, values)
-    holders: dict[tuple[int, int], list[RecordKey]] = {}
-    for key, row_blocks in zip(keys, blocks, strict=True):
-        for pair in row_blocks:
-            holders.setdefault(pair, []).append(key)
+    members = _members(blocks)
     with store.exclusive():
         raw: dict[int, bytes] = {}
-        stored = _read_blocks(store, sorted({block for _, block in holders}), raw)
+        stored = _read_blocks(store, sorted({block for _, block in members}), raw)
         rows = {
             key: StoredRow(row, group, tuple(block for _, block in row_blocks))
             for key, row, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
         }
-        _write(store, rows, _grown(model, stored, holders, raw), state)
+        _write(store, rows, _grown(model, stored, members, keys, raw), state)
 
 
 # -- refit ------------------------------------------------------------------------------------
@@ -852,21 +906,16 @@ def refit_stored(store: Storage, where: str, key: str, batch_size: int = DEFAULT
         for start in range(0, len(gone), batch_size * 10):
             store.remove_values(BLOCKS_MAP, gone[start : start + batch_size * 10])
         blocks = rows_block_keys(model, values)
-        holders: dict[tuple[int, int], list[RecordKey]] = {}
-        for row_key, row_blocks in zip(keys, blocks, strict=True):
-            for pair in row_blocks:
-                holders.setdefault(pair, []).append(row_key)
-        position = {row_key: row for row, row_key in enumerate(keys)}
-        by_batch: dict[int, dict[tuple[int, int], list[RecordKey]]] = {}
-        for pair, held in holders.items():  # a block is written with the batch of its first row
-            by_batch.setdefault(position[held[0]] // batch_size, {})[pair] = held
+        by_batch: dict[int, dict[tuple[int, int], list[int]]] = {}
+        for pair, held in _members(blocks).items():  # a block is written with the batch of its first row
+            by_batch.setdefault(held[0] // batch_size, {})[pair] = held
         for start in range(0, len(keys), batch_size):
             chosen = range(start, min(start + batch_size, len(keys)))
             part = {
                 keys[row]: StoredRow(values[row], groups[row], tuple(block for _, block in blocks[row]))
                 for row in chosen
             }
-            _write(store, part, _grown(model, {}, by_batch.get(start // batch_size, {})))
+            _write(store, part, _grown(model, {}, by_batch.get(start // batch_size, {}), keys))
         state = {
             MODEL_ENTRY: json.dumps(model.to_meta(), ensure_ascii=False).encode(),
             SIZE_ENTRY: _Size(len(keys), generation).encode(),
@@ -931,6 +980,9 @@ class _Checker:
         #: The model's generation (:class:`_Size`): another writer's refit is taken up.
         self.generation = generation
         self.seen: set[RecordKey] = set()
+        #: Blocks found or made over their cap: they stay so (stores only grow) until a refit
+        #: rebuilds the blocks, so later batches of the run need not read them again.
+        self.over: set[int] = set()
         #: The match each added row of the last batch joined, by key.
         self.best: dict[RecordKey, tuple[RecordMatch, ...]] = {}
         self.tops = np.asarray([len(LEVELS[kind]) - 1 for kind in model.kinds], dtype=np.int8)
@@ -948,7 +1000,7 @@ class _Checker:
         candidate pair scored at once; nothing is written."""
         self._follow()
         blocks = rows_block_keys(self.model, batch.values)
-        stored = _read_blocks(self.store, list({block for row in blocks for _, block in row}))
+        stored = self._read_blocks({block for row in blocks for _, block in row})
         open_ = self._open(stored, {pair: 1 for row in blocks for pair in row})
         found = [_stored_candidates(open_, row, key) for row, key in zip(blocks, batch.keys, strict=True)]
         rows = _read_rows(self.store, list({key: None for keys in found for key in keys}))
@@ -991,12 +1043,9 @@ class _Checker:
         keys = [batch.keys[row] for row in new]
         values = [batch.values[row] for row in new]
         blocks = rows_block_keys(self.model, values)
-        members: dict[tuple[int, int], list[int]] = {}  # the new rows (positions in keys) of each block
-        for position, row_blocks in enumerate(blocks):
-            for pair in row_blocks:
-                members.setdefault(pair, []).append(position)
+        members = _members(blocks)  # the new rows (positions in keys) of each block
         raw: dict[int, bytes] = {}
-        stored = _read_blocks(self.store, list({block for _, block in members}), raw)
+        stored = self._read_blocks({block for _, block in members}, raw)
         open_ = self._open(stored, {pair: len(held) for pair, held in members.items()})
         found = [_stored_candidates(open_, row, key) for row, key in zip(blocks, keys, strict=True)]
         rows = _read_rows(self.store, list({key: None for keys_ in found for key in keys_}))
@@ -1016,8 +1065,9 @@ class _Checker:
             key: StoredRow(row_values, group, tuple(block for _, block in row_blocks))
             for key, row_values, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
         }
-        holders = {pair: [keys[position] for position in held] for pair, held in members.items()}
-        _write(self.store, added, _grown(self.model, stored, holders, raw), state)
+        grown = _grown(self.model, stored, members, keys, raw)
+        _write(self.store, added, grown, state)
+        self._note_over(block for block, data in grown.items() if data == _OVER_CAP_JSON)
         first = dict(zip(keys, new, strict=True))
         for row, key in enumerate(batch.keys):
             if first.get(key) == row:
@@ -1036,13 +1086,28 @@ class _Checker:
         batch's new rows in it, or the row itself in a query). The copies block has no cap."""
         specs, caps = len(self.model.specs), self.model.caps
         out: dict[tuple[int, int], list[RecordKey] | None] = {}
+        held_by = stored.get
         for pair, count in counts.items():
-            number, block = pair
-            held = stored.get(block, [])
-            if held is not None and number < specs and len(held) + count > caps[number]:
+            held = held_by(pair[1], _NOTHING)
+            if held is not None and pair[0] < specs and len(held) + count > caps[pair[0]]:
                 held = None
             out[pair] = held
         return out
+
+    def _read_blocks(
+        self, blocks: set[int], raw: dict[int, bytes] | None = None
+    ) -> dict[int, list[RecordKey] | None]:
+        """:func:`_read_blocks` of the blocks not known to be over their cap (those are None)."""
+        over = self.over
+        stored = _read_blocks(self.store, [block for block in blocks if block not in over], raw)
+        self._note_over(block for block, held in stored.items() if held is None)
+        stored.update(dict.fromkeys(blocks & over))
+        return stored
+
+    def _note_over(self, blocks: Iterable[int]) -> None:
+        if len(self.over) > OVER_CAP_KEPT:
+            self.over.clear()
+        self.over.update(blocks)
 
     def _follow(self) -> _Size:
         """The store's size entry, with the model of its generation taken up if another
@@ -1053,6 +1118,7 @@ class _Checker:
             if stored is None:
                 raise StorageDamagedError(f"{self.where}: the records index has gone from the store")
             self.model, self.generation = stored
+            self.over.clear()  # a refit rebuilt the blocks
             self.result.model = self.model
         return size
 
@@ -1103,10 +1169,12 @@ class _Checker:
         anchor = {cluster[index]: rows[key].group for index, key in enumerate(stored, len(keys))}
         groups: list[RecordKey] = [anchor.get(label, keys[min(label, len(keys) - 1)]) for label in cluster]
         self.best = {}
-        for pair in sorted(accepted.tolist(), key=lambda pair: -chances[pair]):
-            left, right = int(i[pair]), int(j[pair])
+        likelier = accepted[np.argsort(-chances[accepted], kind="stable")]  # ties in pair order
+        for left, right, chance in zip(
+            i[likelier].tolist(), j[likelier].tolist(), chances[likelier].tolist(), strict=True
+        ):
             if groups[left] == groups[right] and keys[left] not in self.best:
-                self.best[keys[left]] = (RecordMatch(names[right], groups[right], float(chances[pair])),)
+                self.best[keys[left]] = (RecordMatch(names[right], groups[right], chance),)
         # the component of a new row holds a new row or a stored group
         return groups[: len(keys)]
 
@@ -1186,8 +1254,8 @@ def _table(rows: Sequence[Values]) -> npt.NDArray[np.object_]:
     """Rows of values as one (rows, columns) object array, for pairs taken by index."""
     width = len(rows[0]) if rows else 0
     table = np.empty((len(rows), width), dtype=object)
-    for index, values in enumerate(rows):
-        table[index, :] = values
+    if rows:
+        table[:] = rows  # a sequence of equal-length lists fills the rows
     return table
 
 

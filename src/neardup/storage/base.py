@@ -25,7 +25,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -555,14 +555,54 @@ def check_value_map(name: str, keys: Sequence[Key], values: Sequence[bytes] | No
     if values is not None:
         if len(values) != len(keys):
             raise InputError(f"got {len(values)} values for {len(keys)} keys; give one each")
-        for value in values:
-            if not isinstance(value, bytes):
-                raise InputError(f"stored values are bytes; got {type(value).__name__}")
+        if set(map(type, values)) - {bytes}:
+            for value in values:
+                if not isinstance(value, bytes):
+                    raise InputError(f"stored values are bytes; got {type(value).__name__}")
 
 
 def check_keys(keys: Sequence[Key]) -> None:
-    """:func:`check_key` for a batch (int arrays need no check)."""
+    """:func:`check_key` for a batch (int arrays need no check). A batch of plain ints, or of
+    ASCII texts, is checked as a whole (a value map's batch holds thousands of keys)."""
     if isinstance(keys, np.ndarray) and keys.dtype.kind in "iu":
         return
+    kinds = set(map(type, keys))
+    if kinds == {int}:
+        if min(keys) > _SMALLEST_KEY and max(keys) < _LARGEST_KEY:
+            return
+    elif kinds == {str}:
+        texts = cast("Sequence[str]", keys)
+        joined = "".join(texts)
+        if joined.isascii() and "\x00" not in joined and max(map(len, texts)) <= MAX_KEY_BYTES:
+            return
     for key in keys:
         check_key(plain_key(key))
+
+
+#: The ints whose decimal text is at most :data:`MAX_KEY_BYTES` long lie strictly between these.
+_SMALLEST_KEY, _LARGEST_KEY = -(10 ** (MAX_KEY_BYTES - 1)), 10**MAX_KEY_BYTES
+_PLAIN_KINDS = frozenset({int, str})
+
+
+def plain_keys(keys: Sequence[Any]) -> list[Key]:
+    """:func:`plain_key` of each key, as a list: a list of Python ints and texts is returned
+    as it is, and an integer or text array converted at once."""
+    if isinstance(keys, np.ndarray) and keys.dtype.kind in "iuU":
+        return list(keys.tolist())
+    if isinstance(keys, list) and set(map(type, keys)) <= _PLAIN_KINDS:
+        return keys
+    return [plain_key(key) for key in keys]
+
+
+def key_kind(keys: Sequence[Key]) -> int | None:
+    """1 if every key of a batch of plain keys is an int, 0 if every one is a text that any
+    store can look up (:func:`lookable`: ASCII without NUL, or valid Unicode), None for a mix
+    or an empty batch: the SQL stores' ``key_int`` column of the whole batch."""
+    kinds = set(map(type, keys))
+    if kinds == {int}:
+        return 1
+    if kinds == {str}:
+        joined = "".join(cast("Sequence[str]", keys))
+        if "\x00" not in joined and (joined.isascii() or lookable(joined)):
+            return 0
+    return None

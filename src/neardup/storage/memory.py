@@ -34,6 +34,7 @@ from .base import (
     key_not_found_error,
     no_candidates,
     plain_key,
+    plain_keys,
     words_to_int,
 )
 
@@ -47,21 +48,22 @@ class ValueMaps:
 
     def put(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
         check_value_map(name, keys, values)
-        check_keys(keys)
-        held = self.maps.setdefault(name, {})
-        for key, value in zip(keys, values, strict=True):
-            held[plain_key(key)] = bytes(value)
+        plain = plain_keys(keys)
+        check_keys(plain)
+        if set(map(type, values)) - {bytes}:
+            values = [bytes(value) for value in values]
+        self.maps.setdefault(name, {}).update(zip(plain, values, strict=True))
 
     def get(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
         check_value_map(name, keys)
         held = self.maps.get(name, {})
-        return [held.get(plain_key(key)) for key in keys]
+        return [held.get(key) for key in plain_keys(keys)]
 
     def remove(self, name: str, keys: Sequence[Key]) -> None:
         check_value_map(name, keys)
         held = self.maps.get(name, {})
-        for key in keys:
-            held.pop(plain_key(key), None)
+        for key in plain_keys(keys):
+            held.pop(key, None)
 
     def scan(self, name: str, batch_size: int) -> Iterator[list[tuple[Key, bytes]]]:
         check_value_map(name, [])

@@ -94,6 +94,10 @@ class MysqlDialect(SqlDialect):
     def meta_type(self) -> str:
         return "LONGTEXT"  # a TEXT holds at most 64 KiB
 
+    def upsert_clause(self) -> str:
+        # VALUES(value) is the row the INSERT proposed (MariaDB has no alias syntax for it)
+        return " ON DUPLICATE KEY UPDATE value = VALUES(value)"
+
     def check_keys(self, keys: Sequence[Key]) -> None:
         check_keys(keys)  # the id rule of every store; it keeps ids within the column
 

@@ -77,10 +77,11 @@ from .base import (
     decode_key,
     dump_meta,
     encode_key,
+    key_kind,
     key_not_found_error,
     load_meta,
     no_candidates,
-    plain_key,
+    plain_keys,
     words_to_bytes,
 )
 from .lease import Lease
@@ -407,10 +408,11 @@ class RedisStorage(Storage):
 
     def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
         check_value_map(name, keys, values)
-        check_keys(keys)
-        if not len(keys):
+        plain = plain_keys(keys)
+        check_keys(plain)
+        if not plain:
             return
-        latest = {_field(plain_key(key)): value for key, value in zip(keys, values, strict=True)}
+        latest = dict(zip(_fields(plain), values, strict=True))
         with self._local_lock, self._errors("storing values"):
             pipe = self.client.pipeline(transaction=True)
             mapping: dict[Any, bytes] = {}  # redis-py types its keys as a union
@@ -428,7 +430,7 @@ class RedisStorage(Storage):
         check_value_map(name, keys)
         if not len(keys):
             return []
-        fields = [_field(plain_key(key)) for key in keys]
+        fields = _fields(plain_keys(keys))
         with self._errors("reading values"):
             pipe = self.client.pipeline(transaction=True)
             for start in range(0, len(fields), VALUE_FIELDS):
@@ -451,7 +453,7 @@ class RedisStorage(Storage):
 
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         check_value_map(name, keys)
-        fields = list(dict.fromkeys(_field(plain_key(key)) for key in keys))
+        fields = list(dict.fromkeys(_fields(plain_keys(keys))))
         if not fields:
             return
         with self._local_lock, self._errors("removing values"):
@@ -554,6 +556,13 @@ class RedisStorage(Storage):
 
 def _field(key: Key) -> bytes:
     return encode_key(key).encode("utf-8", "surrogatepass")
+
+
+def _fields(keys: list[Key]) -> list[bytes]:
+    """:func:`_field` of each plain key (a batch of ints formatted at once)."""
+    if key_kind(keys) == 1:
+        return [b"i:%d" % key for key in cast("list[int]", keys)]
+    return [_field(key) for key in keys]
 
 
 def _layout(stored: bytes | str | None) -> str:

@@ -12,8 +12,12 @@ Tables of every layout (``<prefix>`` defaults to ``neardup``, set with ``?table=
   stored words are little-endian bytes (a band index stores its band keys after the
   fingerprint), with a unique index on the key; the layout adds its posting columns or tables.
 - ``<prefix>_values(name, key_text, key_int, value)``: the value maps
-  (:meth:`~neardup.storage.base.Storage.put_values`), keyed as the records are. Stores made
-  before it lack the table: reads find nothing there, and the first write creates it.
+  (:meth:`~neardup.storage.base.Storage.put_values`), keyed as the records are, written by
+  one upsert per run of keys (``ON CONFLICT … DO UPDATE``; MariaDB's ``ON DUPLICATE KEY
+  UPDATE``; SQLite 3.24 or later). SQLite stores made from this version on keep the table ``WITHOUT
+  ROWID`` (in key order: one B-tree, not a table and its key index); older ones keep theirs,
+  which the same statements serve. Stores made before the table lack it: reads find nothing
+  there, and the first write creates it.
 
 A store's layout is read from its meta rows when it is first needed (a new store gets the
 layout its URL asks for, or its dialect's default), so the same URLs open the same layouts as
@@ -30,7 +34,7 @@ import contextlib
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..errors import ConfigError, NeardupError, StorageDamagedError, StorageUnavailableError
 from .base import (
@@ -49,10 +53,11 @@ from .base import (
     key_columns,
     key_exists_error,
     key_from_columns,
+    key_kind,
     key_not_found_error,
     load_meta,
     lookable,
-    plain_key,
+    plain_keys,
     words_to_int,
 )
 from .runs import LAYOUT, RunsLayout
@@ -66,9 +71,6 @@ _PREFIX_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 MAX_SQL_TABLES = 48
 #: Keys per existence check or delete statement.
 KEY_CHUNK = 500
-#: Rows per multi-row INSERT of values: 4 parameters each stay under the 999 variables of
-#: older SQLite builds.
-VALUE_ROWS = 200
 #: Value bytes per multi-row INSERT (at least one row): escaped, a statement stays well under
 #: MariaDB's default max_allowed_packet (16 MiB).
 VALUE_BYTES = 1 << 22
@@ -516,46 +518,62 @@ class SqlStorage(Storage):
 
     # -- values --------------------------------------------------------------------------
     def put_values(self, name: str, keys: Sequence[Key], values: Sequence[bytes]) -> None:
+        """One upsert statement per run of keys (:meth:`SqlDialect.upsert_values`), never a
+        delete and an insert; the keys in order, as the primary key is."""
         check_value_map(name, keys, values)
-        check_keys(keys)
-        latest = {key_columns(plain_key(key)): value for key, value in zip(keys, values, strict=True)}
-        if not latest:
+        plain = plain_keys(keys)
+        check_keys(plain)
+        rows = _value_rows(plain, values)
+        if not rows:
             return
         self._make_values_table()
-        p = self.dialect.placeholder
         # Under the writer lock, as check-and-add writes: two writers of the same new keys would
         # otherwise collide on the primary key (PostgreSQL) or deadlock on gap locks (MariaDB).
         with self._transaction(write=True, exclusive=True) as cursor:
-            for chunk in _chunks(sorted(latest), KEY_CHUNK):
-                self._delete_values(cursor, name, chunk)
-                for rows in _value_statements(chunk, latest):
-                    marks = ", ".join([f"({p}, {p}, {p}, {p})"] * len(rows))
-                    parameters = [
-                        part for text, is_int in rows for part in (name, text, is_int, latest[text, is_int])
-                    ]
-                    cursor.execute(
-                        f"INSERT INTO {self.values_table} (name, key_text, key_int, value) VALUES {marks}",
-                        parameters,
-                    )
+            for run in _value_statements(rows, self.dialect.value_rows):
+                self.dialect.upsert_values(cursor, self.values_table, name, run)
 
     def get_values(self, name: str, keys: Sequence[Key]) -> list[bytes | None]:
+        """One statement per :attr:`~.sql_dialects.SqlDialect.values_per_read` keys; a batch
+        whose keys are all ints (or all texts) names its key type once, so each key is one
+        primary-key lookup."""
         check_value_map(name, keys)
-        wanted = [key_columns(key) if lookable(key) else None for key in map(plain_key, keys)]
-        found: dict[tuple[str, int], bytes] = {}
-        texts = sorted({columns[0] for columns in wanted if columns is not None})
-        if texts and self._values_table_ready():
-            p = self.dialect.placeholder
+        plain = plain_keys(keys)
+        if not plain or not self._values_table_ready():
+            return [None] * len(plain)
+        kind = key_kind(plain)
+        p = self.dialect.placeholder
+        if kind is not None:
+            texts = list(map(str, plain)) if kind else plain
+            found: dict[Any, Any] = {}
             with self._transaction() as cursor:
-                for chunk in _chunks(texts, KEY_CHUNK):
-                    condition, parameters = self.dialect.one_of("key_text", chunk)
+                for chunk in _chunks(list(dict.fromkeys(texts)), self.dialect.values_per_read):
+                    condition, parameters = self.dialect.one_of_texts("key_text", chunk)
                     cursor.execute(
-                        f"SELECT key_text, key_int, value FROM {self.values_table} "
-                        f"WHERE name = {p} AND {condition}",
-                        [name, *parameters],
+                        f"SELECT key_text, value FROM {self.values_table} "
+                        f"WHERE name = {p} AND key_int = {p} AND {condition}",
+                        [name, kind, *parameters],
                     )
-                    for text, is_int, value in cursor.fetchall():
-                        found[text, int(is_int)] = bytes(value)
-        return [None if columns is None else found.get(columns) for columns in wanted]
+                    found.update(cursor.fetchall())
+            if set(map(type, found.values())) - {bytes}:
+                found = {text: bytes(value) for text, value in found.items()}
+            return [found.get(text) for text in texts]
+        wanted = [key_columns(key) if lookable(key) else None for key in plain]
+        both: dict[tuple[str, int], bytes] = {}
+        with self._transaction() as cursor:
+            for chunk in _chunks(
+                sorted({columns[0] for columns in wanted if columns is not None}),
+                self.dialect.values_per_read,
+            ):
+                condition, parameters = self.dialect.one_of_texts("key_text", chunk)
+                cursor.execute(
+                    f"SELECT key_text, key_int, value FROM {self.values_table} "
+                    f"WHERE name = {p} AND {condition}",
+                    [name, *parameters],
+                )
+                for text, is_int, value in cursor.fetchall():
+                    both[text, int(is_int)] = value
+        return [None if columns is None else _as_bytes(both.get(columns)) for columns in wanted]
 
     def scan_values(self, name: str, batch_size: int = 10_000) -> Iterator[list[tuple[Key, bytes]]]:
         """In key order, resuming after the last key read (one statement a batch)."""
@@ -581,7 +599,7 @@ class SqlStorage(Storage):
 
     def remove_values(self, name: str, keys: Sequence[Key]) -> None:
         check_value_map(name, keys)
-        gone = sorted({key_columns(key) for key in map(plain_key, keys) if lookable(key)})
+        gone = sorted({key_columns(key) for key in plain_keys(keys) if lookable(key)})
         if not gone or not self._values_table_ready():
             return
         with self._transaction(write=True, exclusive=True) as cursor:
@@ -607,6 +625,7 @@ class SqlStorage(Storage):
             f"CREATE TABLE IF NOT EXISTS {self.values_table} (name VARCHAR(32) NOT NULL, "
             f"key_text {dialect.key_type} NOT NULL, key_int SMALLINT NOT NULL, value {dialect.value_type()} "
             f"NOT NULL, PRIMARY KEY (name, key_text, key_int)){dialect.table_options()}"
+            f"{dialect.values_table_options()}"
         )
 
     def _values_table_ready(self) -> bool:
@@ -679,19 +698,42 @@ def stored_record(key: Key, fingerprint: int, columns: Sequence[Any]) -> StoredR
     )
 
 
+def _value_rows(keys: list[Key], values: Sequence[bytes]) -> list[tuple[str, int, bytes]]:
+    """(key_text, key_int, value) of each key, in key order; a key given twice keeps its
+    later value."""
+    kind = key_kind(keys)
+    if kind is None:
+        latest = {key_columns(key): value for key, value in zip(keys, values, strict=True)}
+        return [(text, is_int, latest[text, is_int]) for text, is_int in sorted(latest)]
+    texts: dict[str, bytes] = dict(
+        zip(map(str, keys) if kind else cast("list[str]", keys), values, strict=True)
+    )
+    return [(text, kind, texts[text]) for text in sorted(texts)]
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    """A value as a driver returned it (bytes; memoryview from PostgreSQL's bytea)."""
+    return value if value is None or type(value) is bytes else bytes(value)
+
+
 def _value_statements(
-    keys: list[tuple[str, int]], values: dict[tuple[str, int], bytes]
-) -> Iterator[list[tuple[str, int]]]:
-    """``keys`` in runs of at most :data:`VALUE_ROWS` whose values total at most
-    :data:`VALUE_BYTES` (a longer value goes alone), one multi-row INSERT each."""
-    run: list[tuple[str, int]] = []
+    rows: list[tuple[str, int, bytes]], most: int
+) -> Iterator[list[tuple[str, int, bytes]]]:
+    """``rows`` (key_text, key_int, value) in runs of at most ``most`` (the dialect's
+    :attr:`~.sql_dialects.SqlDialect.value_rows`) whose values total at most
+    :data:`VALUE_BYTES` (a longer value goes alone), one statement each."""
+    if sum(len(row[2]) for row in rows) <= VALUE_BYTES:
+        for start in range(0, len(rows), most):
+            yield rows[start : start + most]
+        return
+    run: list[tuple[str, int, bytes]] = []
     size = 0
-    for key in keys:
-        length = len(values[key])
-        if run and (len(run) == VALUE_ROWS or size + length > VALUE_BYTES):
+    for row in rows:
+        length = len(row[2])
+        if run and (len(run) == most or size + length > VALUE_BYTES):
             yield run
             run, size = [], 0
-        run.append(key)
+        run.append(row)
         size += length
     if run:
         yield run

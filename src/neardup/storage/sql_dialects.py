@@ -171,6 +171,40 @@ class SqlDialect:
         """Insert ``rows`` (in ``columns`` order) in bulk (PostgreSQL: one COPY)."""
         cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({self.marks(len(rows[0]))})", rows)
 
+    #: Rows per statement of :meth:`upsert_values` (4 parameters each stay under the 999
+    #: variables of older SQLite builds).
+    value_rows = 200
+
+    def upsert_values(
+        self, cursor: Any, table: str, name: str, rows: Sequence[tuple[str, int, bytes]]
+    ) -> None:
+        """Store ``rows`` (key_text, key_int, value) of the value map ``name`` in the values
+        ``table``, replacing the value of a key stored already: one statement, no delete
+        (the keys are distinct)."""
+        p = self.placeholder
+        marks = ", ".join([f"({p}, {p}, {p}, {p})"] * len(rows))
+        parameters = [part for row in rows for part in (name, *row)]
+        cursor.execute(
+            f"INSERT INTO {table} (name, key_text, key_int, value) VALUES {marks}{self.upsert_clause()}",
+            parameters,
+        )
+
+    #: Keys per statement of a value map's read (:meth:`one_of_texts`; older SQLite builds
+    #: take at most 999 parameters).
+    values_per_read = 500
+
+    def one_of_texts(self, column: str, texts: list[str]) -> tuple[str, list[Any]]:
+        """``column IN (…)`` for a value map's key texts (PostgreSQL: one array literal)."""
+        return self.one_of(column, texts)
+
+    def upsert_clause(self) -> str:
+        """What makes an INSERT into the values table replace the value of a stored key."""
+        return " ON CONFLICT (name, key_text, key_int) DO UPDATE SET value = excluded.value"
+
+    def values_table_options(self) -> str:
+        """Options of the values table of a new store, after :meth:`table_options`."""
+        return ""
+
     def empty_table(self, cursor: Any, table: str) -> None:
         """Delete every row, inside the transaction (MySQL's TRUNCATE would commit)."""
         cursor.execute(f"DELETE FROM {table}")

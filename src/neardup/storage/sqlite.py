@@ -153,6 +153,23 @@ class SqliteDialect(SqlDialect):
         # check-and-add) is never refused the upgrade later; reads need no lock in WAL mode.
         cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
+    def values_table_options(self) -> str:
+        # The rows kept in primary-key order: a value map is read and written by key only, and
+        # a rowid table would keep each key twice (in the table and in its key index), so a
+        # write touches two random pages where this touches one.
+        return " WITHOUT ROWID"
+
+    #: One statement for all the rows (:meth:`upsert_values` binds them one by one in C).
+    value_rows = 1 << 30
+
+    def upsert_values(
+        self, cursor: Any, table: str, name: str, rows: Sequence[tuple[str, int, bytes]]
+    ) -> None:
+        cursor.executemany(
+            f"INSERT INTO {table} (name, key_text, key_int, value) VALUES (?, ?, ?, ?){self.upsert_clause()}",
+            [(name, *row) for row in rows],
+        )
+
     def check_creatable(self, cursor: Any) -> None:
         """Refuse to create an index's tables in a database of another application."""
         foreign = _foreign_tables(self.connection)
