@@ -211,14 +211,14 @@ def test_a_refit_stores_what_it_stored_before(index: Path, tmp_path: Path) -> No
     assert stored_digest(str(url)) == REFIT_STORED
 
 
+def crowded(rows: list[list[str]]) -> list[list[str]]:
+    """The rows with one city in every tenth row: its block passes its cap."""
+    return [[*row[:3], "metropolis", *row[4:]] if k % 10 == 0 else row for k, row in enumerate(rows)]
+
+
 def test_blocks_over_their_cap_are_read_once_a_run(tmp_path: Path) -> None:
     """A block over its cap stays so (stores only grow), so a run reads it once, not in
     every batch of rows holding it (check-and-add and queries alike)."""
-
-    def crowded(rows: list[list[str]]) -> list[list[str]]:  # one city in every tenth row
-        return [
-            [*row[:3], "metropolis", *row[4:]] if number % 10 == 0 else row for number, row in enumerate(rows)
-        ]
 
     url = str(tmp_path / "index.db")
     with open_source(str(write_csv(tmp_path / "stored.csv", crowded(entity_rows(STORED, 1, "s"))))) as source:
@@ -252,11 +252,6 @@ def test_blocks_over_their_cap_are_read_once_a_run(tmp_path: Path) -> None:
 def test_a_refit_by_another_writer_makes_the_run_read_the_blocks_again(tmp_path: Path) -> None:
     """A refit rebuilds every block (its model may cap them otherwise), so the batches after
     one read the blocks again rather than trusting what the run knew to be over its cap."""
-
-    def crowded(rows: list[list[str]]) -> list[list[str]]:
-        return [
-            [*row[:3], "metropolis", *row[4:]] if number % 10 == 0 else row for number, row in enumerate(rows)
-        ]
 
     url = str(tmp_path / "index.db")
     with open_source(str(write_csv(tmp_path / "stored.csv", crowded(entity_rows(STORED, 1, "s"))))) as source:
