@@ -188,6 +188,20 @@ def may_contain(filter_words: UInt64Array, keys: IntArray) -> npt.NDArray[np.boo
     return passed
 
 
+def sorted_postings(parts: Sequence[tuple[IntArray, IntArray]]) -> tuple[IntArray, IntArray]:
+    """(keys, ids) of the postings ``parts`` in (key, id) order, as a run holds them. Parts
+    in id order, each sorted by key, need one stable sort by key, which numpy's timsort does
+    in about a pass; any other order is sorted on both."""
+    keys = np.concatenate([np.asarray(part[0], np.int64) for part in parts] or [np.empty(0, np.int64)])
+    ids = np.concatenate([np.asarray(part[1], np.int64) for part in parts] or [np.empty(0, np.int64)])
+    order = np.argsort(keys, kind="stable")
+    keys, ids = keys[order], ids[order]
+    if np.any((keys[1:] == keys[:-1]) & (ids[1:] < ids[:-1])):
+        order = np.lexsort((ids, keys))
+        keys, ids = keys[order], ids[order]
+    return keys, ids
+
+
 def bigint_array(values: Any) -> str:
     """An integer sequence as one PostgreSQL array literal (one parameter, parsed by the
     server; psycopg dumps a list element by element in Python)."""
@@ -242,6 +256,10 @@ class RecentPostings:
         """Every recent posting's key, in parts."""
         return [piece[0] for piece in self._pieces]
 
+    def postings(self) -> list[tuple[IntArray, IntArray]]:
+        """Every recent posting, as (keys, ids) parts each sorted by key."""
+        return list(self._pieces)
+
     def find(self, keys: IntArray) -> tuple[IntArray, IntArray]:
         """(key, id) of every recent posting whose key is one of the sorted, distinct ``keys``."""
         found_keys, found_ids = [], []
@@ -289,8 +307,9 @@ class PostingRuns:
         #: Filters of merged runs being copied, by run table: (position read, words).
         self.building: dict[str, tuple[Position, UInt64Array]] = {}
         self.recent = RecentPostings()
-        #: The batch being added in the open transaction: (stamp, first id, its posting keys).
-        self._adding: tuple[str | None, int, IntArray] | None = None
+        #: The batch being added in the open transaction: (stamp, first id, its posting keys
+        #: and their ids).
+        self._adding: tuple[str | None, int, IntArray, IntArray] | None = None
         #: Runs a function once the current transaction commits (set by the store).
         self.on_commit: Callable[[Callable[[], None]], None] = lambda function: None
 
@@ -360,7 +379,7 @@ class PostingRuns:
             self.dialect.insert_postings(cursor, self.postings_table, flat, repeated)
         stamp, first, after = state.get("stamp"), min(ids), int(state["next_id"])
         recent = self.recent
-        self._adding = (stamp, first, flat)
+        self._adding = (stamp, first, flat, repeated)
 
         def committed() -> None:
             if stamp is not None and recent.stamp == stamp and recent.next_id == first:
@@ -383,10 +402,8 @@ class PostingRuns:
         self.dialect.prepare_builds(cursor)
         runs: list[dict[str, Any]] = list(state["runs"])
         retired: list[str] = []
-        known, self._adding = self._recent_keys(), None
-        runs.append(
-            self._build(cursor, [self.postings_table], tier=0, live_only=False, state=state, known=known)
-        )
+        runs.append(self._cut(cursor, state))
+        self._adding = None
         while (
             not self.dialect.merge_in_steps
             and len(runs) >= MERGE_RUNS
@@ -407,42 +424,45 @@ class PostingRuns:
         self.on_commit(lambda: self.recent.reset(state, empty, empty))
 
     def _build(
-        self,
-        cursor: Any,
-        sources: list[str],
-        tier: int,
-        live_only: bool,
-        state: dict[str, Any],
-        known: list[IntArray] | None = None,
+        self, cursor: Any, sources: list[str], tier: int, live_only: bool, state: dict[str, Any]
     ) -> dict[str, Any]:
         """One new run of ``tier`` from the postings of ``sources`` (``live_only``: without
-        the postings of removed records), with its filter; ``known``: the keys of those
-        postings, if this process holds them (else they are read back from the run)."""
-        # A random name is never reused (not even after a rollback), so a filter cached
-        # under a run's name always belongs to that run.
+        the postings of removed records), with its filter, its keys read back from the run."""
         table = self._new_run_name()
         union = " UNION ALL ".join(self._select(source, state) for source in sources)
         live = self._live_condition() if live_only else ""
         created = self.dialect.create_run(cursor, table, f"SELECT k, id FROM ({union}) AS p{live}")
-        if known is not None and created == sum(part.size for part in known):
-            bits, postings = empty_filter(created), created
-            for part in known:
-                add_to_filter(bits, part)
-        else:
-            bits, postings = self._run_filter(cursor, table, created)
+        bits, postings = self._run_filter(cursor, table, created)
         self._save_filter(cursor, table, bits)
         self.filters[table] = bits
         return {"table": table, "postings": postings, "tier": tier}
 
-    def _recent_keys(self) -> list[IntArray] | None:
-        """The keys of every recent posting, the batch being added included, where this
-        process's copy holds all the others (it held every posting before the batch)."""
+    def _cut(self, cursor: Any, state: dict[str, Any]) -> dict[str, Any]:
+        """A run of tier 0 of the recent postings, sorted by numpy and written in (k, id)
+        order: from this process's copy where it holds them all, else read once from the
+        postings table. The same run the engine's sort would build (``INSERT … SELECT …
+        ORDER BY``, or ``CREATE INDEX``), which sorted every posting row by row and made the
+        cut the part of an add that grows with the bands."""
+        parts = self._recent_postings()
+        if parts is None:
+            parts = [self._postings_between(cursor, 0, int(state["next_id"]), state)]
+        keys, ids = sorted_postings(parts)
+        table = self._new_run_name()
+        self.dialect.create_sorted_run(cursor, table, keys, ids)
+        bits = build_filter(keys)
+        self._save_filter(cursor, table, bits)
+        self.filters[table] = bits
+        return {"table": table, "postings": int(keys.size), "tier": 0}
+
+    def _recent_postings(self) -> list[tuple[IntArray, IntArray]] | None:
+        """Every recent posting, the batch being added included, where this process's copy
+        holds all the others (it held every posting before the batch); else None."""
         if self._adding is None:
             return None
-        stamp, first, keys = self._adding
+        stamp, first, keys, ids = self._adding
         if stamp is None or self.recent.stamp != stamp or self.recent.next_id != first:
             return None
-        return [*self.recent.keys(), keys]
+        return [*self.recent.postings(), (keys, ids)]
 
     def _select(self, table: str, state: dict[str, Any]) -> str:
         """(k, id) of every posting of ``table``: a run, or the recent postings (unpacked by

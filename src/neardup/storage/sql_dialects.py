@@ -240,6 +240,10 @@ class SqlDialect:
         """An empty run table in (k, id) order, which merges in steps fill range after range."""
         raise self._no_runs()
 
+    def create_sorted_run(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
+        """A new run ``table`` of the postings ``keys``/``ids``, given in (k, id) order."""
+        raise self._no_runs()
+
     def run_keys(self, cursor: Any, table: str, rows: int) -> Iterator[IntArray] | None:
         """The keys of a run of ``rows`` postings in parts, where the engine reads them in
         bulk; None: the layout reads them in (key, id) ranges."""

@@ -211,6 +211,11 @@ class SqliteDialect(SqlDialect):
             "PRIMARY KEY (k, id)) WITHOUT ROWID"
         )
 
+    def create_sorted_run(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
+        """Rows appended in key order to the clustered table: no sorter, no page split."""
+        self.create_run_table(cursor, table)
+        self.insert_postings(cursor, table, keys, ids)
+
     def max_length(self, cursor: Any) -> int:
         """SQLite's length limit."""
         getlimit = getattr(cursor.connection, "getlimit", None)  # Python 3.11+
