@@ -389,3 +389,40 @@ def test_filters_stored_in_parts_are_read_whole(
         expected = expected_matches(index, keys, values, sketch)
         found = index.query_many(values, signatures=sketch)
         assert [{match.key for match in matches} for matches in found] == expected
+
+
+def test_a_cut_writes_each_posting_once_in_key_order_whoever_holds_the_postings(
+    url: str, small_runs: None, postings: str
+) -> None:
+    """A cut sorts the recent postings in numpy and writes them in (k, id) order: from the
+    cutting process's copy when it holds them all, else read from the postings table (the
+    other process added some). Either way each run holds exactly the postings of its records,
+    each once, and SQLite's table (clustered on (k, id)) returns them in that order."""
+    count = 3 * RUN  # three runs of tier 0: no merge
+    values = np.random.default_rng(41).integers(0, 2**63, size=count, dtype=np.uint64)
+    sketch = sketches(count, seed=42)
+    with SimhashIndex.open(url, BANDS) as first, SimhashIndex.open(url, create=False) as second:
+        for turn, start in enumerate(range(0, count, 10)):
+            writer = first if turn < 3 or turn % 2 else second  # the first cut from memory, then mixed
+            rows = slice(start, start + 10)
+            writer.add_many(list(range(start, start + 10)), values[rows], signatures=sketch[rows])
+        bands = first.bands
+        assert bands is not None
+        every = posting_keys(bands.keys(bands.compose(values.reshape(-1, 1), sketch)))
+        storage = storage_of(first)
+        with storage._transaction() as cursor:
+            state = runs_of(storage).state(cursor)
+            assert len(state["runs"]) == 3 and all(run["tier"] == 0 for run in state["runs"])
+            seen = 0
+            for run in state["runs"]:
+                cursor.execute(f"SELECT k, id FROM {run['table']}")
+                found = [(int(k), int(i)) for k, i in cursor.fetchall()]
+                if "sqlite" in url:
+                    assert found == sorted(found)
+                ids = sorted({i for _, i in found})
+                assert ids == list(range(ids[0], ids[-1] + 1)) and run["postings"] == len(found)
+                # ids count from 1 in the order added: record id i is row i - 1
+                expected = sorted((int(k), i) for i in ids for k in every[i - 1].tolist())
+                assert sorted(found) == expected
+                seen += len(ids)
+            assert seen == int(state["cut"])
