@@ -47,6 +47,7 @@ from .common import (
     text_config,
     tokenizer_options,
 )
+from .index_kind import index_kind_option
 
 _SCHEME = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*$")
 
@@ -153,6 +154,7 @@ def _memory(ctx: click.Context, param: click.Parameter, value: str | int) -> int
 )
 @create_in_existing_option
 @existing_index_option
+@index_kind_option
 @click.option(
     "--verify",
     type=click.Choice(("auto", *VERIFY_MODES)),
@@ -321,8 +323,9 @@ def dedup(
     if index_url is not None:
         _dedup_against_index(ctx, index_url)
         return
-    if ctx.params.get("existing") is not None:
-        raise click.UsageError("--existing applies with --index only", ctx)
+    for name in ("existing", "index_kind"):
+        if ctx.params.get(name) is not None:
+            raise click.UsageError(f"--{name.replace('_', '-')} applies with --index only", ctx)
 
     def given(name: str, value: Any) -> Any:
         return None if ctx.get_parameter_source(name) == ParameterSource.DEFAULT else value

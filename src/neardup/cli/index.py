@@ -20,8 +20,9 @@ from click.core import ParameterSource
 from ..dedup.batch import BucketStats
 from ..dedup.documents import Index, digests_of, resolve_keys
 from ..distance import to_hex
-from ..errors import InputError, KeyNotFoundError
-from ..index.config import IndexConfig
+from ..errors import ConfigError, IndexNotFoundError, InputError, KeyNotFoundError
+from ..fingerprint.config import FingerprintConfig
+from ..index.config import IndexConfig, scheme_kind
 from ..index.simhash_index import capped
 from ..io.output import write_jsonl
 from ..io.read import batches
@@ -45,6 +46,7 @@ from .common import (
     tokenizer_options,
 )
 from .index_add import add_batch, first_of_each_id
+from .index_kind import index_kind_option
 
 DEFAULT_STORE_BATCH = 1000
 TYPED = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
@@ -89,9 +91,18 @@ def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfi
     sketch) that is the full-recall band index; -k makes a Simhash block index."""
     typed = [param for param in FINGERPRINT_SETTINGS if ctx.get_parameter_source(param) in TYPED]
     verify = ctx.params.get("verify") or "auto"  # dedup --index: auto keeps the index's setting
-    if not typed and not ctx.params.get("config_file") and max_distance is None and verify == "auto":
+    kind = ctx.params.get("index_kind")
+    if (
+        not typed
+        and not ctx.params.get("config_file")
+        and max_distance is None
+        and verify == "auto"
+        and kind is None
+    ):
         return None
     fingerprint = text_config(ctx)
+    if kind is not None:
+        return kind_config(kind, fingerprint, max_distance, verify)
     if verify == "sketch" or (verify == "auto" and max_distance is None):
         if max_distance is not None:
             raise click.UsageError(
@@ -107,6 +118,44 @@ def requested_config(ctx: click.Context, max_distance: int | None) -> IndexConfi
         fingerprint=fingerprint,
         verification=None if verify == "none" else verification_settings(verify),
     )
+
+
+def kind_config(
+    kind: str, fingerprint: FingerprintConfig, max_distance: int | None, verify: str
+) -> IndexConfig:
+    """The index ``--index-kind`` asks for; the options that make another kind are refused."""
+    if max_distance is not None or verify not in ("auto", "sketch"):
+        given = "-k" if max_distance is not None else f"--verify {verify}"
+        raise click.UsageError(
+            f"{given} makes a Simhash block index; --index-kind {kind} searches by text sketches: "
+            "drop one of them"
+        )
+    if kind == "band":
+        return IndexConfig.band_index(fingerprint)
+    if fingerprint.bits != 64:
+        raise click.UsageError(
+            f"--index-kind compact keeps 64-bit fingerprints: drop --bits {fingerprint.bits}"
+        )
+    return IndexConfig.compact(fingerprint)
+
+
+def check_kind(url: str, config: IndexConfig | None) -> None:
+    """Refuse ``--index-kind`` on an existing index of another kind, in one line."""
+    context = click.get_current_context(silent=True)
+    wanted = context.params.get("index_kind") if context else None
+    if wanted is None or config is None:
+        return
+    try:
+        stored = Index.open(url, create=False, check_files=False)
+    except IndexNotFoundError:
+        return
+    with stored:
+        kind = scheme_kind(stored.index.scheme)
+    if kind != wanted:
+        raise ConfigError(
+            f"the index at {redacted(url)} is a {kind} index; --index-kind {wanted} applies when "
+            "creating one: drop it to use the stored index, or give another store"
+        )
 
 
 def verification_settings(mode: str) -> dict[str, Any]:
@@ -126,19 +175,22 @@ def open_index(url: str, config: IndexConfig | None) -> Index:
     settings or a new default index), and the command's ``--create-in-existing``."""
     context = click.get_current_context(silent=True)
     into_existing = bool(context and context.params.get("create_in_existing"))
+    check_kind(url, config)
     return Index.open(url, config, create_in_existing=into_existing)
 
 
 def create_option(function: Any) -> Any:
-    return create_in_existing_option(
-        click.option(
-            "-k",
-            "--max-distance",
-            type=click.IntRange(min=0),
-            default=None,
-            help="When creating the index: a Simhash block index answering this Hamming distance, "
-            "instead of the default full-recall band index (--verify sketch).",
-        )(function)
+    return index_kind_option(
+        create_in_existing_option(
+            click.option(
+                "-k",
+                "--max-distance",
+                type=click.IntRange(min=0),
+                default=None,
+                help="When creating the index: a Simhash block index answering this Hamming distance, "
+                "instead of the default full-recall band index (--verify sketch).",
+            )(function)
+        )
     )
 
 

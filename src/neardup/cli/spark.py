@@ -274,6 +274,7 @@ NOT_SHARED = frozenset(
     {
         "input_path",
         "index_url",
+        "index_kind",
         "verify",
         "verify_threshold",
         "content_weight",

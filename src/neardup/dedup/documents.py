@@ -63,6 +63,7 @@ from ..distance import row_distances, to_ints
 from ..errors import ConfigError, IndexNotFoundError, InputError, KeyExistsError
 from ..fingerprint.config import FingerprintConfig
 from ..fingerprint.fingerprinter import Fingerprinter
+from ..index.compact_index import open_stored
 from ..index.config import IndexConfig
 from ..index.digests import changed_keys, changed_text_error, same_document, text_digest
 from ..index.simhash_index import (
@@ -298,12 +299,12 @@ class Index:
         options: dict[str, Any] = {"create_in_existing": create_in_existing, "check_files": check_files}
         if config is None:
             try:
-                return cls._wrap(SimhashIndex.open(url, create=False, **options))
+                return cls._wrap(open_stored(url, create=False, **options))
             except IndexNotFoundError:
                 if not create:
                     raise
             config = IndexConfig.band_index()
-        return cls._wrap(SimhashIndex.open(url, config, create=create, **options))
+        return cls._wrap(open_stored(url, config, create=create, **options))
 
     @classmethod
     def _wrap(cls, opened: SimhashIndex) -> Index:

@@ -12,6 +12,7 @@ from ..distance import check_bits
 from ..errors import ConfigError
 from ..fingerprint.config import FingerprintConfig
 from ..similarity.bands import BandScheme
+from ..similarity.compact import CompactScheme
 from ..similarity.verify import Verifier
 
 
@@ -84,5 +85,38 @@ class IndexConfig:
             verification=Verifier("sketch", check_texts=keep_texts).settings(),
         )
 
+    @classmethod
+    def compact(cls, fingerprint: FingerprintConfig | None = None) -> IndexConfig:
+        """The compact index, for stores that must hold billions of documents: 64 bytes a
+        record (the 64-bit fingerprint, the band bins of the text sketch and a 1-bit tail of
+        it, :class:`~neardup.similarity.compact.CompactScheme`) plus the band index's
+        postings, and no texts. Candidates are found by the same bands and decided by the
+        records' estimate at the sketch threshold (0.5). ``fingerprint`` (default
+        :class:`FingerprintConfig()`) must make 64-bit fingerprints."""
+        fingerprint = FingerprintConfig() if fingerprint is None else fingerprint
+        if fingerprint.bits != 64:
+            raise ConfigError(
+                f"a compact index keeps 64-bit fingerprints; got {fingerprint.bits}-bit settings"
+            )
+        return cls(
+            bits=fingerprint.bits,
+            scheme=CompactScheme(fingerprint.bits),
+            fingerprint=fingerprint,
+            verification=Verifier("sketch").settings(),
+        )
+
+    @property
+    def kind(self) -> str:
+        """What the index is: :func:`scheme_kind` of its scheme."""
+        return scheme_kind(self.scheme)
+
     def replace(self, **changes: Any) -> IndexConfig:
         return dataclasses.replace(self, **changes)
+
+
+def scheme_kind(scheme: BlockScheme | BandScheme | None) -> str:
+    """What an index of ``scheme`` is: ``compact`` (64-byte records), ``band`` (the default,
+    512-byte sketches) or ``block`` (a Simhash block index)."""
+    if isinstance(scheme, CompactScheme):
+        return "compact"
+    return "band" if isinstance(scheme, BandScheme) else "block"

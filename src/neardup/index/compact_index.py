@@ -1,0 +1,148 @@
+"""The compact index: a band index whose stored record is 64 bytes and which decides its
+candidates itself, by the records' estimate (:mod:`neardup.similarity.compact`).
+
+It is a :class:`SimhashIndex` in every other respect (stores, postings, keys, digests,
+clusters), so the policy above it (:class:`neardup.Index`, check-and-add) treats it as a band
+index: it hands over each batch's 512-byte text sketches, from which :meth:`add_many` makes
+the records (the sketch itself is not stored), and a query finds candidates by the band keys
+and keeps those whose estimate reaches the recorded threshold, before the policy sees them.
+The candidates reach the policy without signatures, so it keeps them as found.
+
+:func:`open_stored` opens any stored index, this kind or the others, from its meta: what
+``Index.open`` calls, so a compact store reopens with no option.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..similarity.bands import Scheme, scheme_from_dict
+from ..similarity.compact import CompactScheme, compact_similarity
+from ..similarity.verify import Verifier
+from ..storage import DEFAULT_URL, open_storage
+from ..storage.base import Candidates, no_candidates
+from ..storage.sqlite import SqliteStorage
+from ..storage.urls import redacted
+from .config import IndexConfig
+from .meta import record_shape, resolve_scheme, settle_meta
+from .simhash_index import SimhashIndex, verified
+
+
+def stored_scheme(data: dict[str, Any]) -> Scheme:
+    """The scheme a meta records: a compact one (``kind`` "compact"), or a band or block one."""
+    if data.get("kind") == "compact":
+        return CompactScheme.from_dict(data)
+    return scheme_from_dict(data)
+
+
+def open_stored(
+    url: str = DEFAULT_URL,
+    config: IndexConfig | None = None,
+    *,
+    create: bool = True,
+    create_in_existing: bool = False,
+    check_files: bool = True,
+) -> SimhashIndex:
+    """:meth:`SimhashIndex.open`, for every kind of index: a :class:`CompactIndex` where the
+    store's meta (or a new store's ``config``) says compact, else a :class:`SimhashIndex`."""
+    storage = open_storage(url)
+    if create_in_existing and isinstance(storage, SqliteStorage):
+        storage.dialect.create_in_existing = True
+    try:
+        storage.attach(record_shape(resolve_scheme(config or IndexConfig())))
+        meta, fingerprint = settle_meta(storage, config, create, redacted(url), check_files)
+        scheme = stored_scheme(meta["scheme"])
+        kind = CompactIndex if isinstance(scheme, CompactScheme) else SimhashIndex
+        index = kind(
+            meta["bits"],
+            meta["max_distance"],
+            scheme=scheme,
+            mu=meta["mu"],
+            fingerprint_config=fingerprint,
+            storage=storage,
+        )
+        index.verification = meta.get("verification")
+    except BaseException:
+        storage.close()
+        raise
+    index.url = url
+    return index
+
+
+class CompactIndex(SimhashIndex):
+    """A band index of :data:`~neardup.similarity.compact.RECORD_BYTES`-byte records (open
+    one with :func:`open_stored` or :meth:`neardup.Index.open`; create one with
+    :meth:`IndexConfig.compact`)."""
+
+    scheme: CompactScheme
+
+    @property
+    def threshold(self) -> float:
+        """The estimate a candidate must reach: the recorded verifier's threshold."""
+        return Verifier.from_settings(self.verification or {"mode": "sketch"}).cutoff
+
+    def words(self, fingerprints: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+        """:meth:`SimhashIndex.words`; composed records ((n, 8) uint64) pass as they are."""
+        if (
+            isinstance(fingerprints, np.ndarray)
+            and fingerprints.ndim == 2
+            and fingerprints.shape[1] == self.scheme.words
+            and fingerprints.dtype == np.uint64
+        ):
+            return fingerprints
+        return super().words(fingerprints)
+
+    def _stored_words(
+        self, words: npt.NDArray[np.uint64], signatures: npt.ArrayLike | None
+    ) -> npt.NDArray[np.uint64]:
+        if words.shape[1] == self.scheme.words:
+            return words
+        return self.scheme.compose(words, signatures)
+
+    def add_many(
+        self,
+        keys: Any,
+        fingerprints: npt.ArrayLike,
+        *,
+        signatures: npt.ArrayLike | None = None,
+        **options: Any,
+    ) -> list[bool]:
+        """:meth:`SimhashIndex.add_many` of the records made from the fingerprints and the
+        text sketches (``signatures``); the sketches are not stored."""
+        records = self._stored_words(self.words(fingerprints), signatures)
+        return super().add_many(keys, records, **options)
+
+    def _search(self, words: npt.NDArray[np.uint64], distance: int, *, records: bool = False) -> Candidates:
+        """The stored records that share a band with each row of ``words`` and whose
+        estimate reaches :attr:`threshold` (``records``: with their stored records)."""
+        storage, scheme = self.storage, self.scheme
+        width = scheme.fingerprint_words
+        postings = scheme.keys(words)
+        with_postings = records and storage.reads_records
+        threshold = self.threshold
+        parts, read = [], {}
+        for start in range(0, words.shape[0], storage.query_batch):
+            found = storage.candidates(postings[start : start + storage.query_batch], records=with_postings)
+            read.update(found.records)
+            if found.keys:
+                similar = compact_similarity(scheme, words[found.rows + start], found.words)
+                keep = np.flatnonzero(similar >= threshold - 1e-12)
+                found = Candidates(
+                    found.rows[keep], [found.keys[i] for i in keep.tolist()], found.words[keep]
+                )
+            parts.append(verified(found, words, distance, start, width))
+        if not parts:
+            return no_candidates(width)
+        result = Candidates(
+            np.concatenate([part.rows for part in parts]),
+            [key for part in parts for key in part.keys],
+            np.concatenate([part.words[:, :width] for part in parts]),
+            read,
+        )
+        if records and not with_postings:
+            stored = storage.get_many(list(dict.fromkeys(result.keys)))
+            result.records = {record.key: record for record in stored if record is not None}
+        return result
