@@ -28,8 +28,8 @@ from ..text.tokenize import AutoTokenizer, CharNgramTokenizer, ChineseTokenizer,
 from .config import FingerprintConfig
 from .hashing import get_hash_function
 from .idf import IdfModel, default_chinese_idf
-from .token_cache import NewTokens, TokenCache, fmix64, token_keys
-from .weighting import FIELDS_ON_TEXT, TITLE_FACTOR, Weighting, saturate
+from .token_cache import NewTokens, TokenCache, cache_keys, fmix64
+from .weighting import FIELDS_ON_TEXT, TITLE_FACTOR, Weighting, dense_ranks, saturate
 
 DEFAULT_CACHE_SIZE = 2_000_000
 TIE_TOLERANCE = 1e-9
@@ -160,10 +160,7 @@ class Fingerprinter:
         # tf's 1/Σ_k n_kd is left out: scaling a document's weights by a positive factor
         # changes no sign, so no fingerprint (ties are relative to Σ|w| too).
         columns, documents, weights = self._weighted_occurrences(texts, titles)
-        present = np.zeros(len(self._cache), dtype=bool)
-        present[columns] = True
-        unique = np.flatnonzero(present)
-        local = (np.cumsum(present) - 1)[columns]
+        unique, local = dense_ranks(columns)
         return self._product(local, documents, weights, self._cache.hashes[unique], len(texts))
 
     def features(self, text: str, title: str | None = None) -> list[Feature]:
@@ -262,7 +259,7 @@ class Fingerprinter:
     ) -> npt.NDArray[np.float64]:
         """×TITLE_FACTOR for body words that occur in the document's title."""
         title_batch = self.tokenizer.tokenize_batch(self.normalizer.normalize_many([t or "" for t in titles]))
-        title_keys = token_keys(title_batch)
+        title_keys = cache_keys(title_batch)
         with np.errstate(over="ignore"):
             title_codes = fmix64(title_keys ^ title_batch.documents.astype(np.uint64))
             body_codes = fmix64(self._cache.word_keys[columns] ^ documents.astype(np.uint64))

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..distance import ints_to_array
-from ..text.tokenize import TokenBatch, decode, han_character_mask, word_character_mask
+from ..distance import MASK_64, ints_to_array
+from ..text.tokenize import CodePoints, TokenBatch, decode, han_character_mask, word_character_mask
 
 UInt64Array = npt.NDArray[np.uint64]
 
@@ -109,6 +109,63 @@ def token_keys(batch: TokenBatch) -> UInt64Array:
     return keys
 
 
+#: Longest token keyed by its packed code points (two 64-bit words of one-byte code points).
+PACKED_LENGTH = 16
+_BYTE_MASKS = np.array([(1 << (8 * size)) - 1 for size in range(8)] + [MASK_64], dtype=np.uint64)
+
+
+def cache_keys(batch: TokenBatch) -> UInt64Array:
+    """The 64-bit identity of every token of the batch, for the token cache: tokens of at most
+    :data:`PACKED_LENGTH` code points, all below 0x100 (English words, digits), are keyed by
+    those code points packed as bytes into two words, read straight from the batch at each
+    token's start; others by :func:`token_keys`. Which of the two depends on the token's text
+    alone, so a token has one key in every batch. Packed keys are exact for tokens of up to 7
+    code points and mixed by fmix64 like the others beyond."""
+    starts, lengths = batch.starts, batch.ends - batch.starts
+    codepoints = batch.codepoints
+    if not len(starts):
+        return np.zeros(0, dtype=np.uint64)
+    if codepoints.dtype == np.uint8:
+        narrow = lengths <= PACKED_LENGTH
+        packed = codepoints
+    else:
+        wide = np.concatenate([[0], np.cumsum(codepoints > 0xFF)])
+        narrow = (lengths <= PACKED_LENGTH) & (wide[batch.ends] == wide[starts])
+        packed = codepoints.astype(np.uint8)
+    if len(packed) - int(starts.max()) < PACKED_LENGTH:
+        packed = np.concatenate([packed, np.zeros(PACKED_LENGTH, dtype=np.uint8)])
+    if narrow.all():
+        return _packed_keys(packed, starts, lengths)
+    keys = np.empty(len(starts), dtype=np.uint64)
+    chosen = np.flatnonzero(narrow)
+    keys[chosen] = _packed_keys(packed, starts[chosen], lengths[chosen])
+    rest = np.flatnonzero(~narrow)
+    positions, _, firsts = span_positions(starts[rest], lengths[rest])
+    compact = TokenBatch(
+        codepoints[positions], firsts, firsts + lengths[rest], batch.documents[rest], batch.count
+    )
+    keys[rest] = token_keys(compact)
+    return keys
+
+
+def _packed_keys(
+    packed: CodePoints, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+) -> UInt64Array:
+    """Keys of tokens of at most 16 one-byte code points in ``packed`` (which extends at least
+    16 bytes past every start): fmix64 of the first word XOR length·φ, then of that XOR the
+    second word for tokens longer than 8."""
+    words = np.ndarray((len(packed) - 7,), dtype="<u8", buffer=packed, strides=(1,))
+    with np.errstate(over="ignore"):
+        keys = fmix64(
+            (words[starts] & _BYTE_MASKS[np.minimum(lengths, 8)]) ^ (lengths.astype(np.uint64) * _LENGTH_MIX)
+        )
+        long = np.flatnonzero(lengths > 8)
+        if len(long):
+            second = words[starts[long] + 8] & _BYTE_MASKS[lengths[long] - 8]
+            keys[long] = fmix64(keys[long] ^ second)
+    return keys
+
+
 def tagged_keys(word_keys: UInt64Array, batch: TokenBatch) -> UInt64Array:
     """Keys of (token, part-of-speech tag) pairs, for weightings that weigh by tag; the word
     keys themselves when the batch is untagged."""
@@ -177,10 +234,12 @@ class KeyTable:
 
     def lookup(self, keys: UInt64Array) -> npt.NDArray[np.int64]:
         """The value of every key, -1 where absent."""
-        slots = (keys & self.mask).astype(np.intp)
+        slots = (keys & self.mask).view(np.int64)
         values = self.values[slots]
-        found = (self.keys[slots] == keys) & (values >= 0)
+        found = self.keys[slots] == keys  # an empty slot holds key 0 and value -1
         result = np.where(found, values, -1)
+        if found.all():
+            return result
         pending = np.flatnonzero(~found & (values >= 0))  # slot taken by another key: probe on
         while len(pending):
             probe = (slots[pending] + 1) & int(self.mask)
@@ -246,7 +305,7 @@ class TokenCache:
 
     def columns(self, batch: TokenBatch) -> npt.NDArray[np.int64]:
         """The cache column of every token of the batch, adding new tokens as needed."""
-        word_keys = token_keys(batch)
+        word_keys = cache_keys(batch)
         keys = tagged_keys(word_keys, batch)
         columns = self.table.lookup(keys)
         missing = np.flatnonzero(columns < 0)

@@ -211,15 +211,59 @@ def saturate(
     max_share: float,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Occurrences ``(column, document, weight)`` → one entry per distinct (document,
-    column), its weight the per-occurrence weight times :func:`saturated_counts`, capped by
-    :func:`cap_shares`. Every occurrence of a token in a document carries the same weight
-    (static factor, title and length factors), so the first one stands for all."""
+    column), ordered by document then column, its weight the per-occurrence weight times
+    :func:`saturated_counts`, capped by :func:`cap_shares`. Every occurrence of a token in a
+    document carries the same weight (static factor, title and length factors), so the first
+    one stands for all."""
     if term_frequency == "raw" and max_share >= 1.0:
         return columns, documents, weights
     if not len(columns):
         return columns, documents, weights
-    width = int(columns.max()) + 1
-    keys, first, counts = np.unique(documents * width + columns, return_index=True, return_counts=True)
-    documents, columns = keys // width, keys % width
+    first, counts = group_pairs(documents, columns)
+    documents, columns = documents[first], columns[first]
     weights = weights[first] * saturated_counts(counts, term_frequency)
     return columns, documents, cap_shares(weights, documents, count, max_share)
+
+
+def dense_ranks(values: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The distinct values of non-negative ``values`` (ascending) and the rank of each value
+    among them, by a scatter over ``max + 1`` flags instead of a sort: the values are token
+    cache columns, a dense range."""
+    present = np.zeros(int(values.max()) + 1 if len(values) else 0, dtype=bool)
+    present[values] = True
+    distinct = np.flatnonzero(present)
+    rank = np.empty(len(present), dtype=np.int64)
+    rank[distinct] = np.arange(len(distinct), dtype=np.int64)
+    return distinct, rank[values]
+
+
+def stable_order(values: npt.NDArray[np.int64], limit: int) -> npt.NDArray[np.intp]:
+    """``np.argsort(values, kind="stable")`` for values in ``[0, limit)``, as radix passes
+    over 16-bit digits: numpy sorts uint16 by radix, in linear time, where int64 keys go
+    through a comparison sort several times slower."""
+    order: npt.NDArray[np.intp] = np.argsort(values.astype(np.uint16), kind="stable")
+    shift = 16
+    while limit > 1 << shift:
+        digits = (values[order] >> shift).astype(np.uint16)
+        order = order[np.argsort(digits, kind="stable")]
+        shift += 16
+    return order
+
+
+def group_pairs(
+    documents: npt.NDArray[np.int64], columns: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:
+    """Each distinct (document, column) pair, ordered by document then column, as the index
+    of its first occurrence and its number of occurrences: ``np.unique(documents · width +
+    columns, return_index=True, return_counts=True)`` without sorting int64 keys."""
+    distinct, rank = dense_ranks(columns)
+    order = stable_order(rank, len(distinct))
+    by_document = order[stable_order(documents[order], int(documents.max()) + 1)]
+    documents, rank = documents[by_document], rank[by_document]
+    starts = np.empty(len(rank), dtype=bool)
+    starts[:1] = True
+    np.not_equal(rank[1:], rank[:-1], out=starts[1:])
+    starts[1:] |= documents[1:] != documents[:-1]
+    boundaries = np.flatnonzero(starts)
+    counts = np.diff(np.append(boundaries, len(rank)))
+    return by_document[boundaries], counts

@@ -47,6 +47,8 @@ LATIN_TAG = "eng"
 NGRAM_TAG = "ngram"
 
 Int64Array = npt.NDArray[np.int64]
+#: Spaces after the last text of a Latin batch: 16 code points, two 64-bit words of bytes.
+TAIL_PADDING = 16
 CodePoints = npt.NDArray[np.uint32] | npt.NDArray[np.uint8]
 
 
@@ -163,7 +165,15 @@ def _bmp_word_table() -> npt.NDArray[np.bool_]:
     return np.array([chr(code).isalnum() for code in range(0x10000)], dtype=bool)
 
 
+@lru_cache(maxsize=1)
+def _byte_word_table() -> bytes:
+    """``bytes.translate`` table of :func:`word_character_mask` for one-byte code points."""
+    return bytes(chr(code).isalnum() for code in range(1 << 8))
+
+
 def word_character_mask(codepoints: CodePoints) -> npt.NDArray[np.bool_]:
+    if codepoints.dtype == np.uint8:  # one C loop, no conversion of every index to intp
+        return np.frombuffer(codepoints.tobytes().translate(_byte_word_table()), dtype=np.bool_)
     table = _bmp_word_table()
     if not len(codepoints) or int(codepoints.max()) <= 0xFFFF:
         return table[codepoints]
@@ -340,7 +350,11 @@ class LatinTokenizer:
     operations over the whole batch. POS tags are not known, so every word is ``eng``."""
 
     def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch:
-        codepoints, offsets = _joined(texts)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+        offsets = np.cumsum(lengths) - lengths
+        # The padding lets a reader of whole 64-bit words at any token start stay in bounds
+        # (neardup.fingerprint.token_cache packs short tokens that way).
+        codepoints = _codepoints(" ".join(texts) + " " * TAIL_PADDING)
         word = word_character_mask(codepoints)
         # Word runs begin and end where the mask changes; the joined text ends with a space,
         # so after a possible start at 0 the changes alternate start, end, start, end, ...
@@ -348,8 +362,11 @@ class LatinTokenizer:
         if len(word) and word[0]:
             changes = np.concatenate([[0], changes])
         starts, ends = changes[0::2], changes[1::2]
-        documents = np.searchsorted(offsets, starts, side="right") - 1
-        batch = TokenBatch(codepoints, starts, ends, documents.astype(np.int64), len(texts))
+        # Text i holds the tokens from its first start at or after offsets[i] to the next text's.
+        firsts = np.searchsorted(starts, offsets)
+        per_text = np.diff(np.append(firsts, len(starts)))
+        documents = np.repeat(np.arange(len(texts), dtype=np.int64), per_text)
+        batch = TokenBatch(codepoints, starts, ends, documents, len(texts))
         return _with_tags(batch, tagged, LATIN_TAG)
 
 
