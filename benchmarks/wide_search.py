@@ -14,11 +14,10 @@ are the "before" columns. Every timed run is a subprocess of its own.
    the ground truth is every pair of shingle Jaccard >= 0.5, found by one sparse product of the
    texts' shingle sets (``Shingles``, the check's own shingles, the fingerprinter's normalizer).
    Runs: the default search (``dedup_documents`` with default settings, the shingle LSH);
-   ``--search simhash`` of the baseline and of this tree (the distance from the input size);
-   and ``simhash, k from the data``: the same stages with the distance chosen by
-   ``resolve_search(..., fingerprints=, lengths=)``, which is what ``--search simhash`` runs once
-   ``pipeline.search_candidates`` passes its fingerprints. Recall of the truth pairs, pairs
-   kept, candidates checked, seconds from the records to the pairs, and time / default.
+   ``--search simhash`` of the baseline and of this tree (``-k auto``: the distance chosen
+   from the fingerprints and text lengths, ``resolve_search(..., fingerprints=, lengths=)``,
+   since 2026-11-27; from the input size before). Recall of the truth pairs, pairs kept,
+   candidates checked, seconds from the records to the pairs, and time / default.
 """
 
 from __future__ import annotations
@@ -60,40 +59,12 @@ def worker_dedup(corpus: str, mode: str) -> dict[str, Any]:
 
     records = list(read_records(corpus))
     started = time.perf_counter()
-    if mode == "data":
-        pairs, distance, candidates = _data_chosen(records)
-    else:
-        settings = DedupSettings(search="simhash") if mode == "simhash" else DedupSettings()
-        result = dedup_documents(records, settings=settings)
-        pairs = np.stack([result.pairs.i, result.pairs.j], axis=1)
-        distance, candidates = result.search.max_distance, result.candidates
+    settings = DedupSettings(search="simhash") if mode == "simhash" else DedupSettings()
+    result = dedup_documents(records, settings=settings)
+    pairs = np.stack([result.pairs.i, result.pairs.j], axis=1)
+    distance, candidates = result.search.max_distance, result.candidates
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "pairs": pairs.tolist(), "k": distance, "candidates": candidates}
-
-
-def _data_chosen(records: list[Any]) -> tuple[np.ndarray, int, int]:
-    """``search_candidates`` with the distance from the data, then the same check."""
-    from neardup.dedup.auto import resolve_search
-    from neardup.dedup.batch import BucketStats, Pairs, find_all_pairs
-    from neardup.dedup.pipeline import CandidatePairs, DedupSettings, check_candidates, collect
-    from neardup.fingerprint.fingerprinter import Fingerprinter
-
-    fingerprinter, settings = Fingerprinter(), DedupSettings(search="simhash")
-    collected = collect(records, fingerprinter, settings)
-    searched = np.ones(len(collected), dtype=bool)
-    searched[collected.featureless] = False
-    rows = np.flatnonzero(searched)
-    fingerprints = collected.fingerprints[rows]
-    lengths = np.array([len(text) for text in collected.texts], dtype=np.int64)[rows]
-    search = resolve_search(
-        len(rows), collected.bits, None, "auto", fingerprints=fingerprints, lengths=lengths
-    )
-    found = find_all_pairs(fingerprints, search.max_distance, bits=collected.bits)
-    candidates = CandidatePairs(
-        Pairs(rows[found.i], rows[found.j], found.distance), search, None, BucketStats()
-    )
-    kept = check_candidates(collected, candidates, fingerprinter, settings)
-    return np.stack([kept.i, kept.j], axis=1), search.max_distance, len(found)
 
 
 def run(src: Path, *args: str) -> dict[str, Any]:
@@ -150,10 +121,9 @@ def section_corpora(baseline: Path | None, folder: Path) -> None:
         print(f"== 2. {corpus.name}: {len(truth)} pairs of shingle Jaccard >= 0.5 (exact, all pairs)")
         header = f"{'k':>3s} {'recall':>7s} {'pairs':>6s} {'candidates':>10s} {'seconds':>8s} {'/ dflt':>7s}"
         print(f"   {'search':28s} {header}")
-        runs = [("default (LSH)", SRC, "default"), ("simhash, k from size", SRC, "simhash")]
+        runs = [("default (LSH)", SRC, "default"), ("--search simhash", SRC, "simhash")]
         if baseline is not None:
-            runs.insert(1, ("simhash, baseline", baseline, "simhash"))
-        runs.append(("simhash, k from the data", SRC, "data"))
+            runs.insert(1, ("--search simhash, baseline", baseline, "simhash"))
         default = None
         for name, src, mode in runs:
             out = run(src, "dedup", "--corpus", str(corpus), "--mode", mode)
@@ -178,7 +148,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--worker", choices=["all-pairs", "dedup"], help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
-    parser.add_argument("--mode", choices=["default", "simhash", "data"], help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=["default", "simhash"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "all-pairs":
         print(json.dumps(worker_all_pairs(args.repeat)))

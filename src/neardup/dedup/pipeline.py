@@ -368,21 +368,22 @@ def search_candidates(
     """The candidate stage of the chosen search: the band collisions of the shingle LSH, or
     every pair within the resolved distance, found exactly by the Simhash block index
     (:func:`~neardup.dedup.batch.find_all_pairs`; ``max_distance`` None and ``verify`` "auto"
-    follow the input size, :func:`~neardup.dedup.auto.resolve_search`). Returns the candidates
+    follow the fingerprints and text lengths while the texts are kept, else the input size:
+    :func:`~neardup.dedup.auto.resolve_search`). Returns the candidates
     with the search that was resolved."""
     n, bits = len(collected), collected.bits
     if collected.sketches is not None:
         return _lsh_candidates(collected, collected.sketches, settings.lsh_verify, progress)
-    search = resolve_search(n, bits, settings.max_distance, settings.verify)
+    # One rule everywhere: a text without features pairs with nothing, so it is not searched.
+    searched = np.ones(n, dtype=bool)
+    searched[collected.featureless] = False
+    rows = np.flatnonzero(searched)
+    search = _resolved_search(collected, rows, settings)
     scheme = block_scheme_of(bits, search.max_distance, settings.scheme)
     scheme = scheme or BlockScheme.auto(n, bits, search.max_distance)
     stats = BucketStats()
     if progress is not None:
         progress("pairs", 0, scheme.table_count)
-    # One rule everywhere: a text without features pairs with nothing, so it is not searched.
-    searched = np.ones(n, dtype=bool)
-    searched[collected.featureless] = False
-    rows = np.flatnonzero(searched)
     found = find_all_pairs(
         collected.fingerprints[rows],
         search.max_distance,
@@ -394,6 +395,19 @@ def search_candidates(
     )
     pairs = Pairs(rows[found.i], rows[found.j], found.distance)
     return CandidatePairs(pairs, search, scheme, stats)
+
+
+def _resolved_search(collected: Collected, rows: npt.NDArray[np.intp], settings: DedupSettings) -> Search:
+    """The Simhash search's distance and check: ``-k auto`` from the searched records'
+    fingerprints and text lengths (templated text crowds within a few bits, so the input size
+    alone cannot say how wide a search the check can afford), a given ``-k`` as given."""
+    n, bits = len(collected), collected.bits
+    if settings.max_distance is not None or len(collected.texts) != n:
+        return resolve_search(n, bits, settings.max_distance, settings.verify)
+    texts = collected.texts
+    lengths = np.fromiter((len(texts[row]) for row in rows.tolist()), dtype=np.int64, count=len(rows))
+    fingerprints = collected.fingerprints[rows]
+    return resolve_search(n, bits, None, settings.verify, fingerprints=fingerprints, lengths=lengths)
 
 
 def _lsh_candidates(
