@@ -53,7 +53,7 @@ _SCHEME = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*$")
 
 
 def parse_distance(ctx: click.Context, param: click.Parameter, value: str | int | None) -> int | None:
-    """-k: a number of bits, or ``auto`` (None) for the size-dependent default."""
+    """-k: a number of bits, or ``auto`` (None): chosen from the data, or by size."""
     if value is None or value == "auto":
         return None
     try:
@@ -111,8 +111,9 @@ def _memory(ctx: click.Context, param: click.Parameter, value: str | int) -> int
     show_default=True,
     callback=parse_distance,
     help="The Simhash search (implies --search simhash): largest Hamming distance (differing "
-    "bits) of a near-duplicate pair; auto: by input size, 16 up to 20 k records, 12 up to 100 k, "
-    "6 up to 1 M, then 3.",
+    "bits) of a near-duplicate pair; auto: the widest (up to 22 at 64 bits) whose candidates "
+    "the check of the texts can afford, from the fingerprints and text lengths; without a check "
+    "(--verify none) by input size, 16 up to 20 k records, 12 up to 100 k, 6 up to 1 M, then 3.",
 )
 @click.option(
     "--search",
