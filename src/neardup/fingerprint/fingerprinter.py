@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from itertools import chain
 from typing import Any
@@ -29,7 +30,7 @@ from .config import FingerprintConfig
 from .hashing import get_hash_function
 from .idf import IdfModel, default_chinese_idf
 from .token_cache import NewTokens, TokenCache, cache_keys, fmix64
-from .weighting import FIELDS_ON_TEXT, TITLE_FACTOR, Weighting, dense_ranks, saturate
+from .weighting import FIELDS_ON_TEXT, TITLE_FACTOR, Weighting, dense_ranks, group_pairs, saturated_weights
 
 DEFAULT_CACHE_SIZE = 2_000_000
 TIE_TOLERANCE = 1e-9
@@ -125,6 +126,9 @@ class Fingerprinter:
             CharNgramTokenizer(config.ngram) if config.ngram else AutoTokenizer(config.lang, chinese=chinese)
         )
         self._cache = TokenCache(describe=self._describe, bits=self.bits, capacity=cache_size)
+        #: Whether repeats saturate or shares are capped: then a batch's weights are one per
+        #: distinct (document, token), grouped by token (see _weighted_occurrences).
+        self._saturates = config.term_frequency != "raw" or self.weighting.share_cap(config.max_share) < 1.0
 
     # -- public API -------------------------------------------------------------------------
 
@@ -161,7 +165,8 @@ class Fingerprinter:
         # changes no sign, so no fingerprint (ties are relative to Σ|w| too).
         columns, documents, weights = self._weighted_occurrences(texts, titles)
         unique, local = dense_ranks(columns)
-        return self._product(local, documents, weights, self._cache.hashes[unique], len(texts))
+        table = self._cache.hashes[unique]
+        return self._product(local, documents, weights, table, len(texts), by_column=self._saturates)
 
     def features(self, text: str, title: str | None = None) -> list[Feature]:
         """The weighted features of one text, heaviest first (for explanations and debugging)."""
@@ -224,9 +229,11 @@ class Fingerprinter:
     def _weighted_occurrences(
         self, texts: Sequence[str], titles: Sequence[str | None] | None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """(cache column, document, weight) of every kept token occurrence, or of every distinct
-        token of a document when repeats saturate; a token's weights sum to its static weight
-        times its saturated count."""
+        """(cache column, document, weight) of every kept token occurrence, in document order,
+        or of every distinct token of a document when repeats saturate, then grouped by column
+        (:func:`~neardup.fingerprint.weighting.saturate`); a token's weights sum to its static
+        weight times its saturated count. Every factor of a weight is a function of (document,
+        column), so a repeated token is weighed once, after grouping."""
         if titles is not None and len(titles) != len(texts):
             raise ConfigError(f"got {len(texts)} texts but {len(titles)} titles; give one title per text")
         if self.weighting.name == "fields":
@@ -236,16 +243,22 @@ class Fingerprinter:
             _check_strings(titles, "title", allow_none=True)
         batch = self._tokens(texts)
         columns = self._cache.columns(batch)
-        weights = self._cache.static[columns]
-        kept = weights != 0.0
-        columns, documents, weights = columns[kept], batch.documents[kept], weights[kept]
-        if self.weighting.uses_title and titles is not None:
-            weights = self._boost_title_words(columns, documents, weights, titles)
-        if self.weighting.name == "composite":
-            weights = weights * _relative_length_factor(self._cache.lengths[columns], documents, len(texts))
+        kept = self._cache.kept[columns]
+        columns, documents = columns[kept], batch.documents[kept]
         config, weighting = self.config, self.weighting
-        cap = weighting.share_cap(config.max_share)
-        return saturate(columns, documents, weights, len(texts), config.term_frequency, cap)
+        counts = None
+        if len(columns) and self._saturates:
+            first, counts = group_pairs(documents, columns)
+            columns, documents = columns[first], documents[first]
+        weights = self._cache.static[columns]
+        if weighting.uses_title and titles is not None:
+            weights = self._boost_title_words(columns, documents, weights, titles)
+        if weighting.name == "composite":
+            weights = weights * _relative_length_factor(self._cache.lengths[columns], documents, len(texts))
+        if counts is not None:
+            cap = weighting.share_cap(config.max_share)
+            weights = saturated_weights(weights, counts, documents, len(texts), config.term_frequency, cap)
+        return columns, documents, weights
 
     def _hash_table(self, tokens: list[str]) -> FingerprintArray:
         return ints_to_array([self._hash(token) for token in tokens], self.bits)
@@ -261,8 +274,9 @@ class Fingerprinter:
         title_batch = self.tokenizer.tokenize_batch(self.normalizer.normalize_many([t or "" for t in titles]))
         title_keys = cache_keys(title_batch)
         with np.errstate(over="ignore"):
-            title_codes = fmix64(title_keys ^ title_batch.documents.astype(np.uint64))
-            body_codes = fmix64(self._cache.word_keys[columns] ^ documents.astype(np.uint64))
+            # Keys are mixed before a document number goes in: packed keys are not (cache_keys).
+            title_codes = fmix64(fmix64(title_keys) ^ title_batch.documents.astype(np.uint64))
+            body_codes = fmix64(fmix64(self._cache.word_keys[columns]) ^ documents.astype(np.uint64))
         return np.where(np.isin(body_codes, title_codes), weights * TITLE_FACTOR, weights)
 
     def _product(
@@ -272,14 +286,21 @@ class Fingerprinter:
         weights: npt.NDArray[np.float64],
         table: FingerprintArray,
         count: int,
+        by_column: bool = False,
     ) -> EncodedBatch:
         """sign(W · S) for the batch: W from (document, column, weight) triples with documents
-        non-decreasing, S the ±1 bits of ``table`` (one hash per column)."""
+        non-decreasing, or ``by_column`` with columns non-decreasing and documents increasing
+        within each; S the ±1 bits of ``table`` (one hash per column). Either way each
+        document's sums add its features in column order, so both give the same bits."""
         from scipy import sparse  # here, not at the top: importing scipy is slow
 
         feature_counts = np.bincount(documents, minlength=count).astype(np.int64)
-        indptr = np.concatenate([[0], np.cumsum(feature_counts)])
-        matrix = sparse.csr_matrix((weights, columns, indptr), shape=(count, len(table)))
+        if by_column:
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(columns, minlength=len(table)))])
+            matrix: Any = sparse.csc_matrix((weights, documents, indptr), shape=(count, len(table)))
+        else:
+            indptr = np.concatenate([[0], np.cumsum(feature_counts)])
+            matrix = sparse.csr_matrix((weights, columns, indptr), shape=(count, len(table)))
         sums = np.asarray(matrix @ _sign_matrix(table, self.bits))
         magnitude = np.bincount(documents, weights=np.abs(weights), minlength=count)
         fingerprints = _pack_array(sums > _tie_tolerance(magnitude)[:, np.newaxis], self.bits)
@@ -303,8 +324,16 @@ def _sign_matrix(table: FingerprintArray, bits: int) -> npt.NDArray[np.float64]:
     """Hashes as (n,) uint64 or (n, words) uint64 rows, low word first → (n, bits) matrix of ±1."""
     words = (bits + 63) // 64
     raw = np.ascontiguousarray(table.astype("<u8").reshape(len(table), words))
-    bit_matrix = np.unpackbits(raw.view(np.uint8), axis=1, bitorder="little")[:, :bits]
-    return bit_matrix.astype(np.float64) * 2.0 - 1.0
+    signs = _byte_signs()[raw.view(np.uint8)].reshape(len(table), 64 * words)
+    return signs[:, :bits] if bits < 64 * words else signs
+
+
+@lru_cache(maxsize=1)
+def _byte_signs() -> npt.NDArray[np.float64]:
+    """Byte value → the ±1 of its 8 bits, least significant first: one lookup per byte of
+    the hashes instead of unpacking bits and converting them to floats."""
+    values = np.arange(1 << 8, dtype=np.uint8)[:, np.newaxis]
+    return np.unpackbits(values, axis=1, bitorder="little").astype(np.float64) * 2.0 - 1.0
 
 
 def _pack_array(positive: npt.NDArray[np.bool_], bits: int) -> FingerprintArray:

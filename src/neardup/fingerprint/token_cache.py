@@ -111,7 +111,6 @@ def token_keys(batch: TokenBatch) -> UInt64Array:
 
 #: Longest token keyed by its packed code points (two 64-bit words of one-byte code points).
 PACKED_LENGTH = 16
-_BYTE_MASKS = np.array([(1 << (8 * size)) - 1 for size in range(8)] + [MASK_64], dtype=np.uint64)
 
 
 def cache_keys(batch: TokenBatch) -> UInt64Array:
@@ -120,50 +119,61 @@ def cache_keys(batch: TokenBatch) -> UInt64Array:
     those code points packed as bytes into two words, read straight from the batch at each
     token's start; others by :func:`token_keys`. Which of the two depends on the token's text
     alone, so a token has one key in every batch. Packed keys are exact for tokens of up to 7
-    code points and mixed by fmix64 like the others beyond."""
+    code points (they are not mixed: the key table spreads them itself)."""
     starts, lengths = batch.starts, batch.ends - batch.starts
     codepoints = batch.codepoints
     if not len(starts):
         return np.zeros(0, dtype=np.uint64)
     if codepoints.dtype == np.uint8:
-        narrow = lengths <= PACKED_LENGTH
+        rest = np.flatnonzero(lengths > PACKED_LENGTH)
         packed = codepoints
     else:
         wide = np.concatenate([[0], np.cumsum(codepoints > 0xFF)])
-        narrow = (lengths <= PACKED_LENGTH) & (wide[batch.ends] == wide[starts])
+        rest = np.flatnonzero((lengths > PACKED_LENGTH) | (wide[batch.ends] != wide[starts]))
         packed = codepoints.astype(np.uint8)
-    if len(packed) - int(starts.max()) < PACKED_LENGTH:
-        packed = np.concatenate([packed, np.zeros(PACKED_LENGTH, dtype=np.uint8)])
-    if narrow.all():
-        return _packed_keys(packed, starts, lengths)
-    keys = np.empty(len(starts), dtype=np.uint64)
-    chosen = np.flatnonzero(narrow)
-    keys[chosen] = _packed_keys(packed, starts[chosen], lengths[chosen])
-    rest = np.flatnonzero(~narrow)
-    positions, _, firsts = span_positions(starts[rest], lengths[rest])
-    compact = TokenBatch(
-        codepoints[positions], firsts, firsts + lengths[rest], batch.documents[rest], batch.count
-    )
-    keys[rest] = token_keys(compact)
+    if len(rest):  # their packed keys are computed (from their first 16 code points) and replaced
+        lengths = np.minimum(lengths, PACKED_LENGTH)
+    keys = _packed_keys(_padded(packed, starts), starts, lengths)
+    if len(rest):
+        long_lengths = batch.ends[rest] - starts[rest]
+        positions, _, firsts = span_positions(starts[rest], long_lengths)
+        compact = TokenBatch(
+            codepoints[positions], firsts, firsts + long_lengths, batch.documents[rest], batch.count
+        )
+        keys[rest] = token_keys(compact)
     return keys
+
+
+def _padded(packed: CodePoints, starts: npt.NDArray[np.int64]) -> CodePoints:
+    """``packed`` extended to hold two whole words after every start (Latin batches already do)."""
+    if len(packed) - int(starts.max()) >= PACKED_LENGTH:
+        return packed
+    return np.concatenate([packed, np.zeros(PACKED_LENGTH, dtype=np.uint8)])
 
 
 def _packed_keys(
     packed: CodePoints, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
 ) -> UInt64Array:
     """Keys of tokens of at most 16 one-byte code points in ``packed`` (which extends at least
-    16 bytes past every start): fmix64 of the first word XOR length·φ, then of that XOR the
-    second word for tokens longer than 8."""
+    16 bytes past every start): the first word XOR length·φ, exact up to 7 code points; for
+    tokens longer than 8, fmix64 of that XOR the second word."""
     words = np.ndarray((len(packed) - 7,), dtype="<u8", buffer=packed, strides=(1,))
-    with np.errstate(over="ignore"):
-        keys = fmix64(
-            (words[starts] & _BYTE_MASKS[np.minimum(lengths, 8)]) ^ (lengths.astype(np.uint64) * _LENGTH_MIX)
-        )
-        long = np.flatnonzero(lengths > 8)
-        if len(long):
-            second = words[starts[long] + 8] & _BYTE_MASKS[lengths[long] - 8]
-            keys[long] = fmix64(keys[long] ^ second)
+    masks, mixes = _packing_tables()
+    keys = (np.take(words, starts) & masks[lengths]) ^ mixes[lengths]
+    long = np.flatnonzero(lengths > 8)
+    if len(long):
+        second = words[starts[long] + 8] & masks[lengths[long] - 8]
+        keys[long] = fmix64(keys[long]) ^ second
     return keys
+
+
+@lru_cache(maxsize=1)
+def _packing_tables() -> tuple[UInt64Array, UInt64Array]:
+    """By token length up to PACKED_LENGTH: the mask of its bytes in a 64-bit word, and length·φ."""
+    sizes = range(PACKED_LENGTH + 1)
+    masks = np.array([(1 << (8 * min(size, 8))) - 1 for size in sizes], dtype=np.uint64)
+    mixes = np.array([(size * int(_LENGTH_MIX)) & MASK_64 for size in sizes], dtype=np.uint64)
+    return masks, mixes
 
 
 def tagged_keys(word_keys: UInt64Array, batch: TokenBatch) -> UInt64Array:
@@ -214,9 +224,10 @@ def _split_text(text: str, lengths: npt.NDArray[np.int64]) -> list[str]:
 
 class KeyTable:
     """uint64 key → int64 value: open addressing with linear probing, every operation
-    vectorised over a batch of keys. Keys are fmix64 outputs, so their low bits are uniform
-    and make good slots; the load factor stays <= 1/4, so most lookups take one probe. Twice
-    as fast as ``np.searchsorted`` over a sorted key array, and no sorting on insert."""
+    vectorised over a batch of keys. A key's slot is the top bits of key · an odd constant
+    (Fibonacci hashing), which spreads packed keys (:func:`cache_keys`) as well as mixed
+    ones; the load factor stays <= 1/4, so most lookups take one probe. Twice as fast as
+    ``np.searchsorted`` over a sorted key array, and no sorting on insert."""
 
     INITIAL_SIZE = 1 << 16
 
@@ -227,20 +238,26 @@ class KeyTable:
         self.keys = np.zeros(size, dtype=np.uint64)
         self.values = np.full(size, -1, dtype=np.int64)
         self.mask = np.uint64(size - 1)
+        self.shift = np.uint64(64 - (size.bit_length() - 1))
         self.count = 0
+
+    def _slots(self, keys: UInt64Array) -> npt.NDArray[np.int64]:
+        return ((keys * _LENGTH_MIX) >> self.shift).view(np.int64)
 
     def __len__(self) -> int:
         return self.count
 
     def lookup(self, keys: UInt64Array) -> npt.NDArray[np.int64]:
         """The value of every key, -1 where absent."""
-        slots = (keys & self.mask).view(np.int64)
+        slots = self._slots(keys)
         values = self.values[slots]
         found = self.keys[slots] == keys  # an empty slot holds key 0 and value -1
-        result = np.where(found, values, -1)
         if found.all():
-            return result
-        pending = np.flatnonzero(~found & (values >= 0))  # slot taken by another key: probe on
+            return values
+        result = values
+        missed = np.flatnonzero(~found)
+        pending = missed[result[missed] >= 0]  # slot taken by another key: probe on
+        result[missed] = -1
         while len(pending):
             probe = (slots[pending] + 1) & int(self.mask)
             slots[pending] = probe
@@ -260,7 +277,7 @@ class KeyTable:
                 size *= 2
             self._allocate(size)
             self.insert(old_keys, old_values)
-        slots = (keys & self.mask).astype(np.intp)
+        slots = self._slots(keys)
         pending = np.arange(len(keys))
         while len(pending):
             free = self.values[slots[pending]] < 0
@@ -278,7 +295,8 @@ class KeyTable:
 
 @dataclass
 class TokenCache:
-    """Key → column, and per column: feature hash, static weight, length, word key, text.
+    """Key → column, and per column: feature hash, static weight (and whether it is not 0),
+    length, word key, text.
 
     ``describe(new_tokens)`` returns the feature hashes and static weights of tokens met for
     the first time; it runs once per distinct key. The cache is cleared when it would exceed
@@ -296,6 +314,7 @@ class TokenCache:
         self.table = KeyTable()
         self.hashes = np.zeros((0, 2) if self.bits == 128 else 0, dtype=np.uint64)
         self.static = np.zeros(0, dtype=np.float64)
+        self.kept = np.zeros(0, dtype=bool)
         self.lengths = np.zeros(0, dtype=np.float64)
         self.word_keys = np.zeros(0, dtype=np.uint64)
         self.texts: list[str] = []
@@ -332,6 +351,7 @@ class TokenCache:
         values, static = self.describe(new_tokens)
         self.texts.extend(new_tokens.texts)
         self.static = np.concatenate([self.static, static])
+        self.kept = self.static != 0.0
         self.lengths = np.concatenate([self.lengths, new_tokens.lengths.astype(np.float64)])
         self.word_keys = np.concatenate([self.word_keys, word_keys])
         self.hashes = np.concatenate([self.hashes, ints_to_array(values, self.bits)])

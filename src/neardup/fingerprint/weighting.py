@@ -210,19 +210,35 @@ def saturate(
     term_frequency: str,
     max_share: float,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """Occurrences ``(column, document, weight)`` → one entry per distinct (document,
-    column), ordered by document then column, its weight the per-occurrence weight times
-    :func:`saturated_counts`, capped by :func:`cap_shares`. Every occurrence of a token in a
-    document carries the same weight (static factor, title and length factors), so the first
-    one stands for all."""
+    """Occurrences ``(column, document, weight)``, documents non-decreasing → one entry per
+    distinct (document, column), grouped by column (:func:`group_pairs`), its weight the
+    per-occurrence weight times :func:`saturated_counts`, capped by :func:`cap_shares`.
+    Every occurrence of a token in a document carries the same weight (static factor, title
+    and length factors), so the first one stands for all."""
     if term_frequency == "raw" and max_share >= 1.0:
         return columns, documents, weights
     if not len(columns):
         return columns, documents, weights
     first, counts = group_pairs(documents, columns)
     documents, columns = documents[first], columns[first]
-    weights = weights[first] * saturated_counts(counts, term_frequency)
-    return columns, documents, cap_shares(weights, documents, count, max_share)
+    return (
+        columns,
+        documents,
+        saturated_weights(weights[first], counts, documents, count, term_frequency, max_share),
+    )
+
+
+def saturated_weights(
+    weights: npt.NDArray[np.float64],
+    counts: npt.NDArray[np.int64],
+    documents: npt.NDArray[np.int64],
+    count: int,
+    term_frequency: str,
+    max_share: float,
+) -> npt.NDArray[np.float64]:
+    """The weights of distinct (document, feature) pairs occurring ``counts`` times, each
+    occurrence weighing ``weights``: saturated, then capped."""
+    return cap_shares(weights * saturated_counts(counts, term_frequency), documents, count, max_share)
 
 
 def dense_ranks(values: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -253,17 +269,19 @@ def stable_order(values: npt.NDArray[np.int64], limit: int) -> npt.NDArray[np.in
 def group_pairs(
     documents: npt.NDArray[np.int64], columns: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:
-    """Each distinct (document, column) pair, ordered by document then column, as the index
-    of its first occurrence and its number of occurrences: ``np.unique(documents · width +
-    columns, return_index=True, return_counts=True)`` without sorting int64 keys."""
+    """Each distinct (document, column) pair of occurrences whose documents are non-decreasing,
+    as the index of its first occurrence and its number of occurrences, ordered by column
+    and, within a column, by document. One stable radix sort by column does it: it keeps the
+    occurrences of a column in document order. Per document the pairs come in column order,
+    as from ``np.unique(documents · width + columns, return_index=True, return_counts=True)``,
+    so sums over a document's pairs add in the same order."""
     distinct, rank = dense_ranks(columns)
     order = stable_order(rank, len(distinct))
-    by_document = order[stable_order(documents[order], int(documents.max()) + 1)]
-    documents, rank = documents[by_document], rank[by_document]
+    documents, rank = documents[order], rank[order]
     starts = np.empty(len(rank), dtype=bool)
     starts[:1] = True
     np.not_equal(rank[1:], rank[:-1], out=starts[1:])
     starts[1:] |= documents[1:] != documents[:-1]
     boundaries = np.flatnonzero(starts)
     counts = np.diff(np.append(boundaries, len(rank)))
-    return by_document[boundaries], counts
+    return order[boundaries], counts
