@@ -121,27 +121,46 @@ def cache_keys(batch: TokenBatch) -> UInt64Array:
     alone, so a token has one key in every batch. Packed keys are exact for tokens of up to 7
     code points (they are not mixed: the key table spreads them itself)."""
     starts, lengths = batch.starts, batch.ends - batch.starts
-    codepoints = batch.codepoints
     if not len(starts):
         return np.zeros(0, dtype=np.uint64)
-    if codepoints.dtype == np.uint8:
-        rest = np.flatnonzero(lengths > PACKED_LENGTH)
-        packed = codepoints
-    else:
-        wide = np.concatenate([[0], np.cumsum(codepoints > 0xFF)])
-        rest = np.flatnonzero((lengths > PACKED_LENGTH) | (wide[batch.ends] != wide[starts]))
-        packed = codepoints.astype(np.uint8)
+    if batch.codepoints.dtype != np.uint8:
+        return _wide_batch_keys(batch, starts, lengths)
+    rest = np.flatnonzero(lengths > PACKED_LENGTH)
     if len(rest):  # their packed keys are computed (from their first 16 code points) and replaced
         lengths = np.minimum(lengths, PACKED_LENGTH)
-    keys = _packed_keys(_padded(packed, starts), starts, lengths)
+    keys = _packed_keys(_padded(batch.codepoints, starts), starts, lengths)
     if len(rest):
-        long_lengths = batch.ends[rest] - starts[rest]
-        positions, _, firsts = span_positions(starts[rest], long_lengths)
-        compact = TokenBatch(
-            codepoints[positions], firsts, firsts + long_lengths, batch.documents[rest], batch.count
-        )
-        keys[rest] = token_keys(compact)
+        keys[rest] = token_keys(_compact(batch, rest))
     return keys
+
+
+def _wide_batch_keys(
+    batch: TokenBatch, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+) -> UInt64Array:
+    """:func:`cache_keys` of a batch with code points beyond one byte (Chinese): most tokens
+    take :func:`token_keys`; the few of one-byte code points, found from their first code
+    point and then checked whole, are packed from a compact copy."""
+    keys = token_keys(batch)
+    candidates = np.flatnonzero((lengths <= PACKED_LENGTH) & (batch.codepoints[starts] <= 0xFF))
+    if not len(candidates):
+        return keys
+    compact = _compact(batch, candidates)
+    wide = np.concatenate([[0], np.cumsum(compact.codepoints > 0xFF)])
+    narrow = wide[compact.ends] == wide[compact.starts]
+    chosen = candidates[narrow]
+    if len(chosen):
+        packed = _padded(compact.codepoints.astype(np.uint8), compact.starts)
+        keys[chosen] = _packed_keys(packed, compact.starts[narrow], lengths[chosen])
+    return keys
+
+
+def _compact(batch: TokenBatch, members: npt.NDArray[np.intp]) -> TokenBatch:
+    """The batch of only the tokens ``members``, their code points copied back to back."""
+    lengths = batch.ends[members] - batch.starts[members]
+    positions, _, firsts = span_positions(batch.starts[members], lengths)
+    return TokenBatch(
+        batch.codepoints[positions], firsts, firsts + lengths, batch.documents[members], batch.count
+    )
 
 
 def _padded(packed: CodePoints, starts: npt.NDArray[np.int64]) -> CodePoints:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import metadata
 from itertools import chain, pairwise
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -28,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, InputError
+from .normalize import texts_holding
 
 LANGUAGES: tuple[str, ...] = ("auto", "zh", "en")
 
@@ -47,6 +49,11 @@ LATIN_TAG = "eng"
 NGRAM_TAG = "ngram"
 
 Int64Array = npt.NDArray[np.int64]
+_SEPARATOR = "\0"
+#: Whitespace that makes :func:`_close_han_gaps` look at a text.
+_GAPS = " \n\t\r"
+#: Joins the texts of a batch for one jieba call (see ChineseTokenizer.tokenize_batch).
+_DOCUMENT_BREAK = "\n"
 #: Spaces after the last text of a Latin batch: 16 code points, two 64-bit words of bytes.
 TAIL_PADDING = 16
 CodePoints = npt.NDArray[np.uint32] | npt.NDArray[np.uint8]
@@ -186,8 +193,12 @@ def word_character_mask(codepoints: CodePoints) -> npt.NDArray[np.bool_]:
 
 def han_character_mask(codepoints: CodePoints) -> npt.NDArray[np.bool_]:
     """Chinese characters (the ranges of :data:`_HAN`)."""
+    return _in_ranges(codepoints, _HAN_RANGES)
+
+
+def _in_ranges(codepoints: CodePoints, ranges: tuple[tuple[int, int], ...]) -> npt.NDArray[np.bool_]:
     mask = np.zeros(len(codepoints), dtype=bool)
-    for low, high in _HAN_RANGES:
+    for low, high in ranges:
         mask |= (codepoints >= low) & (codepoints <= high)
     return mask
 
@@ -280,10 +291,29 @@ class ChineseTokenizer:
             self._jieba.add_word(word.lower(), freq, tag or USER_WORD_TAG)
 
     def tokenize_batch(self, texts: Sequence[str], tagged: bool = False) -> TokenBatch:
-        texts = [_close_han_gaps(text) for text in texts]
+        """One jieba call for the whole batch: the texts joined by a line break, which jieba
+        always cuts off as a token of its own and never segments across (no text holds one
+        once :func:`_close_han_gaps` has run), so the tokens are those of each text alone,
+        without jieba's cost per call. A batch that does not cut that way (which the count of
+        line-break tokens would show) is cut text by text."""
+        texts = _close_han_gaps_many(texts)
+        cut, tag, hmm = self._jieba.cut, self._jieba.tag, self.hmm
+        joined = _DOCUMENT_BREAK.join(texts)
+        if tagged:
+            pairs = tag(joined, hmm)  # rjieba's tag() defaults to hmm=True
+            batch = _batch_from_cut(list(map(itemgetter(0), pairs)), len(texts))
+            if batch is not None:
+                ids: dict[str, int] = {}
+                tag_ids = np.asarray([ids.setdefault(name, len(ids)) for _, name in pairs], dtype=np.int32)
+                return replace(batch.tokens, tags=tag_ids[batch.kept], tag_names=tuple(ids))
+            return self._tokenize_one_by_one(texts, tagged)
+        batch = _batch_from_cut(cut(joined, hmm), len(texts))
+        return batch.tokens if batch is not None else self._tokenize_one_by_one(texts, tagged)
+
+    def _tokenize_one_by_one(self, texts: list[str], tagged: bool) -> TokenBatch:
         cut, tag, hmm = self._jieba.cut, self._jieba.tag, self.hmm
         if tagged:
-            pairs = [tag(text, hmm) for text in texts]  # rjieba's tag() defaults to hmm=True
+            pairs = [tag(text, hmm) for text in texts]
             flat_pairs = list(chain.from_iterable(pairs))
             ids: dict[str, int] = {}
             tag_ids = [ids.setdefault(name, len(ids)) for _, name in flat_pairs]
@@ -291,6 +321,41 @@ class ChineseTokenizer:
             return replace(batch, tags=np.asarray(tag_ids, dtype=np.int32), tag_names=tuple(ids))
         documents = [cut(text, hmm) for text in texts]
         return _batch_from_tokens(list(chain.from_iterable(documents)), list(map(len, documents)), len(texts))
+
+
+@dataclass(frozen=True)
+class _CutBatch:
+    """The tokens of a batch cut as one text, line-break tokens dropped, and which of the
+    cut's tokens they are."""
+
+    tokens: TokenBatch
+    kept: npt.NDArray[np.bool_]
+
+
+def _batch_from_cut(tokens: list[str], count: int) -> _CutBatch | None:
+    """The batch of texts cut as one, joined by line breaks; None unless exactly count − 1 of
+    the tokens are line breaks."""
+    whole = _batch_from_tokens(tokens, [len(tokens)], 1)
+    starts, ends = whole.starts, whole.ends
+    breaks = ends - starts == 1
+    breaks[breaks] = whole.codepoints[starts[breaks]] == ord(_DOCUMENT_BREAK)
+    if int(breaks.sum()) != count - 1:
+        return None
+    kept = ~breaks
+    documents = np.cumsum(breaks)[kept]
+    return _CutBatch(TokenBatch(whole.codepoints, starts[kept], ends[kept], documents, count), kept)
+
+
+def _close_han_gaps_many(texts: Sequence[str]) -> list[str]:
+    """:func:`_close_han_gaps` of every text, run only on the texts that hold whitespace."""
+    result = list(texts)
+    joined = "".join(texts)
+    if not any(space in joined for space in _GAPS):
+        return result
+    gaps = [ord(space) for space in _GAPS]
+    for index in texts_holding(texts, lambda codepoints: np.isin(codepoints, gaps)).tolist():
+        result[index] = _close_han_gaps(texts[index])
+    return result
 
 
 def _is_han(character: str) -> bool:
@@ -306,7 +371,7 @@ def _close_han_gaps(text: str) -> str:
     different words. Splitting on whitespace (fast, in C) and looking at the characters on
     each side of a gap costs a Python step per gap, not per character.
     """
-    if " " not in text and "\n" not in text and "\t" not in text and "\r" not in text:
+    if not any(space in text for space in _GAPS):
         return text
     parts = text.split()
     if len(parts) < 2:
@@ -319,11 +384,21 @@ def _close_han_gaps(text: str) -> str:
 
 
 def _batch_from_tokens(tokens: list[str], per_document: list[int], count: int) -> TokenBatch:
-    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-    ends = np.cumsum(lengths)
+    """The batch of ``tokens`` (``per_document[i]`` of them for document i). They are joined
+    with a NUL between each two, whose positions give the spans at array speed; the lengths
+    come from ``len`` per token only when a token holds a NUL itself."""
+    codepoints = _codepoints(_SEPARATOR.join(tokens))
+    bounds = np.flatnonzero(codepoints == 0)
+    if tokens and len(bounds) == len(tokens) - 1:
+        starts = np.concatenate([[0], bounds + 1])
+        ends = np.append(bounds, len(codepoints))
+    else:
+        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        starts = np.cumsum(lengths + 1) - lengths - 1
+        ends = starts + lengths
     return TokenBatch(
-        codepoints=_codepoints("".join(tokens)),
-        starts=ends - lengths,
+        codepoints=codepoints,
+        starts=starts,
         ends=ends,
         documents=np.repeat(np.arange(count, dtype=np.int64), per_document),
         count=count,
@@ -426,10 +501,10 @@ class AutoTokenizer:
             return self.chinese.tokenize_batch(texts, tagged)
         if self.lang == "en":
             return self.latin.tokenize_batch(texts, tagged)
-        zh: list[int] = []
-        en: list[int] = []
-        for position, text in enumerate(texts):
-            (en if text.isascii() or not contains_han(text) else zh).append(position)
+        han = np.zeros(len(texts), dtype=bool)
+        if not "".join(texts).isascii():
+            han[texts_holding(texts, partial(_in_ranges, ranges=_HAN_RANGES))] = True
+        zh, en = np.flatnonzero(han).tolist(), np.flatnonzero(~han).tolist()
         if not zh:
             return self.latin.tokenize_batch(texts, tagged)
         if not en:
