@@ -4,6 +4,7 @@ Jaccard of every pair of small corpora (built here, and samples of the dev sets)
 from __future__ import annotations
 
 import random
+import string
 
 import numpy as np
 import pytest
@@ -322,6 +323,26 @@ def test_shingles_of_a_batch_too_big_for_one_sort_are_the_same(monkeypatch: pyte
     split = shingles_of(texts)
     assert split.count == whole.count
     assert np.array_equal(split.hashes, whole.hashes) and np.array_equal(split.documents, whole.documents)
+
+
+@pytest.mark.parametrize("run", [1, 5, 64, 1 << 11])
+def test_shingles_sorted_in_runs_of_texts_are_one_sort(run: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chinese, Latin and under-n texts interleaved (their keys come in three parts, each in
+    text order): sorted a few texts at a time, the keys are those of one sort of the batch."""
+    rng = random.Random(run)
+    pieces = ["中文字符", "报道", "ab", "x", "news story", "市场 market", "", "1", "。。"]
+    texts = verifier_test_texts() + [
+        " ".join(rng.choice(pieces) + rng.choice(string.ascii_lowercase) for _ in range(rng.randint(0, 30)))
+        for _ in range(300)
+    ]
+    monkeypatch.setattr(shingler, "SORT_RUN", 1 << 40)
+    whole = shingles_of(texts)
+    monkeypatch.setattr(shingler, "SORT_RUN", run)
+    runs = shingles_of(texts)
+    assert np.array_equal(runs.hashes, whole.hashes) and np.array_equal(runs.documents, whole.documents)
+    packed = (whole.documents.astype(np.uint64) << np.uint64(40)) | whole.hashes
+    assert bool((packed[1:] > packed[:-1]).all())  # sorted by (text, key), no repeats
+    assert whole.sizes.tolist() == [len(grams) for grams in reference_sets(texts)]
 
 
 @pytest.mark.parametrize("query_chunk", [1, 64, 1 << 22])

@@ -39,6 +39,8 @@ _S8, _S24, _S40, _LOW40 = np.uint64(8), np.uint64(24), np.uint64(40), np.uint64(
 #: The multiplier of the n-gram keys (an odd 64-bit constant; any odd one spreads n <= 5).
 _NGRAM_BASE = np.uint64(0x100000001B3)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: Packed words sorted at a time (whole texts): a run this long sorts within the caches.
+SORT_RUN = 1 << 11
 #: Texts shingled in one packed sort (the text number takes the top 24 bits of a word).
 _SHINGLE_BATCH = 1 << 20
 #: A text longer than this (normalized characters) is shingled in pieces of this size, its
@@ -146,12 +148,31 @@ def _shingles_of_normalized(normalized: list[str]) -> Shingles:
         packed = keys[0] if len(keys) == 1 else np.concatenate(keys)
         packed *= _GOLDEN
         packed >>= _S24
-        packed |= (owners[0] if len(owners) == 1 else np.concatenate(owners)).astype(np.uint64) << _S40
-    packed.sort()
+        text_of = owners[0] if len(owners) == 1 else np.concatenate(owners)
+        packed |= text_of.astype(np.uint64) << _S40
+    _sort_by_text(packed, text_of)
     distinct = np.ones(len(packed), dtype=bool)
     np.not_equal(packed[1:], packed[:-1], out=distinct[1:])
     packed = packed[distinct]
     return Shingles(packed & _LOW40, (packed >> _S40).astype(np.int64), count)
+
+
+def _sort_by_text(packed: UInt64Array, text_of: npt.NDArray[np.int32]) -> None:
+    """Sort packed (text, key) words in place. Each text's words are contiguous once grouped
+    (the window keys come per n-gram length, each part in text order, so a stable sort of the
+    text numbers, a merge of a few runs, groups them), and then only the keys within a text
+    are out of order: runs of whole texts of about :data:`SORT_RUN` words are sorted apart,
+    each within the processor's caches, about 4x faster than one sort of the whole batch."""
+    if len(text_of) > 1 and bool((text_of[1:] < text_of[:-1]).any()):
+        order = np.argsort(text_of, kind="stable")
+        packed[:] = packed[order]
+        text_of = text_of[order]
+    starts = np.flatnonzero(text_of[1:] != text_of[:-1]) + 1
+    # Cut at the first text to start at or after each multiple of SORT_RUN.
+    chosen = np.searchsorted(starts, np.arange(SORT_RUN, len(packed), SORT_RUN))
+    cuts = np.unique(starts[chosen[chosen < len(starts)]]).tolist()
+    for low, high in zip([0, *cuts], [*cuts, len(packed)], strict=True):
+        packed[low:high].sort()
 
 
 def _with_long_texts(normalized: list[str]) -> Shingles:
