@@ -27,7 +27,7 @@ from ..errors import ConfigError, InputError
 from ..text.normalize import Normalizer
 from ..text.tokenize import AutoTokenizer, CharNgramTokenizer, ChineseTokenizer, TokenBatch, read_word_list
 from .config import FingerprintConfig
-from .hashing import get_hash_function
+from .hashing import get_hash_function, hash_tokens
 from .idf import IdfModel, default_chinese_idf
 from .token_cache import NewTokens, TokenCache, cache_keys, fmix64
 from .weighting import FIELDS_ON_TEXT, TITLE_FACTOR, Weighting, dense_ranks, group_pairs, saturated_weights
@@ -215,8 +215,8 @@ class Fingerprinter:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _describe(self, new: NewTokens) -> tuple[list[int], npt.NDArray[np.float64]]:
-        hashes = [self._hash(token) for token in new.texts]
+    def _describe(self, new: NewTokens) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.float64]]:
+        hashes = hash_tokens(new.texts, self.config.hash, self.bits)
         weights = self.weighting.static_weights(
             new.texts, new.tags, new.lengths, new.has_word_character, new.has_han
         )
@@ -311,7 +311,8 @@ def _check_strings(values: Sequence[object], name: str, allow_none: bool = False
     def valid(value: object) -> bool:
         return isinstance(value, str) or (allow_none and value is None)
 
-    if not all(map(valid, values)):
+    allowed = {str, type(None)} if allow_none else {str}
+    if not set(map(type, values)) <= allowed and not all(map(valid, values)):
         position, value = next((i, v) for i, v in enumerate(values) if not valid(v))
         raise InputError(
             f"{name} must be a string, got {type(value).__name__} {str(value)[:40]!r}; "

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..distance import MASK_64, ints_to_array
+from ..distance import MASK_64
 from ..text.tokenize import CodePoints, TokenBatch, decode, han_character_mask, word_character_mask
 
 UInt64Array = npt.NDArray[np.uint64]
@@ -226,8 +226,8 @@ def describe_new_tokens(batch: TokenBatch, examples: npt.NDArray[np.intp]) -> Ne
     positions, _, firsts = span_positions(starts, lengths)
     codepoints = batch.codepoints[positions]
     return NewTokens(
-        texts=_split_text(decode(codepoints), lengths),
-        tags=[batch.tag(int(index)) for index in examples]
+        texts=_split_text(codepoints, firsts, lengths),
+        tags=list(map(batch.tag_names.__getitem__, batch.tags[examples].tolist()))
         if batch.tags is not None
         else [""] * len(examples),
         lengths=lengths,
@@ -236,8 +236,17 @@ def describe_new_tokens(batch: TokenBatch, examples: npt.NDArray[np.intp]) -> Ne
     )
 
 
-def _split_text(text: str, lengths: npt.NDArray[np.int64]) -> list[str]:
-    ends = np.cumsum(lengths).tolist()
+def _split_text(
+    codepoints: CodePoints, firsts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+) -> list[str]:
+    """The tokens laid end to end in ``codepoints`` as strings: decoded with a NUL between
+    each two and split there, in C, unless a token holds a NUL itself."""
+    separated: CodePoints = np.insert(codepoints, firsts[1:], 0)  # type: ignore[assignment]
+    texts = decode(separated).split("\0")
+    if len(texts) == len(lengths):
+        return texts
+    text = decode(codepoints)
+    ends = (firsts + lengths).tolist()
     return [text[end - length : end] for end, length in zip(ends, lengths.tolist(), strict=True)]
 
 
@@ -322,7 +331,7 @@ class TokenCache:
     ``capacity`` columns, bounding memory on endless streams of new words.
     """
 
-    describe: Callable[[NewTokens], tuple[list[int], npt.NDArray[np.float64]]]
+    describe: Callable[[NewTokens], tuple[npt.NDArray[np.uint64], npt.NDArray[np.float64]]]
     bits: int
     capacity: int
 
@@ -348,24 +357,23 @@ class TokenCache:
         columns = self.table.lookup(keys)
         missing = np.flatnonzero(columns < 0)
         if len(missing):
-            new_keys, first = np.unique(keys[missing], return_index=True)
+            new_keys = np.unique(keys[missing])  # by hashing (numpy >= 2.3), not by sorting
             if len(self) and len(self) + len(new_keys) > self.capacity:
                 self.clear()  # a batch with more new tokens than the capacity still fits alone
                 return self.columns(batch)
-            examples = missing[first]
-            self._add(batch, new_keys, examples, word_keys[examples])
-            columns[missing] = self.table.lookup(keys[missing])
+            start = len(self)
+            self.table.insert(new_keys, np.arange(start, start + len(new_keys), dtype=np.int64))
+            columns[missing] = found = self.table.lookup(keys[missing])
+            examples = np.empty(len(new_keys), dtype=np.intp)
+            examples[found - start] = missing  # any occurrence of a token stands for it
+            try:
+                self._add(batch, examples, word_keys[examples])
+            except BaseException:
+                self.clear()  # keys without columns: start over rather than serve them
+                raise
         return columns
 
-    def _add(
-        self,
-        batch: TokenBatch,
-        new_keys: UInt64Array,
-        examples: npt.NDArray[np.intp],
-        word_keys: UInt64Array,
-    ) -> None:
-        start = len(self)
-        new_columns = np.arange(start, start + len(new_keys), dtype=np.int64)
+    def _add(self, batch: TokenBatch, examples: npt.NDArray[np.intp], word_keys: UInt64Array) -> None:
         new_tokens = describe_new_tokens(batch, examples)
         values, static = self.describe(new_tokens)
         self.texts.extend(new_tokens.texts)
@@ -373,8 +381,7 @@ class TokenCache:
         self.kept = self.static != 0.0
         self.lengths = np.concatenate([self.lengths, new_tokens.lengths.astype(np.float64)])
         self.word_keys = np.concatenate([self.word_keys, word_keys])
-        self.hashes = np.concatenate([self.hashes, ints_to_array(values, self.bits)])
-        self.table.insert(new_keys, new_columns)
+        self.hashes = np.concatenate([self.hashes, values])
 
     def hash_of(self, column: int) -> int:
         row = self.hashes[column]

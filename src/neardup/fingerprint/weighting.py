@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -145,19 +146,17 @@ class Weighting:
         if self.name == "fields":
             raise ConfigError(FIELDS_ON_TEXT)
         count = len(tokens)
-        stop = np.fromiter((token in self.stopwords for token in tokens), dtype=bool, count=count)
+        stop = np.fromiter(map(self.stopwords.__contains__, tokens), dtype=bool, count=count)
         signal = np.zeros(count, dtype=bool)
         if self.name == "composite":
-            signal = np.fromiter((token in self.signal_words for token in tokens), dtype=bool, count=count)
+            signal = np.fromiter(map(self.signal_words.__contains__, tokens), dtype=bool, count=count)
             stop &= ~signal
         weights: npt.NDArray[np.float64] = (has_word_character & ~stop).astype(np.float64)
         if self.name == "tf":
             return weights
         if self.idf is not None:
             lookup, default = self.idf.idf.get, self.idf.default
-            weights *= np.fromiter(
-                (lookup(token, default) for token in tokens), dtype=np.float64, count=count
-            )
+            weights *= np.fromiter(map(lookup, tokens, repeat(default)), dtype=np.float64, count=count)
         if self.name == "tfidf-len":
             mean = np.where(has_han, CHINESE_LENGTH_MEAN, LATIN_LENGTH_MEAN)
             sd = np.where(has_han, CHINESE_LENGTH_SD, LATIN_LENGTH_SD)

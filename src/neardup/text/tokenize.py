@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, InputError
-from .normalize import texts_holding
+from .normalize import any_of, texts_holding
 
 LANGUAGES: tuple[str, ...] = ("auto", "zh", "en")
 
@@ -353,7 +353,7 @@ def _close_han_gaps_many(texts: Sequence[str]) -> list[str]:
     if not any(space in joined for space in _GAPS):
         return result
     gaps = [ord(space) for space in _GAPS]
-    for index in texts_holding(texts, lambda codepoints: np.isin(codepoints, gaps)).tolist():
+    for index in texts_holding(texts, partial(any_of, values=gaps)).tolist():
         result[index] = _close_han_gaps(texts[index])
     return result
 
