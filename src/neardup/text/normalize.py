@@ -23,7 +23,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import lru_cache
 from html.entities import html5
 from typing import Any
 
@@ -190,16 +190,12 @@ def unescape(text: str) -> str:
 
 
 def unescape_many(texts: list[str]) -> list[str]:
-    """:func:`unescape` of many texts; the texts that hold none of the three characters an
-    escape, entity or tag starts with are found at array speed and left as they are."""
-    joined = _SEPARATOR.join(texts)
-    starts = [ord(start) for start in _ESCAPES if start in joined]
-    if not starts:
+    """:func:`unescape` of many texts; a batch that holds none of the three characters an
+    escape, entity or tag starts with is returned as it is, after one scan of it."""
+    joined = "".join(texts)
+    if not any(start in joined for start in _ESCAPES):
         return texts
-    result = list(texts)
-    for index in texts_holding(texts, partial(any_of, values=starts)).tolist():
-        result[index] = unescape(texts[index])
-    return result
+    return [unescape(text) for text in texts]
 
 
 def any_of(codepoints: npt.NDArray[Any], values: list[int]) -> npt.NDArray[np.bool_]:
@@ -235,6 +231,19 @@ def lower_many(texts: list[str]) -> list[str]:
     if joined.count(_SEPARATOR) != len(texts) - 1:
         return [text.lower() for text in texts]
     return joined.lower().split(_SEPARATOR) if texts else []
+
+
+def _fold(texts: list[str], lowercase: bool) -> list[str]:
+    """NFKC, then lower case: text by text in C for ASCII batches (NFKC leaves ASCII as it
+    is), else on the batch joined by NUL at once."""
+    if all(map(str.isascii, texts)):
+        return list(map(str.lower, texts)) if lowercase else texts
+    joined = _SEPARATOR.join(texts)
+    if joined.count(_SEPARATOR) == len(texts) - 1:
+        joined = nfkc_joined(joined)
+        return (joined.lower() if lowercase else joined).split(_SEPARATOR)
+    folded = nfkc_many(texts)
+    return lower_many(folded) if lowercase else folded
 
 
 @dataclass
@@ -276,14 +285,7 @@ class Normalizer:
         texts = list(texts)
         if self.version >= 2:
             texts = unescape_many(texts)
-        joined = _SEPARATOR.join(texts)
-        if texts and joined.count(_SEPARATOR) == len(texts) - 1:  # the whole batch at once
-            joined = nfkc_joined(joined)
-            folded = (joined.lower() if self.lowercase else joined).split(_SEPARATOR)
-        else:
-            folded = nfkc_many(texts)
-            if self.lowercase:
-                folded = lower_many(folded)
+        folded = _fold(texts, self.lowercase)
         if self._converter is not None:
             folded = [self._converter.convert(text) for text in folded]
         return folded
