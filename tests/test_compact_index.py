@@ -228,6 +228,8 @@ def test_cli_index_kind(tmp_path: Path) -> None:
         assert isinstance(index.index, CompactIndex)
     result = runner.invoke(cli, ["dedup", str(data), "--index", store, "--pairs", str(tmp_path / "p.jsonl")])
     assert result.exit_code == 0, result.output
+    again = runner.invoke(cli, ["index", "add", store, str(data), "--index-kind", "compact"])
+    assert again.exit_code == 0 and "the index holds 20" in again.output
     refused = runner.invoke(cli, ["index", "add", store, str(data), "--index-kind", "band"])
     assert refused.exit_code != 0 and "is a compact index" in refused.output
     assert len([line for line in refused.output.splitlines() if line.strip()]) == 1
