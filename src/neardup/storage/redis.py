@@ -1,16 +1,29 @@
-"""Redis store (redis-py): ``redis://[:password@]host[:port]/db[?prefix=P]``, ``rediss://`` for TLS.
+"""Redis store (redis-py): ``redis://[:password@]host[:port]/db[?prefix=P][&layout=2]``,
+``rediss://`` for TLS.
 
-Seed 000 §1 keeps each table's block values as Redis keys whose values are the fingerprints
-that carry them. Keys (``P`` is the prefix, ``neardup`` by default), layout 2:
+Seed 000 §1 keeps each table's block values under Redis keys whose values are the
+fingerprints that carry them. Keys (``P`` is the prefix, ``neardup`` by default):
 
-- ``P:meta``: the index configuration, a JSON string; ``P:layout``: ``2``, written with it.
+- ``P:meta``: the index configuration, a JSON string; ``P:layout``: ``3`` (new stores; ``2``
+  with ``?layout=2`` or made before), written with it. Each store is read and written in the
+  layout it names.
 - ``P:records``: a hash, typed key (``i:42`` / ``s:doc``, see :func:`~.base.encode_key`) →
   packed record: the stored words (the fingerprint's 8 or 16 little-endian bytes, then a band
   index's band keys), one flag byte (bit 0: a cluster follows, bit 1: a signature follows,
   bit 2: a text digest follows), the cluster as a 4-byte little-endian length and its typed
   key in UTF-8, the 16-byte digest, then the signature bytes to the end. No pickle. Records
   written before digests have no bit 2 and read as records without one.
-- ``P:b{table}:{block key}``: one string per (table, block value) bucket, the table number
+- layout 3: ``P:h{table}``, one hash per table (posting column), whose fields are the table's
+  posting keys (the key's low bytes, little-endian, as many as the widest key needs: 3 in
+  a band index) and whose values are the bucket's entries (as below). An add reads the
+  batch's fields of each table with HMGET and writes them back, old entries and new, with
+  HSET, a thousand fields a call; a query reads them with one script that takes each
+  table's fields as one string and answers only the buckets found; a removal rewrites or
+  deletes the fields it touches. A store keeps as many keys as it has tables, whatever its
+  size: a key per bucket (layout 2) cost the server a key's lookup, allocation and
+  bookkeeping per posting, so that at 40 postings a record the add script took most of a
+  batch (docs/candidates.md).
+- layout 2: ``P:b{table}:{block key}``, one string per (table, block value) bucket, the table number
   and the block key (lower-case hex) zero-padded so that every name of a store is as long
   (``P:b03:00a1f2`` in the default band index: 16 tables of 24-bit keys). It holds
   one entry per record: the fingerprint (8 or 16 little-endian bytes), the typed key's length
@@ -49,6 +62,7 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import SplitResult, urlencode, urlunsplit
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import (
     ConfigError,
@@ -85,7 +99,16 @@ from .base import (
     words_to_bytes,
 )
 from .lease import Lease
-from .redis_scripts import Buckets, bucket_args, bucket_entries, bucket_names, entry, name_widths
+from .redis_scripts import (
+    Buckets,
+    bucket_args,
+    bucket_entries,
+    bucket_fields,
+    bucket_names,
+    entry,
+    field_width,
+    name_widths,
+)
 from .urls import redacted
 
 if TYPE_CHECKING:
@@ -98,8 +121,11 @@ CONNECT_TIMEOUT_S = 5.0
 SOCKET_TIMEOUT_S = 120.0
 #: Retries of a removal whose records another writer replaced between read and delete.
 REMOVE_RETRIES = 5
-#: The bucket layout this module writes and reads (``P:layout``; see the module docstring).
-LAYOUT = "2"
+#: The bucket layout of new stores (``P:layout``; see the module docstring).
+LAYOUT = "3"
+#: The layouts this module reads and writes, each store in its own; ``?layout=2`` makes a new
+#: store of the earlier one.
+LAYOUTS = ("2", "3")
 #: Fields per HSET, HMGET or HDEL of a value map.
 VALUE_FIELDS = 1000
 #: Value bytes per HSET at most (at least one field): a command stays far below Redis's
@@ -167,7 +193,11 @@ class RedisStorage(Storage):
     name = "redis"
 
     def __init__(
-        self, client: redis_module.Redis, prefix: str = DEFAULT_PREFIX, where: str = "redis"
+        self,
+        client: redis_module.Redis,
+        prefix: str = DEFAULT_PREFIX,
+        where: str = "redis",
+        new_layout: str = LAYOUT,
     ) -> None:
         import redis
 
@@ -182,10 +212,21 @@ class RedisStorage(Storage):
         self.lock_key = f"{self.prefix}:lock"
         #: The stored layout once read or written (None: not known yet).
         self.layout: str | None = None
+        if new_layout not in LAYOUTS:
+            raise ConfigError(f"Redis layout {new_layout!r} must be one of {', '.join(LAYOUTS)}")
+        #: The layout a new store is made in.
+        self.new_layout = new_layout
         self._probe: redis_module.Redis | None = None  # reachable()'s own client
         self._probe_lock = threading.Lock()
-        self._add = client.register_script(redis_scripts.ADD)
-        self._remove = client.register_script(redis_scripts.REMOVE)
+        #: The add and remove scripts of each layout.
+        self._scripts = {
+            layout: (client.register_script(add), client.register_script(remove))
+            for layout, add, remove in (
+                ("2", redis_scripts.ADD, redis_scripts.REMOVE),
+                ("3", redis_scripts.ADD_3, redis_scripts.REMOVE_3),
+            )
+        }
+        self._query = client.register_script(redis_scripts.QUERY_3)
         self._create = client.register_script(redis_scripts.CREATE)
         self._release = client.register_script(redis_scripts.RELEASE)
         self._renew = client.register_script(redis_scripts.RENEW)
@@ -248,13 +289,15 @@ class RedisStorage(Storage):
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         with self._errors("writing the index meta"):
-            created = self._create(keys=[self.meta_key, self.layout_key], args=[dump_meta(meta), LAYOUT])
+            created = self._create(
+                keys=[self.meta_key, self.layout_key], args=[dump_meta(meta), self.new_layout]
+            )
         if not created:
             raise StorageConflictError(
                 f"another process created an index at {self.where} (key {self.meta_key}) meanwhile; "
                 "open it again"
             )
-        self.layout = LAYOUT
+        self.layout = self.new_layout
 
     def _check_layout(self) -> None:
         """Refuse buckets of another layout. Only buckets: records read the same in every
@@ -262,7 +305,7 @@ class RedisStorage(Storage):
         if self.layout is None:
             with self._errors("reading the store layout"):
                 self.layout = _layout(self.client.get(self.layout_key))
-        if self.layout == LAYOUT:
+        if self.layout in LAYOUTS:
             return
         made = (
             f"one hash per bucket, {self.prefix}:t{{table}}:{{hex}}, made by an earlier neardup"
@@ -271,7 +314,7 @@ class RedisStorage(Storage):
         )
         raise IndexConfigMismatchError(
             f"the index at {self.where} keeps its buckets in Redis layout {self.layout} ({made}); this "
-            f"neardup reads layout {LAYOUT} ({self.prefix}:b{{table}}:{{hex}} strings). Rebuild it into a "
+            f"neardup reads layouts {' and '.join(LAYOUTS)}. Rebuild it into a "
             f"new store, keeping its ids and cluster ids: `neardup index rebuild {self.where} NEW_URL "
             "TEXTS.jsonl`"
         )
@@ -298,11 +341,21 @@ class RedisStorage(Storage):
         prints = words_to_bytes(words[:, :width])
         entries = [entry(fp, field) for fp, field in zip(prints, fields, strict=True)]
         head: list[Any] = [len(fields), 8 * width]
-        return head + fields + records + entries + bucket_args(self.prefix, self._widths(), postings, entries)
+        return head + fields + records + entries + bucket_args(self._names, postings, entries)
 
-    def _widths(self) -> tuple[int, int]:
-        """The widths of this store's bucket names (:func:`~.redis_scripts.name_widths`)."""
-        return name_widths(self.shape.columns, self.shape.posting_bits)
+    def _names(self, tables: npt.NDArray[np.int64], keys: UInt64Array) -> npt.NDArray[np.uint8]:
+        """The bucket of each (table, key) as equal-width rows of bytes: its key name in
+        layout 2, its field in the table's hash in layout 3."""
+        if self.layout == "2":
+            widths = name_widths(self.shape.columns, self.shape.posting_bits)
+            return bucket_names(self.prefix, widths, tables, keys)
+        return bucket_fields(field_width(self.shape.posting_bits), keys)
+
+    def _hashes(self) -> list[str]:
+        """The hash of each table in layout 3 (``P:h{table}``); none in layout 2."""
+        if self.layout == "2":
+            return []
+        return [f"{self.prefix}:h{table}" for table in range(self.shape.columns)]
 
     # -- records -------------------------------------------------------------------------
     def add_many(self, batch: RecordBatch) -> None:
@@ -317,7 +370,9 @@ class RedisStorage(Storage):
             for row in range(len(fields))
         ]
         answer = self._write(
-            self._add, "added", self._script_args(fields, records, words, batch.posting_keys())
+            self._scripts[str(self.layout)][0],
+            "added",
+            self._script_args(fields, records, words, batch.posting_keys()),
         )
         if answer[0] == 1:
             raise KeyExistsError(
@@ -344,7 +399,9 @@ class RedisStorage(Storage):
                 # A removal finds the buckets to rewrite from the records' stored words.
                 postings = self.shape.postings_of(words)
                 answer = self._write(
-                    self._remove, "removed", self._script_args(fields, values, words, postings)
+                    self._scripts[str(self.layout)][1],
+                    "removed",
+                    self._script_args(fields, values, words, postings),
                 )
                 if answer[0] == 0:
                     return
@@ -364,7 +421,8 @@ class RedisStorage(Storage):
         doing = "adding records" if what == "added" else "removing records"
         with self._local_lock, self._errors(doing):
             answer = cast(
-                "list[Any]", script(keys=[self.records_key, self.lock_key], args=[self._fence(), *args])
+                "list[Any]",
+                script(keys=[self.records_key, self.lock_key, *self._hashes()], args=[self._fence(), *args]),
             )
         answer[0] = int(answer[0])
         if answer[0] == 2:
@@ -463,7 +521,7 @@ class RedisStorage(Storage):
             pipe.execute()
 
     # -- search --------------------------------------------------------------------------
-    #: Queries per MGET of their buckets (16 buckets per query in the default band index).
+    #: Queries per read of their buckets (one bucket per query and table).
     query_batch = 4096
 
     def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
@@ -473,10 +531,11 @@ class RedisStorage(Storage):
         self._check_layout()
         width = self.shape.fingerprint_words
         found = Buckets(postings)
-        rows = bucket_names(self.prefix, self._widths(), found.tables, found.keys)
-        names = cast("list[bytes]", rows.view(f"S{rows.shape[1]}").reshape(-1).tolist())
+        rows = self._names(found.tables, found.keys)
+        # Void, not S: an S item loses its trailing zero bytes, which a binary field has.
+        names = cast("list[bytes]", rows.view(f"V{rows.shape[1]}").reshape(-1).tolist())
         with self._errors("querying"):
-            values = cast("list[bytes | None]", self.client.mget(names)) if names else []
+            values = self._read_buckets(found, names)
         positions: list[int] = []
         prints: list[bytes] = []
         members: list[bytes] = []
@@ -497,6 +556,26 @@ class RedisStorage(Storage):
         decoded = {member: decode_key(member) for member in members}
         keys = [decoded[members[row]] for row in member_rows.tolist()]
         return Candidates(query_rows, keys, bytes_to_words(prints, width)[member_rows])
+
+    def _read_buckets(self, found: Buckets, names: list[bytes]) -> list[bytes | None]:
+        """The value of each bucket of ``found`` (named ``names``): one MGET in layout 2; in
+        layout 3 one script that reads each table's fields (HMGET) from one string per table
+        and answers only the buckets found (a batch's tens of thousands of names as separate
+        arguments cost the client more than the server's work)."""
+        if not names:
+            return []
+        if self.layout == "2":
+            return cast("list[bytes | None]", self.client.mget(names))
+        bounds = np.searchsorted(found.tables, np.arange(self.shape.columns + 1)).tolist()
+        blobs = [b"".join(names[bounds[table] : bounds[table + 1]]) for table in range(self.shape.columns)]
+        answer = cast(
+            "list[Any]",
+            self._query(keys=self._hashes(), args=[field_width(self.shape.posting_bits), *blobs]),
+        )
+        values: list[bytes | None] = [None] * len(names)
+        for at in range(0, len(answer), 2):
+            values[int(answer[at])] = answer[at + 1]
+        return values
 
     def size(self) -> int:
         with self._errors("counting records"):
@@ -528,7 +607,10 @@ class RedisStorage(Storage):
         sizes: list[list[int]] = [[] for _ in range(self.shape.columns)]
         width = 8 * self.shape.fingerprint_words
         with self._errors("collecting bucket statistics"):
-            for names in self._keys_matching(f"{self.prefix}:b*"):
+            for table, hash_name in enumerate(self._hashes()):
+                for bucket in self.client.hscan_iter(hash_name, count=10_000):
+                    sizes[table].append(len(bucket_entries(bucket[1], width, hash_name)))
+            for names in self._keys_matching(f"{self.prefix}:b*") if self.layout == "2" else ():
                 values = cast("list[bytes | None]", self.client.mget(names))
                 for name, value in zip(names, values, strict=True):
                     table = int(name.split(b":")[-2][1:])
@@ -578,8 +660,11 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> RedisStor
         from redis.connection import URL_QUERY_ARGUMENT_PARSERS
     except ImportError as exc:
         raise MissingDependencyError("redis", "stores", "a Redis store") from exc
-    check_options(options, {"prefix", *URL_QUERY_ARGUMENT_PARSERS}, url)
+    check_options(options, {"prefix", "layout", *URL_QUERY_ARGUMENT_PARSERS}, url)
     prefix = check_prefix(options.pop("prefix", DEFAULT_PREFIX))
+    layout = options.pop("layout", LAYOUT)
+    if layout not in LAYOUTS:
+        raise ConfigError(f"layout={layout!r} in {redacted(url)!r} must be one of {', '.join(LAYOUTS)}")
     where = redacted(parts)
     client_url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(options), ""))
     try:
@@ -600,4 +685,4 @@ def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> RedisStor
         raise StorageUnavailableError(
             f"cannot connect to Redis at {where} ({exc}); is the server running and the URL right?"
         ) from exc
-    return RedisStorage(client, prefix, where)
+    return RedisStorage(client, prefix, where, new_layout=layout)
