@@ -22,14 +22,22 @@ Progress goes to stderr, the figures and a final table to stdout.
     python3 benchmarks/store_speed.py                    # memory sqlite redis postgres, 100 k stored
     python3 benchmarks/store_speed.py --stored 20000 --backends sqlite redis
     python3 benchmarks/store_speed.py --backends mongo mongo-buckets --stored 3000 --fresh 500
+
+Versions side by side: ``--versions base=/work/wt-base/src now=src --bands 16 40 --rounds 3``
+runs each (version, bands) pair in a process of its own with that ``PYTHONPATH`` (a baseline
+is a ``git worktree`` of the commit compared against), round after round in alternating order,
+and prints the median check-and-add docs/s of each and its ratio to the first version's
+first band count.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -245,11 +253,33 @@ def main() -> None:
     parser.add_argument(
         "--bands",
         type=int,
-        default=DEFAULT_BANDS,
+        nargs="+",
+        default=[DEFAULT_BANDS],
         help=f"bands of the band index (default {DEFAULT_BANDS}, the default index's; 36 keeps the "
         "batch search's recall at Jaccard 0.5)",
     )
+    parser.add_argument(
+        "--versions",
+        nargs="+",
+        metavar="LABEL=SRC[@B,...]",
+        help="compare versions: each LABEL=SRC runs in its own process with PYTHONPATH=SRC, for each "
+        "of --bands (or the band counts after @), alternated over --rounds; the first is the "
+        "baseline of the ratios",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --versions (default 3)")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one run, for --versions
     args = parser.parse_args()
+    if args.versions:
+        compare_versions(args)
+        return
+    if len(args.bands) != 1:
+        parser.error("several --bands need --versions")
+    args.bands = args.bands[0]
+    if args.json:
+        rows = measure_backends(args.backends, args.stored, args.fresh, args.batch, args.queries, echo=False,
+                                searches=tuple(args.searches), bands=args.bands)  # fmt: skip
+        print(json.dumps(rows))
+        return
     print(f"stored {args.stored:,}; check-and-add {args.fresh:,} in batches of {args.batch}; "
           f"{args.queries} single queries; blocks: 64-bit fingerprints, k = 3, pigeonhole 4 x 16 bits; "
           f"bands: {BandScheme(bands=args.bands).describe()}")  # fmt: skip
@@ -270,6 +300,46 @@ def main() -> None:
             f"| {figures['check_per_s'] / TARGET_DOCS_PER_SECOND:.1f}x "
             f"| {figures['p50_ms']:.2f} | {figures['p99_ms']:.2f} | {figures['load_per_s']:,.0f} |"
         )
+
+
+def compare_versions(args: argparse.Namespace) -> None:
+    """Each (version, bands) pair in its own process, rounds alternating the order; medians of
+    check-and-add docs/s per store and their ratio to the first pair's."""
+    pairs = []
+    for item in args.versions:  # LABEL=SRC, or LABEL=SRC@B1,B2 for band counts of its own
+        label, _, rest = item.partition("=")
+        source, _, counts = rest.partition("@")
+        pairs += [
+            (label, source, bands)
+            for bands in ([int(c) for c in counts.split(",")] if counts else args.bands)
+        ]
+    figures: dict[tuple[str, int, str], list[float]] = {}
+    for round_number in range(args.rounds):
+        for label, source, bands in pairs if round_number % 2 == 0 else pairs[::-1]:
+            command = [sys.executable, __file__, "--json", "--backends", *args.backends,
+                       "--searches", *args.searches, "--stored", str(args.stored),
+                       "--fresh", str(args.fresh), "--batch", str(args.batch),
+                       "--queries", str(args.queries), "--bands", str(bands)]  # fmt: skip
+            environment = {**os.environ, "PYTHONPATH": str(Path(source).resolve())}
+            done = subprocess.run(command, env=environment, capture_output=True, text=True)
+            if done.returncode:
+                sys.exit(f"{label} {bands} bands failed:\n{done.stderr[-3000:]}")
+            output = done.stdout
+            for name, measured in json.loads(output.strip().splitlines()[-1]):
+                figures.setdefault((label, bands, name), []).append(measured["check_per_s"])
+                print(f"round {round_number + 1}: {label} {bands} bands {name}: "
+                      f"{measured['check_per_s']:,.0f} docs/s", flush=True)  # fmt: skip
+    first_label, _, first_bands = pairs[0]
+    print(f"\n| store | version, bands | check-and-add docs/s (median of {args.rounds}) | runs | "
+          f"ratio to {first_label}, {first_bands} bands |")  # fmt: skip
+    print("|---|---|---:|---|---:|")
+    for name in dict.fromkeys(name for _, _, name in figures):
+        base = statistics.median(figures[(first_label, first_bands, name)])
+        for label, _, bands in pairs:
+            runs = figures[(label, bands, name)]
+            listed = " / ".join(f"{run:,.0f}" for run in runs)
+            median = statistics.median(runs)
+            print(f"| {name} | {label}, {bands} | {median:,.0f} | {listed} | {median / base:.2f} |")
 
 
 if __name__ == "__main__":
