@@ -345,12 +345,12 @@ def test_shingles_sorted_in_runs_of_texts_are_one_sort(run: int, monkeypatch: py
     assert whole.sizes.tolist() == [len(grams) for grams in reference_sets(texts)]
 
 
-@pytest.mark.parametrize("query_chunk", [1, 64, 1 << 22])
+@pytest.mark.parametrize("pair_chunk", [1, 64, 1 << 22])
 def test_shingle_sets_give_the_exact_jaccard_of_the_verifier(
-    query_chunk: int, monkeypatch: pytest.MonkeyPatch
+    pair_chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every pair (chunked down to one lookup at a time), against the verifier's sets."""
-    monkeypatch.setattr(shingle_sets, "QUERY_CHUNK", query_chunk)
+    """Every pair (chunked down to one pair at a time), against the verifier's sets."""
+    monkeypatch.setattr(shingle_sets, "PAIR_CHUNK", pair_chunk)
     monkeypatch.setattr(shingle_sets, "DOCUMENT_CHUNK", 7)
     texts = [*verifier_test_texts()[:80], "", ""]
     i, j = np.triu_indices(len(texts), 1)
@@ -380,7 +380,7 @@ def test_shingle_sets_of_two_groups_give_the_jaccard_of_one(
     """Pairs between two separately shingled groups of texts (a row's first records held, the
     second ones shingled beside them) get the Jaccard of one set of all the texts."""
     monkeypatch.setattr(shingle_sets, "PARALLEL_PAIRS", 10)
-    monkeypatch.setattr(shingle_sets, "QUERY_CHUNK", 64)
+    monkeypatch.setattr(shingle_sets, "PAIR_CHUNK", 64)
     texts = [*verifier_test_texts()[:60], "", ""]
     firsts, seconds = texts[::2], texts[1::2]
     i, j = np.meshgrid(np.arange(len(firsts)), np.arange(len(seconds)), indexing="ij")

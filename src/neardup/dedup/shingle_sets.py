@@ -6,9 +6,10 @@ to decide; their texts decide. Checking them pair by pair re-shingles a document
 documents of those pairs are shingled once each by the one shingler
 (:func:`~neardup.similarity.shingles.shingles_of`) into one CSR of their compact 32-bit keys
 (:func:`~neardup.similarity.shingles.compact_keys`: half the memory of the 40-bit keys, the
-order within a document kept), and a pair's intersection is found by one vectorised
-``np.searchsorted`` of the smaller set's keys among the larger set's, tagged with the larger
-document's row.
+order within a document kept), and the intersections of a chunk of pairs are found by
+merging sorted rows: each side's sets gathered into a 0/1 sparse matrix, multiplied
+elementwise by scipy (a merge of two sorted rows in C, where binary searches of one set's
+keys among the other's cost a cache miss a key; docs/candidates.md has the figures).
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ FloatArray = npt.NDArray[np.float64]
 DOCUMENT_CHUNK = 4096
 #: Pairs below which one process checks them all (a pool costs a fork).
 PARALLEL_PAIRS = 1 << 16
-#: Query keys looked up at a time. Small, so that the targets' keys they are looked up among
-#: (a chunk's pairs are ordered by target) stay within the processor's caches: the binary
-#: searches, most of an exact check's time, are 1.5× faster than at 1 << 22 on news texts.
-QUERY_CHUNK = 1 << 18
+#: Pairs intersected at a time: their sets, gathered into two small matrices, stay within the
+#: processor's caches.
+PAIR_CHUNK = 1 << 11
+#: Columns of a set matrix: every 32-bit key.
+_KEY_COLUMNS = 1 << 32
 _S32 = np.uint64(32)
 
 
@@ -90,15 +92,7 @@ class ShingleSets:
             slices = [(left[a:b], right[a:b]) for a, b in pairwise(bounds.tolist())]
             return np.concatenate(list(forked_map(_jaccard_slice, slices, (self, rights), workers)))
         left_sizes, right_sizes = self.sizes[left], rights.sizes[right]
-        common = np.zeros(len(left), dtype=np.int64)
-        # Look the smaller set up in the larger one.
-        swap = left_sizes > right_sizes
-        for chosen, queries, targets, query, target in (
-            (np.flatnonzero(~swap), self, rights, left, right),
-            (np.flatnonzero(swap), rights, self, right, left),
-        ):
-            if chosen.size:
-                common[chosen] = _common_counts(queries, targets, query[chosen], target[chosen])
+        common = _common_counts(self, rights, left, right)
         union = left_sizes + right_sizes - common
         result: FloatArray = np.divide(
             common, union, out=np.ones(len(left), dtype=np.float64), where=union > 0
@@ -107,50 +101,33 @@ class ShingleSets:
 
 
 def _common_counts(queries: ShingleSets, targets: ShingleSets, query: IntArray, target: IntArray) -> IntArray:
-    """|query row ∩ target row| of each pair, the pairs ordered by target row so that each
-    chunk of lookups reads one stretch of the targets' keys."""
+    """|query row ∩ target row| of each pair, :data:`PAIR_CHUNK` pairs at a time, the pairs
+    ordered by target row so that each chunk reads one stretch of the targets' keys."""
+    from scipy import sparse  # loaded on use: `neardup --help` must stay fast
+
     common = np.zeros(len(query), dtype=np.int64)
     order = np.argsort(target, kind="stable")
-    lengths = queries.sizes[query[order]]
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
-    low = 0
-    while low < len(order):
-        high = int(np.searchsorted(bounds, bounds[low] + QUERY_CHUNK, side="right")) - 1
-        high = max(high, low + 1)
-        _count_common(queries, targets, order[low:high], query, target, lengths[low:high], common)
-        low = high
+    for low in range(0, len(order), PAIR_CHUNK):
+        chosen = order[low : low + PAIR_CHUNK]
+        left = _rows_matrix(sparse, queries, query[chosen])
+        right = _rows_matrix(sparse, targets, target[chosen])
+        common[chosen] = np.diff(left.multiply(right).indptr)
     return common
 
 
-def _count_common(
-    queries: ShingleSets,
-    targets: ShingleSets,
-    chosen: IntArray,
-    query: IntArray,
-    target: IntArray,
-    lengths: IntArray,
-    common: IntArray,
-) -> None:
-    """Add the intersection sizes of pairs ``chosen`` (sorted by target row) to ``common``."""
-    total = int(lengths.sum())
-    if not total:
-        return
-    rows = target[chosen]
-    first, last = int(rows[0]), int(rows[-1])
-    # The targets' keys tagged with their row (sorted: rows ascend, keys ascend within one).
-    span = slice(int(targets.offsets[first]), int(targets.offsets[last + 1]))
-    counts = np.diff(targets.offsets[first : last + 2])
-    owner = np.repeat(np.arange(first, last + 1, dtype=np.uint64), counts)
-    tagged = (owner << _S32) | targets.keys[span].astype(np.uint64)
-    # Each pair's query keys, tagged with its target's row.
-    starts = queries.offsets[query[chosen]]
-    pair_of = np.repeat(np.arange(len(chosen)), lengths)
-    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-    position = np.arange(total) + shift
-    probes = (rows[pair_of].astype(np.uint64) << _S32) | queries.keys[position].astype(np.uint64)
-    found = np.searchsorted(tagged, probes)
-    hit = tagged[np.minimum(found, len(tagged) - 1)] == probes if len(tagged) else np.zeros(total, bool)
-    common[chosen] += np.bincount(pair_of[hit], minlength=len(chosen))
+def _rows_matrix(sparse: Any, sets: ShingleSets, rows: IntArray) -> Any:
+    """The sets of ``rows`` as the rows of a 0/1 CSR matrix whose columns are the keys
+    (sorted within each row, so that scipy multiplies two such matrices by merging rows)."""
+    lengths = sets.sizes[rows]
+    ends = np.cumsum(lengths)
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    indptr[1:] = ends
+    total = int(indptr[-1])
+    position = np.arange(total) + np.repeat(sets.offsets[rows] - (ends - lengths), lengths)
+    keys = sets.keys[position].astype(np.int64)
+    matrix = sparse.csr_matrix((np.ones(total, dtype=np.int8), keys, indptr), shape=(len(rows), _KEY_COLUMNS))
+    matrix.has_sorted_indices = True
+    return matrix
 
 
 def _shingle_rows(bounds: tuple[int, int]) -> tuple[IntArray, npt.NDArray[np.uint32]]:
