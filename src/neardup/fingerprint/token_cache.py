@@ -178,7 +178,7 @@ def _packed_keys(
     tokens longer than 8, fmix64 of that XOR the second word."""
     words = np.ndarray((len(packed) - 7,), dtype="<u8", buffer=packed, strides=(1,))
     masks, mixes = _packing_tables()
-    keys = (np.take(words, starts) & masks[lengths]) ^ mixes[lengths]
+    keys = (words[starts] & masks[lengths]) ^ mixes[lengths]
     long = np.flatnonzero(lengths > 8)
     if len(long):
         second = words[starts[long] + 8] & masks[lengths[long] - 8]

@@ -436,7 +436,7 @@ class LatinTokenizer:
         changes = np.flatnonzero(word[1:] != word[:-1]) + 1
         if len(word) and word[0]:
             changes = np.concatenate([[0], changes])
-        starts, ends = changes[0::2], changes[1::2]
+        starts, ends = np.ascontiguousarray(changes[0::2]), np.ascontiguousarray(changes[1::2])
         # Text i holds the tokens from its first start at or after offsets[i] to the next text's.
         firsts = np.searchsorted(starts, offsets)
         per_text = np.diff(np.append(firsts, len(starts)))
