@@ -219,22 +219,21 @@ class PostgresDialect(SqlDialect):
         with cursor.copy(f"COPY {table} (k, id) FROM STDIN (FORMAT BINARY)") as copy:
             copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
 
-    def create_run(self, cursor: Any, table: str, select: str) -> int:
+    def create_run(self, cursor: Any, table: str, select: str | tuple[IntArray, IntArray]) -> int:
         # No ORDER BY: reads use the index only, and the index build sorts anyway. B-tree
-        # leaves carry the id (INCLUDE), so a read needs no heap.
-        cursor.execute(f"CREATE TABLE {table} AS {select}")
-        created = int(cursor.rowcount)
+        # leaves carry the id (INCLUDE), so a read needs no heap. Rows given sorted go in by
+        # one binary COPY, and the build's sort finds them in order (PostgreSQL's quicksort
+        # checks for presorted input first).
+        if isinstance(select, tuple):
+            cursor.execute(f"CREATE TABLE {table} (k BIGINT NOT NULL, id BIGINT NOT NULL)")
+            self.insert_postings(cursor, table, *select)
+            created = int(select[0].size)
+        else:
+            cursor.execute(f"CREATE TABLE {table} AS {select}")
+            created = int(cursor.rowcount)
         cursor.execute(f"CREATE INDEX {table}_k ON {table} (k) INCLUDE (id)")
         cursor.execute(f"ANALYZE {table}")  # the planner's row counts, before any autovacuum's
         return created
-
-    def create_sorted_run(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
-        """One binary COPY of rows already in key order; the index build's sort then finds
-        them sorted (PostgreSQL's quicksort checks for presorted input first)."""
-        cursor.execute(f"CREATE TABLE {table} (k BIGINT NOT NULL, id BIGINT NOT NULL)")
-        self.insert_postings(cursor, table, keys, ids)
-        cursor.execute(f"CREATE INDEX {table}_k ON {table} (k) INCLUDE (id)")
-        cursor.execute(f"ANALYZE {table}")
 
     def run_keys(self, cursor: Any, table: str, rows: int) -> Iterator[IntArray]:
         """The keys as bytea, 8 bytes each, in parts of :data:`KEYS_PER_READ`."""

@@ -13,8 +13,9 @@ Tables (``<prefix>`` as in :mod:`neardup.storage.sql`):
   per posting made the insert most of an add, and it grows with the bands. Stores made
   before (no ``packed`` in the meta row ``runs``) keep ``<prefix>_postings(k, id)``, one row
   per posting, and are served as made.
-- ``<prefix>_run<n>(k, id)``: runs, each written once by ``CREATE TABLE … AS SELECT`` and
-  indexed by ``CREATE INDEX`` (a sorted bulk build), never updated. Their names, sizes and
+- ``<prefix>_run<n>(k, id)``: runs, each written once and never updated: a cut's rows
+  sorted in numpy and written in (k, id) order (:meth:`PostingRuns._cut`), a merge's by
+  ``CREATE TABLE … AS SELECT`` and ``CREATE INDEX`` (a sorted bulk build), or in steps. Their names, sizes and
   tiers are the meta row ``runs``, with the last record id in a run (``cut``), the next id
   and how many records were removed.
 - ``<prefix>_filters(name, bits)``: each run's filter (:func:`build_filter`, a blocked Bloom
@@ -448,7 +449,7 @@ class PostingRuns:
             parts = [self._postings_between(cursor, 0, int(state["next_id"]), state)]
         keys, ids = sorted_postings(parts)
         table = self._new_run_name()
-        self.dialect.create_sorted_run(cursor, table, keys, ids)
+        self.dialect.create_run(cursor, table, (keys, ids))
         bits = build_filter(keys)
         self._save_filter(cursor, table, bits)
         self.filters[table] = bits

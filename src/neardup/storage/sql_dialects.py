@@ -232,16 +232,13 @@ class SqlDialect:
     def insert_postings(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
         raise self._no_runs()
 
-    def create_run(self, cursor: Any, table: str, select: str) -> int:
-        """A new run ``table`` holding the rows of ``select``; returns how many (-1: not counted)."""
+    def create_run(self, cursor: Any, table: str, select: str | tuple[IntArray, IntArray]) -> int:
+        """A new run ``table`` holding the rows of ``select``, a SELECT or (keys, ids) given in
+        (k, id) order; returns how many (-1: not counted)."""
         raise self._no_runs()
 
     def create_run_table(self, cursor: Any, table: str) -> None:
         """An empty run table in (k, id) order, which merges in steps fill range after range."""
-        raise self._no_runs()
-
-    def create_sorted_run(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
-        """A new run ``table`` of the postings ``keys``/``ids``, given in (k, id) order."""
         raise self._no_runs()
 
     def run_keys(self, cursor: Any, table: str, rows: int) -> Iterator[IntArray] | None:

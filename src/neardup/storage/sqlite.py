@@ -199,9 +199,13 @@ class SqliteDialect(SqlDialect):
             f"INSERT INTO {table} (k, id) VALUES (?, ?)", zip(keys.tolist(), ids.tolist(), strict=True)
         )
 
-    def create_run(self, cursor: Any, table: str, select: str) -> int:
-        """A table clustered on (k, id), filled in order (appends, no index to build)."""
+    def create_run(self, cursor: Any, table: str, select: str | tuple[IntArray, IntArray]) -> int:
+        """A table clustered on (k, id), filled in order (appends, no index to build): rows
+        given sorted are appended as they come, no sorter."""
         self.create_run_table(cursor, table)
+        if isinstance(select, tuple):
+            self.insert_postings(cursor, table, *select)
+            return int(select[0].size)
         cursor.execute(f"INSERT INTO {table} (k, id) {select} ORDER BY k, id")
         return int(cursor.rowcount)
 
@@ -210,11 +214,6 @@ class SqliteDialect(SqlDialect):
             f"CREATE TABLE {table} (k INTEGER NOT NULL, id INTEGER NOT NULL, "
             "PRIMARY KEY (k, id)) WITHOUT ROWID"
         )
-
-    def create_sorted_run(self, cursor: Any, table: str, keys: IntArray, ids: IntArray) -> None:
-        """Rows appended in key order to the clustered table: no sorter, no page split."""
-        self.create_run_table(cursor, table)
-        self.insert_postings(cursor, table, keys, ids)
 
     def max_length(self, cursor: Any) -> int:
         """SQLite's length limit."""
