@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from neardup import DedupSettings, Index, SimhashIndex, dedup_documents
 from neardup.cli.main import main as cli
-from neardup.errors import ConfigError, IndexConfigMismatchError
+from neardup.errors import ConfigError, IndexConfigMismatchError, StorageUnsupportedError
 from neardup.eval.metrics import NEAR_LEVELS
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.index.compact_index import CompactIndex, open_stored
@@ -29,7 +29,8 @@ from neardup.similarity.sketches import SKETCH_WORDS, text_sketches
 from tests.conftest import read_jsonl, shared_file
 from tests.test_storage_conformance import band_corpus, band_queries, store_url  # noqa: F401 - fixture
 
-BACKENDS = ["memory", "sqlite", "postgres", "mysql", "redis", "mongo", "mongo-buckets"]
+#: Every store but Redis, whose postings return fingerprints only (refused: the last test).
+BACKENDS = ["memory", "sqlite", "postgres", "mysql", "mongo", "mongo-buckets"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -241,3 +242,12 @@ def test_cli_index_kind(tmp_path: Path) -> None:
         cli, ["dedup", str(data), "--index-kind", "compact", "--pairs", str(tmp_path / "q.jsonl")]
     )
     assert bad.exit_code == 2 and "--index-kind applies with --index only" in bad.output
+
+
+def test_redis_is_refused_before_anything_is_written(fresh_redis_url: str) -> None:
+    """Redis postings keep fingerprints only, so a compact index cannot decide there: refused
+    in one line, and the store stays empty (a band index can be made in it after)."""
+    with pytest.raises(StorageUnsupportedError, match="fingerprints only"):
+        Index.open(fresh_redis_url, IndexConfig.compact())
+    with Index.open(fresh_redis_url) as index:
+        assert index.index.scheme.to_dict()["kind"] == "bands"

@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import StorageUnsupportedError
 from ..similarity.bands import Scheme, scheme_from_dict
 from ..similarity.compact import CompactScheme, compact_similarity
 from ..similarity.verify import Verifier
 from ..storage import DEFAULT_URL, open_storage
-from ..storage.base import Candidates, no_candidates
+from ..storage.base import Candidates, Storage, no_candidates
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
@@ -52,9 +53,12 @@ def open_stored(
     if create_in_existing and isinstance(storage, SqliteStorage):
         storage.dialect.create_in_existing = True
     try:
-        storage.attach(record_shape(resolve_scheme(config or IndexConfig())))
+        requested = resolve_scheme(config or IndexConfig())
+        check_store(storage, requested)  # before a new store's meta is written
+        storage.attach(record_shape(requested))
         meta, fingerprint = settle_meta(storage, config, create, redacted(url), check_files)
         scheme = stored_scheme(meta["scheme"])
+        check_store(storage, scheme)
         kind = CompactIndex if isinstance(scheme, CompactScheme) else SimhashIndex
         index = kind(
             meta["bits"],
@@ -70,6 +74,20 @@ def open_stored(
         raise
     index.url = url
     return index
+
+
+#: Stores whose postings answer fingerprints only (Redis buckets keep a member's fingerprint),
+#: where a compact index could not read the records it decides by.
+FINGERPRINT_ONLY_POSTINGS = ("redis",)
+
+
+def check_store(storage: Storage, scheme: Scheme) -> None:
+    """Refuse a compact index in a store whose postings hold fingerprints only."""
+    if isinstance(scheme, CompactScheme) and storage.name in FINGERPRINT_ONLY_POSTINGS:
+        raise StorageUnsupportedError(
+            f"a compact index decides by the 64-byte records its postings return, and {storage.name} "
+            "postings keep fingerprints only: use SQLite, PostgreSQL, MariaDB/MySQL or MongoDB"
+        )
 
 
 class CompactIndex(SimhashIndex):
@@ -128,6 +146,11 @@ class CompactIndex(SimhashIndex):
             found = storage.candidates(postings[start : start + storage.query_batch], records=with_postings)
             read.update(found.records)
             if found.keys:
+                if found.words.shape[1] < scheme.words:
+                    raise StorageUnsupportedError(
+                        f"{storage.name} returned {found.words.shape[1]}-word records; a compact index "
+                        f"decides by its {scheme.words}-word records"
+                    )
                 similar = compact_similarity(scheme, words[found.rows + start], found.words)
                 keep = np.flatnonzero(similar >= threshold - 1e-12)
                 found = Candidates(
