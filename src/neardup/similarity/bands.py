@@ -37,10 +37,12 @@ from ..errors import ConfigError, InputError
 UInt64Array = npt.NDArray[np.uint64]
 
 #: Tables of a band index. A store pays for every posting on each write, so fewer and shorter
-#: bands than the batch search's 235 x 5 (two of them to agree). 40 x 3 gives the batch pairs
-#: on the dev sets (a pair of Jaccard 0.5 found with probability 0.99, against 0.88), but each
-#: store still checks and adds fewer documents a second with it than with 16: its cuts and
-#: merges (SQL) and its keys (Redis) cost per posting; docs/candidates.md has the figures.
+#: bands than the batch search's 235 x 5 (two of them to agree). 40 x 3 is the fewest that give
+#: the batch pairs on the dev sets (a pair of Jaccard 0.5 found with probability 0.995, against
+#: 0.88), but each store still checks and adds fewer documents a second with it than with 16
+#: (the candidate statement and the commit grow with the postings in SQL, the bucket reads and
+#: writes in Redis), and the compact index fits 16 x 3 bins in its 64-byte record;
+#: docs/candidates.md has the figures.
 DEFAULT_BANDS = 16
 #: Sketch bins (one byte each) per band: a band key is 8·rows bits of the stored sketch.
 DEFAULT_ROWS = 3
