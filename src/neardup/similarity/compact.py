@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from ..distance import row_distances
 from ..errors import ConfigError, InputError
-from .bands import DEFAULT_BANDS, DEFAULT_ROWS, SKETCH_BYTES, BandScheme
+from .bands import SKETCH_BYTES, BandScheme
 from .sketches import estimate_from_bins
 
 UInt64Array = npt.NDArray[np.uint64]
@@ -51,7 +51,11 @@ class CompactScheme(BandScheme):
     """A band scheme whose stored record is :data:`RECORD_BYTES` bytes: the fingerprint, the
     band bins (the band keys, as :class:`BandScheme` keeps them) and a 1-bit tail of the next
     sketch bins. The postings are :class:`BandScheme`'s; :meth:`compose` makes the record from
-    the 512-byte text sketch, which is never stored."""
+    the 512-byte text sketch, which is never stored. Its bands are its own (16 bands of
+    3 bins), not whatever the band index's default becomes: they are the record's layout."""
+
+    bands: int = 16
+    rows: int = 3
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -122,7 +126,7 @@ class CompactScheme(BandScheme):
                 f"the compact records of this index have layout version {data.get('version')!r}; "
                 f"this neardup reads version {COMPACT_VERSION}: use the neardup that made it"
             )
-        return cls(data["bits"], data.get("bands", DEFAULT_BANDS), data.get("rows", DEFAULT_ROWS))
+        return cls(data["bits"], data["bands"], data["rows"])
 
 
 def compact_similarity(scheme: CompactScheme, left: UInt64Array, right: UInt64Array) -> FloatArray:
