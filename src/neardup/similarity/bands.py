@@ -41,8 +41,7 @@ UInt64Array = npt.NDArray[np.uint64]
 #: the batch pairs on the dev sets (a pair of Jaccard 0.5 found with probability 0.995, against
 #: 0.88), but each store still checks and adds fewer documents a second with it than with 16
 #: (the candidate statement and the commit grow with the postings in SQL, the bucket reads and
-#: writes in Redis), and the compact index fits 16 x 3 bins in its 64-byte record;
-#: docs/candidates.md has the figures.
+#: writes in Redis); docs/candidates.md has the figures.
 DEFAULT_BANDS = 16
 #: Sketch bins (one byte each) per band: a band key is 8·rows bits of the stored sketch.
 DEFAULT_ROWS = 3
