@@ -48,7 +48,8 @@ def bucket_keys(client: Any, prefix: str) -> list[bytes]:
 def test_layout_2_keys_and_entries(
     fresh_redis_url: str, client: Any, opened: Callable[..., SimhashIndex]
 ) -> None:
-    index = opened(with_option(fresh_redis_url, "prefix=dd"), IndexConfig(bits=64, max_distance=3))
+    layout_2 = with_option(with_option(fresh_redis_url, "prefix=dd"), "layout=2")  # new stores: 3
+    index = opened(layout_2, IndexConfig(bits=64, max_distance=3))
     value = 0x1234_5678_9ABC_DEF0
     words = np.array([[value], [value ^ 1]], np.uint64)
     postings = index.scheme.keys(words)  # the index hands a store each record's posting keys
@@ -149,7 +150,8 @@ def test_a_failed_add_or_remove_writes_nothing(
 def test_a_damaged_bucket_is_reported_and_nothing_is_removed(
     fresh_redis_url: str, client: Any, opened: Callable[..., SimhashIndex]
 ) -> None:
-    index = opened(fresh_redis_url, IndexConfig(bits=64, max_distance=3))
+    # Layout 2's buckets (tests/test_redis_layout_3.py damages layout 3's).
+    index = opened(with_option(fresh_redis_url, "layout=2"), IndexConfig(bits=64, max_distance=3))
     index.add_many([1, 2], [1 << 40, 2 << 40])
     name = bucket_keys(client, "neardup")[0]
     client.append(name, b"\x01\x02\x03")
@@ -189,7 +191,9 @@ TEXTS = {
 def test_an_index_of_layout_1_is_refused_with_the_rebuild_command_and_rebuilds(
     fresh_redis_url: str, client: Any
 ) -> None:
-    old, new = with_option(fresh_redis_url, "prefix=old"), with_option(fresh_redis_url, "prefix=new")
+    # make_layout_1 rewrites layout 2's buckets, so the old store is made as layout 2.
+    old = with_option(with_option(fresh_redis_url, "prefix=old"), "layout=2")
+    new = with_option(fresh_redis_url, "prefix=new")
     fingerprinter = Fingerprinter(config=FingerprintConfig())
     values = fingerprinter.fingerprint_many(list(TEXTS.values()))
     with SimhashIndex.open(old, IndexConfig(fingerprint=FingerprintConfig())) as index:
@@ -213,4 +217,4 @@ def test_an_index_of_layout_1_is_refused_with_the_rebuild_command_and_rebuilds(
     assert report.carried == 3
     with SimhashIndex.open(new, create=False) as index:
         assert [record and record.cluster for record in index.get_many(list(TEXTS))] == ["a", "a", "b"]
-        assert client.get("new:layout") == b"2"
+        assert client.get("new:layout") == b"3"  # a rebuilt store takes today's layout
