@@ -170,6 +170,9 @@ def test_the_kind_is_stored_and_another_kind_refused(tmp_path: Path) -> None:
         assert index.query_texts(["the first text of the compact index"]) == [[]]
     with pytest.raises(IndexConfigMismatchError):
         Index.open(url, IndexConfig.band_index())
+    # The low-level opener cannot serve it, and says which one can.
+    with pytest.raises(ConfigError, match=r"compact index .*neardup\.Index\.open"):
+        SimhashIndex.open(url)
     band = str(tmp_path / "band.db")
     Index.open(band).close()
     with pytest.raises(IndexConfigMismatchError):

@@ -177,7 +177,15 @@ Scheme = BlockScheme | BandScheme
 
 
 def scheme_from_dict(data: dict[str, Any]) -> Scheme:
-    """The scheme a meta records: a band scheme (``kind`` "bands") or a block scheme."""
+    """The scheme a meta records: a band scheme (``kind`` "bands") or a block scheme. A compact
+    index's meta is read by :mod:`neardup.index.compact_index`, which its opener calls; any
+    other reader names that opener instead of failing on unknown settings."""
+    if data.get("kind") == "compact":
+        raise ConfigError(
+            "this store holds a compact index (--index-kind compact): open it with "
+            "neardup.Index.open(url) or the neardup command, which read its kind; "
+            "`neardup index rebuild` cannot read it yet"
+        )
     if data.get("kind") == "bands":
         unknown = set(data) - {"kind", "bits", "bands", "rows"}
         if unknown:
