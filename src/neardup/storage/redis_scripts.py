@@ -66,12 +66,9 @@ local function buckets(handle)
 end
 """
 
-# Values: each record's entry. Returns {0} when written, {1, key} for a key already stored,
-# {2, key} for a key twice in the batch, {3} when the caller's writer lock is no longer held
-# (expired; nothing written).
-ADD = (
-    _PRELUDE
-    + """
+# Lua shared by the layouts' scripts (after their prelude). Records: refused when a key is
+# twice in the batch ({2, key}) or stored already ({1, key}), else written to the records hash.
+_ADD_RECORDS = """
 local seen = {}
 for i = keys + 1, keys + n do
   if seen[ARGV[i]] then return {2, ARGV[i]} end
@@ -92,6 +89,42 @@ for first = keys + 1, keys + n, chunk do
   end
   redis.call('HSET', KEYS[1], unpack(both))
 end
+"""
+# Each record to remove must be stored ({1, key} if not) as the caller read it ({4, key}).
+_CHECK_REMOVED = """
+for first = keys + 1, keys + n, chunk do
+  local last = math.min(first + chunk - 1, keys + n)
+  local stored = redis.call('HMGET', KEYS[1], unpack(ARGV, first, last))
+  for j = 1, #stored do
+    local i = first + j - 1
+    if not stored[j] then return {1, ARGV[i]} end
+    if stored[j] ~= ARGV[i + n] then return {4, ARGV[i]} end
+  end
+end
+"""
+# The typed key of each entry of a bucket string, with where the entry starts and ends.
+_ENTRIES_OF = """
+local function entries_of(text)
+  local out, at = {}, 1
+  while at <= #text do
+    local low, high = string.byte(text, at + width, at + width + 1)
+    if not high then return nil end
+    local stop = at + width + 1 + low + 256 * high
+    if stop > #text then return nil end
+    out[#out + 1] = {string.sub(text, at + width + 2, stop), at, stop}
+    at = stop + 1
+  end
+  return out
+end
+"""
+
+# Values: each record's entry. Returns {0} when written, {1, key} for a key already stored,
+# {2, key} for a key twice in the batch, {3} when the caller's writer lock is no longer held
+# (expired; nothing written).
+ADD = (
+    _PRELUDE
+    + _ADD_RECORDS
+    + """
 buckets(function(names, chosen)
   local stored = redis.call('MGET', unpack(names))
   local fresh = {}
@@ -115,29 +148,9 @@ return {0}
 # written unless it returns {0}.
 REMOVE = (
     _PRELUDE
+    + _CHECK_REMOVED
+    + _ENTRIES_OF
     + """
-for first = keys + 1, keys + n, chunk do
-  local last = math.min(first + chunk - 1, keys + n)
-  local stored = redis.call('HMGET', KEYS[1], unpack(ARGV, first, last))
-  for j = 1, #stored do
-    local i = first + j - 1
-    if not stored[j] then return {1, ARGV[i]} end
-    if stored[j] ~= ARGV[i + n] then return {4, ARGV[i]} end
-  end
-end
--- The typed key of each entry of a bucket string, with where the entry starts and ends.
-local function entries_of(text)
-  local out, at = {}, 1
-  while at <= #text do
-    local low, high = string.byte(text, at + width, at + width + 1)
-    if not high then return nil end
-    local stop = at + width + 1 + low + 256 * high
-    if stop > #text then return nil end
-    out[#out + 1] = {string.sub(text, at + width + 2, stop), at, stop}
-    at = stop + 1
-  end
-  return out
-end
 local rewrites, gone = {}, {}
 local damaged = buckets(function(names, chosen)
   local stored = redis.call('MGET', unpack(names))
@@ -213,27 +226,8 @@ end
 # As ADD: one HMGET and one HSET per chunk of a table (a bucket's entries, old and new).
 ADD_3 = (
     _PRELUDE_3
+    + _ADD_RECORDS
     + """
-local seen = {}
-for i = keys + 1, keys + n do
-  if seen[ARGV[i]] then return {2, ARGV[i]} end
-  seen[ARGV[i]] = true
-end
-for first = keys + 1, keys + n, chunk do
-  local last = math.min(first + chunk - 1, keys + n)
-  local stored = redis.call('HMGET', KEYS[1], unpack(ARGV, first, last))
-  for j = 1, #stored do
-    if stored[j] then return {1, ARGV[first + j - 1]} end
-  end
-end
-for first = keys + 1, keys + n, chunk do
-  local both = {}
-  for i = first, math.min(first + chunk - 1, keys + n) do
-    both[#both + 1] = ARGV[i]
-    both[#both + 1] = ARGV[i + n]
-  end
-  redis.call('HSET', KEYS[1], unpack(both))
-end
 buckets(function(hash, names, chosen)
   local stored = redis.call('HMGET', hash, unpack(names))
   local both = {}
@@ -250,28 +244,9 @@ return {0}
 # As REMOVE, bucket by bucket of each table's hash (HDEL of emptied fields, HSET of the rest).
 REMOVE_3 = (
     _PRELUDE_3
+    + _CHECK_REMOVED
+    + _ENTRIES_OF
     + """
-for first = keys + 1, keys + n, chunk do
-  local last = math.min(first + chunk - 1, keys + n)
-  local stored = redis.call('HMGET', KEYS[1], unpack(ARGV, first, last))
-  for j = 1, #stored do
-    local i = first + j - 1
-    if not stored[j] then return {1, ARGV[i]} end
-    if stored[j] ~= ARGV[i + n] then return {4, ARGV[i]} end
-  end
-end
-local function entries_of(text)
-  local out, at = {}, 1
-  while at <= #text do
-    local low, high = string.byte(text, at + width, at + width + 1)
-    if not high then return nil end
-    local stop = at + width + 1 + low + 256 * high
-    if stop > #text then return nil end
-    out[#out + 1] = {string.sub(text, at + width + 2, stop), at, stop}
-    at = stop + 1
-  end
-  return out
-end
 local writes = {}
 local damaged = buckets(function(hash, names, chosen)
   local stored = redis.call('HMGET', hash, unpack(names))
