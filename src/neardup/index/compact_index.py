@@ -24,12 +24,12 @@ from ..similarity.bands import Scheme, scheme_from_dict
 from ..similarity.compact import CompactScheme, compact_similarity
 from ..similarity.verify import Verifier
 from ..storage import DEFAULT_URL, open_storage
-from ..storage.base import Candidates, Storage, no_candidates
+from ..storage.base import Candidates, Storage
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
 from .meta import record_shape, resolve_scheme, settle_meta
-from .simhash_index import SimhashIndex, verified
+from .simhash_index import SimhashIndex, search
 
 
 def stored_scheme(data: dict[str, Any]) -> Scheme:
@@ -136,36 +136,18 @@ class CompactIndex(SimhashIndex):
     def _search(self, words: npt.NDArray[np.uint64], distance: int, *, records: bool = False) -> Candidates:
         """The stored records that share a band with each row of ``words`` and whose
         estimate reaches :attr:`threshold` (``records``: with their stored records)."""
-        storage, scheme = self.storage, self.scheme
-        width = scheme.fingerprint_words
-        postings = scheme.keys(words)
-        with_postings = records and storage.reads_records
-        threshold = self.threshold
-        parts, read = [], {}
-        for start in range(0, words.shape[0], storage.query_batch):
-            found = storage.candidates(postings[start : start + storage.query_batch], records=with_postings)
-            read.update(found.records)
-            if found.keys:
-                if found.words.shape[1] < scheme.words:
-                    raise StorageUnsupportedError(
-                        f"{storage.name} returned {found.words.shape[1]}-word records; a compact index "
-                        f"decides by its {scheme.words}-word records"
-                    )
-                similar = compact_similarity(scheme, words[found.rows + start], found.words)
-                keep = np.flatnonzero(similar >= threshold - 1e-12)
-                found = Candidates(
-                    found.rows[keep], [found.keys[i] for i in keep.tolist()], found.words[keep]
-                )
-            parts.append(verified(found, words, distance, start, width))
-        if not parts:
-            return no_candidates(width)
-        result = Candidates(
-            np.concatenate([part.rows for part in parts]),
-            [key for part in parts for key in part.keys],
-            np.concatenate([part.words[:, :width] for part in parts]),
-            read,
+        return search(self.storage, self.scheme, words, distance, records=records, decide=self._decide)
+
+    def _decide(self, found: Candidates, queries: npt.NDArray[np.uint64]) -> Candidates:
+        """The candidates whose estimate against their query reaches :attr:`threshold`."""
+        scheme = self.scheme
+        if found.words.shape[1] < scheme.words:
+            raise StorageUnsupportedError(
+                f"{self.storage.name} returned {found.words.shape[1]}-word records; a compact index "
+                f"decides by its {scheme.words}-word records"
+            )
+        similar = compact_similarity(scheme, queries[found.rows], found.words)
+        keep = np.flatnonzero(similar >= self.threshold - 1e-12)
+        return Candidates(
+            found.rows[keep], [found.keys[i] for i in keep.tolist()], found.words[keep], found.records
         )
-        if records and not with_postings:
-            stored = storage.get_many(list(dict.fromkeys(result.keys)))
-            result.records = {record.key: record for record in stored if record is not None}
-        return result

@@ -779,13 +779,21 @@ __all__ = ["FORMAT_VERSION", "Match", "SimhashIndex", "key_hash", "resolve_schem
 
 
 def search(
-    storage: Storage, scheme: Scheme, words: UInt64Array, max_distance: int, *, records: bool = False
+    storage: Storage,
+    scheme: Scheme,
+    words: UInt64Array,
+    max_distance: int,
+    *,
+    records: bool = False,
+    decide: Callable[[Candidates, UInt64Array], Candidates] | None = None,
 ) -> Candidates:
     """Every stored record within ``max_distance`` of each query row of ``words`` (each
     (row, key) once), found through the store's postings :attr:`Storage.query_batch` queries
     at a time. ``records``: with the stored record of every key found (their signatures
     verify the matches, their cluster ids place a new record), read with the postings where
-    the store can (one statement fewer per batch), else by :meth:`Storage.get_many`."""
+    the store can (one statement fewer per batch), else by :meth:`Storage.get_many`.
+    ``decide(found, queries)`` keeps the candidates of a batch of queries that an index
+    decides by their whole stored words (a compact index), before distances are checked."""
     width = scheme.fingerprint_words
     postings = scheme.keys(words)
     with_postings = records and storage.reads_records
@@ -793,6 +801,8 @@ def search(
     for start in range(0, words.shape[0], storage.query_batch):
         found = storage.candidates(postings[start : start + storage.query_batch], records=with_postings)
         read.update(found.records)
+        if decide is not None and found.keys:
+            found = decide(found, words[start : start + storage.query_batch])
         parts.append(verified(found, words, max_distance, start, width))
     if not parts:
         return no_candidates(width)
