@@ -162,7 +162,7 @@ def _sort_by_text(packed: UInt64Array, text_of: npt.NDArray[np.int32]) -> None:
     (the window keys come per n-gram length, each part in text order, so a stable sort of the
     text numbers, a merge of a few runs, groups them), and then only the keys within a text
     are out of order: runs of whole texts of about :data:`SORT_RUN` words are sorted apart,
-    each within the processor's caches, about 4x faster than one sort of the whole batch."""
+    each within the processor's caches, faster than one sort of the whole batch (docs/candidates.md)."""
     if len(text_of) > 1 and bool((text_of[1:] < text_of[:-1]).any()):
         order = np.argsort(text_of, kind="stable")
         packed[:] = packed[order]
