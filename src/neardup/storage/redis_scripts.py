@@ -102,7 +102,7 @@ for first = keys + 1, keys + n, chunk do
   end
 end
 """
-# The typed key of each entry of a bucket string, with where the entry starts and ends.
+# A bucket string's entries (typed key, start, end), and buckets without the entries removed.
 _ENTRIES_OF = """
 local function entries_of(text)
   local out, at = {}, 1
@@ -115,6 +115,31 @@ local function entries_of(text)
     at = stop + 1
   end
   return out
+end
+-- Each bucket names[j] (its value stored[j]) without the entries chosen[j]: emptied ones go to
+-- gone, shortened ones to rewrites (name, kept entries); the j of a value that does not parse.
+local function drop_entries(names, stored, chosen, gone, rewrites)
+  for j = 1, #names do
+    local value = stored[j]
+    if value == chosen[j] then
+      gone[#gone + 1] = names[j]
+    elseif value then
+      local drop, entries = {}, entries_of(value)
+      if not entries then return j end
+      for _, entry in ipairs(entries_of(chosen[j]) or {}) do drop[entry[1]] = true end
+      local kept = {}
+      for _, entry in ipairs(entries) do
+        if not drop[entry[1]] then kept[#kept + 1] = string.sub(value, entry[2], entry[3]) end
+      end
+      if #kept == 0 then
+        gone[#gone + 1] = names[j]
+      elseif #kept < #entries then
+        rewrites[#rewrites + 1] = names[j]
+        rewrites[#rewrites + 1] = table.concat(kept)
+      end
+    end
+  end
+  return nil
 end
 """
 
@@ -153,27 +178,8 @@ REMOVE = (
     + """
 local rewrites, gone = {}, {}
 local damaged = buckets(function(names, chosen)
-  local stored = redis.call('MGET', unpack(names))
-  for j = 1, #names do
-    local value = stored[j]
-    if value == chosen[j] then
-      gone[#gone + 1] = names[j]
-    elseif value then
-      local drop, entries = {}, entries_of(value)
-      if not entries then return {5, names[j]} end
-      for _, entry in ipairs(entries_of(chosen[j]) or {}) do drop[entry[1]] = true end
-      local kept = {}
-      for _, entry in ipairs(entries) do
-        if not drop[entry[1]] then kept[#kept + 1] = string.sub(value, entry[2], entry[3]) end
-      end
-      if #kept == 0 then
-        gone[#gone + 1] = names[j]
-      elseif #kept < #entries then
-        rewrites[#rewrites + 1] = names[j]
-        rewrites[#rewrites + 1] = table.concat(kept)
-      end
-    end
-  end
+  local bad = drop_entries(names, redis.call('MGET', unpack(names)), chosen, gone, rewrites)
+  if bad then return {5, names[bad]} end
 end)
 if damaged then return damaged end
 for first = keys + 1, keys + n, chunk do
@@ -249,27 +255,9 @@ REMOVE_3 = (
     + """
 local writes = {}
 local damaged = buckets(function(hash, names, chosen)
-  local stored = redis.call('HMGET', hash, unpack(names))
   local gone, rewrites = {}, {}
-  for j = 1, #names do
-    local value = stored[j]
-    if value == chosen[j] then
-      gone[#gone + 1] = names[j]
-    elseif value then
-      local drop, entries = {}, entries_of(value)
-      if not entries then return {5, hash} end
-      for _, entry in ipairs(entries_of(chosen[j]) or {}) do drop[entry[1]] = true end
-      local kept = {}
-      for _, entry in ipairs(entries) do
-        if not drop[entry[1]] then kept[#kept + 1] = string.sub(value, entry[2], entry[3]) end
-      end
-      if #kept == 0 then
-        gone[#gone + 1] = names[j]
-      elseif #kept < #entries then
-        rewrites[#rewrites + 1] = names[j]
-        rewrites[#rewrites + 1] = table.concat(kept)
-      end
-    end
+  if drop_entries(names, redis.call('HMGET', hash, unpack(names)), chosen, gone, rewrites) then
+    return {5, hash}
   end
   writes[#writes + 1] = {hash, gone, rewrites}
 end)
