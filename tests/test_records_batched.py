@@ -216,25 +216,37 @@ def crowded(rows: list[list[str]]) -> list[list[str]]:
     return [[*row[:3], "metropolis", *row[4:]] if k % 10 == 0 else row for k, row in enumerate(rows)]
 
 
-def test_blocks_over_their_cap_are_read_once_a_run(tmp_path: Path) -> None:
-    """A block over its cap stays so (stores only grow), so a run reads it once, not in
-    every batch of rows holding it (check-and-add and queries alike)."""
-
+def _crowded_store(tmp_path: Path) -> tuple[Any, set[object]]:
+    """A records store of crowded rows, and its blocks over their cap."""
     url = str(tmp_path / "index.db")
     with open_source(str(write_csv(tmp_path / "stored.csv", crowded(entity_rows(STORED, 1, "s"))))) as source:
         index_records(source, url, RecordSchema(key="id"))
     store = open_storage(url)
+    over = {key for batch in store.scan_values(BLOCKS_MAP) for key, data in batch if data == b'"*"'}
+    return store, over
+
+
+def _count_block_reads(store: Any) -> Counter[object]:
+    """Count, from now on, how often the store is asked for each block."""
+    asked: Counter[object] = Counter()
+    read = store.get_values
+
+    def counted(name: str, keys: Any) -> list[bytes | None]:
+        if name == BLOCKS_MAP:
+            asked.update(keys)
+        return read(name, keys)
+
+    store.get_values = counted
+    return asked
+
+
+def test_blocks_over_their_cap_are_read_once_a_run(tmp_path: Path) -> None:
+    """A block over its cap stays so (stores only grow), so a run reads it once, not in
+    every batch of rows holding it (check-and-add and queries alike)."""
+
+    store, over = _crowded_store(tmp_path)
     try:
-        over = {key for batch in store.scan_values(BLOCKS_MAP) for key, data in batch if data == b'"*"'}
-        asked: Counter[object] = Counter()
-        read = store.get_values
-
-        def counted(name: str, keys: Any) -> list[bytes | None]:
-            if name == BLOCKS_MAP:
-                asked.update(keys)
-            return read(name, keys)
-
-        store.get_values = counted  # type: ignore[method-assign]
+        asked = _count_block_reads(store)
         with open_source(str(write_csv(tmp_path / "new.csv", crowded(new_rows())))) as source:
             result = index_records(source, store, RecordSchema(key="id"), batch_size=300)
         assert result.added == NEW and over
@@ -253,25 +265,14 @@ def test_a_refit_by_another_writer_makes_the_run_read_the_blocks_again(tmp_path:
     """A refit rebuilds every block (its model may cap them otherwise), so the batches after
     one read the blocks again rather than trusting what the run knew to be over its cap."""
 
-    url = str(tmp_path / "index.db")
-    with open_source(str(write_csv(tmp_path / "stored.csv", crowded(entity_rows(STORED, 1, "s"))))) as source:
-        index_records(source, url, RecordSchema(key="id"))
-    store = open_storage(url)
+    store, over = _crowded_store(tmp_path)
     try:
-        over = {key for batch in store.scan_values(BLOCKS_MAP) for key, data in batch if data == b'"*"'}
-        asked: Counter[object] = Counter()
-        read = store.get_values
-
-        def counted(name: str, keys: Any) -> list[bytes | None]:
-            if name == BLOCKS_MAP:
-                asked.update(keys)
-            return read(name, keys)
+        asked = _count_block_reads(store)
 
         def refit_after_the_first(done: BatchDone) -> None:
             if done.number == 1:
                 refit_stored(store, "test", "id")
 
-        store.get_values = counted  # type: ignore[method-assign]
         with open_source(str(write_csv(tmp_path / "new.csv", crowded(new_rows())))) as source:
             result = index_records(
                 source, store, RecordSchema(key="id"), batch_size=300, on_batch=refit_after_the_first
