@@ -62,6 +62,20 @@ def test_components_match_union_find(graph: tuple[int, list[tuple[int, int]]]) -
     assert components(n, j, i).tolist() == labels.tolist()
 
 
+@settings(max_examples=100, deadline=None)
+@given(graph=graphs(), chunk=st.integers(1, 5))
+def test_components_joined_a_chunk_of_edges_at_a_time(
+    graph: tuple[int, list[tuple[int, int]]], chunk: int
+) -> None:
+    """Edges joined a few at a time (as a run of 10^7 records joins 2^22 at a time) give the
+    labels of the union-find over all of them."""
+    n, edges = graph
+    i, j = split_edges(edges)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("neardup.dedup.clusters.EDGE_CHUNK", chunk)
+        assert components(n, i, j).tolist() == union_find_labels(n, edges)
+
+
 def test_components_small_examples() -> None:
     assert components(0, [], []).tolist() == []
     assert components(1, [], []).tolist() == [0]

@@ -192,12 +192,14 @@ def test_the_exact_check_by_row_of_spilled_tiles_changes_nothing(
 def test_distances_fingerprinted_by_workers_in_chunks_are_the_same(
     dev_sample: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The records of the kept pairs fingerprinted in many chunks over two forked workers
-    give the distances one chunk in this process gives."""
+    """The records of the kept pairs fingerprinted in many chunks over two forked workers,
+    and their distances taken a few pairs at a time, give the distances one chunk in this
+    process gives."""
     monkeypatch.setattr(lsh, "default_workers", lambda: 1)
     alone = dedup_documents(dev_sample)
     monkeypatch.setattr(lsh, "default_workers", lambda: 2)
     monkeypatch.setattr(lsh, "TEXT_CHUNK", 7)
+    monkeypatch.setattr(lsh, "PAIR_DISTANCE_CHUNK", 3)
     chunked = dedup_documents(dev_sample)
     assert chunked.pairs.distance.tolist() == alone.pairs.distance.tolist() and len(alone.pairs) > 50
 

@@ -48,22 +48,46 @@ def check_keep(policy: str) -> str:
     return policy
 
 
+#: Edges joined at a time by :func:`components`: its temporaries are a few times this many
+#: indexes, whatever the number of pairs.
+EDGE_CHUNK = 1 << 22
+
+
 def components(n: int, i: npt.ArrayLike, j: npt.ArrayLike) -> IntArray:
     """Connected components of the graph with edges (i, j); each record's label is the index
-    of its component's earliest record."""
+    of its component's earliest record.
+
+    The edges are joined :data:`EDGE_CHUNK` at a time: each chunk's edges, between the
+    components found so far, are a small graph whose components merge those, so memory holds
+    the labels and one chunk (a graph of every edge at once held several copies of it)."""
     from scipy.sparse import coo_matrix  # scipy loads on use: `neardup --help` must stay fast
     from scipy.sparse.csgraph import connected_components
 
-    left = np.asarray(i, dtype=np.int64)
-    right = np.asarray(j, dtype=np.int64)
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    graph = coo_matrix((np.ones(left.size, dtype=np.int8), (left, right)), shape=(n, n)).tocsr()
-    _, labels = connected_components(graph, directed=False)
-    first = np.full(int(labels.max()) + 1, n, dtype=np.int64)
-    np.minimum.at(first, labels, np.arange(n, dtype=np.int64))
-    labelled: IntArray = first[labels]
-    return labelled
+    left = np.asarray(i, dtype=np.int64).reshape(-1)
+    right = np.asarray(j, dtype=np.int64).reshape(-1)
+    labels = np.arange(n, dtype=np.int64)  # each record's component so far, by its earliest
+    renamed = np.arange(n, dtype=np.int64)  # a chunk's merges: old label -> new label
+    position = np.empty(n, dtype=np.int64)  # a label's node in the chunk's graph
+    touched = np.zeros(n, dtype=bool)
+    for low in range(0, left.size, EDGE_CHUNK):
+        a, b = labels[left[low : low + EDGE_CHUNK]], labels[right[low : low + EDGE_CHUNK]]
+        joins = a != b
+        if not joins.any():
+            continue
+        a, b = a[joins], b[joins]
+        touched[a] = touched[b] = True
+        roots = np.flatnonzero(touched)  # ascending
+        touched[roots] = False
+        position[roots] = np.arange(roots.size)
+        edges = (np.ones(a.size, dtype=np.int8), (position[a], position[b]))
+        graph = coo_matrix(edges, shape=(roots.size, roots.size))
+        _, merged = connected_components(graph.tocsr(), directed=False)
+        earliest = np.empty(int(merged.max()) + 1, dtype=np.int64)
+        earliest[merged[::-1]] = roots[::-1]  # roots ascend: the first root of each wins
+        renamed[roots] = earliest[merged]
+        labels = renamed[labels]
+        renamed[roots] = roots
+    return labels
 
 
 def cluster_records(

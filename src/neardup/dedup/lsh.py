@@ -47,6 +47,8 @@ IntArray = npt.NDArray[np.int64]
 #: Candidates checked on the sketch at a time, and confirmed on their texts at a time.
 SKETCH_CHUNK = 1 << 20
 TEXT_CHUNK = 1 << 16
+#: Pairs whose distances are taken at a time.
+PAIR_DISTANCE_CHUNK = 1 << 22
 #: Texts whose shingle sets an exact check holds at once (~1-2 GB of news).
 EXACT_DOCUMENTS = 1 << 19
 
@@ -373,12 +375,23 @@ def pair_distances(
     sketches: Sketches, fingerprinter: Fingerprinter, i: IntArray, j: IntArray
 ) -> npt.NDArray[np.uint8]:
     """Hamming distances of the pairs' Simhash fingerprints, fingerprinting only their records
-    (in chunks, in forked workers when there are several)."""
-    involved, inverse = unique_inverse(np.concatenate([i, j]))
+    (in chunks, in forked workers when there are several). The records are found by a mask
+    and the distances taken :data:`PAIR_DISTANCE_CHUNK` pairs at a time, so memory holds the
+    pairs and their records' fingerprints, never a copy of every pair."""
+    result = np.zeros(len(i), dtype=np.uint8)
+    if not len(i):
+        return result
+    count = int(max(i.max(), j.max())) + 1
+    in_pairs = np.zeros(count, dtype=bool)
+    in_pairs[i] = in_pairs[j] = True
+    involved = np.flatnonzero(in_pairs)
+    del in_pairs
     chunks = [involved[low : low + TEXT_CHUNK] for low in range(0, len(involved), TEXT_CHUNK)]
     workers = sketches.workers if len(chunks) > 1 else 1
-    parts = list(forked_map(_fingerprints, chunks, (sketches, fingerprinter), workers))
-    none = np.zeros((0, 2) if fingerprinter.bits == 128 else 0, np.uint64)
-    words = np.concatenate(parts) if parts else none
-    left, right = inverse[: len(i)], inverse[len(i) :]
-    return hamming_many(words[left], words[right], fingerprinter.bits)
+    words = np.concatenate(list(forked_map(_fingerprints, chunks, (sketches, fingerprinter), workers)))
+    row = np.empty(count, dtype=np.int64)
+    row[involved] = np.arange(len(involved))
+    for low in range(0, len(i), PAIR_DISTANCE_CHUNK):
+        left, right = row[i[low : low + PAIR_DISTANCE_CHUNK]], row[j[low : low + PAIR_DISTANCE_CHUNK]]
+        result[low : low + len(left)] = hamming_many(words[left], words[right], fingerprinter.bits)
+    return result
