@@ -252,7 +252,7 @@ def confirm(
             done(checked)
     keys = np.concatenate(kept) if kept else np.empty(0, dtype=np.int64)
     kept.clear()
-    keys.sort()  # by (i, j): the pair key is i·2^32 + j
+    keys.sort(kind="stable")  # by (i, j), the pair key being i·2^32 + j; sorted runs: a merge
     return as_pairs(keys)
 
 
