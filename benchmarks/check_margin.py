@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale_quality import build_corpus
 
+from neardup.dedup.key_buckets import as_pairs
 from neardup.dedup.lsh import Sketcher, band_candidates, exact_jaccard
 from neardup.dedup.pipeline import DedupSettings
 from neardup.fingerprint.fingerprinter import Fingerprinter
@@ -49,10 +50,10 @@ def main() -> None:
         if batch:
             stage.add(batch)
     sketches = stage.finish()
-    found = band_candidates(sketches)
+    found = as_pairs(band_candidates(sketches).all())
     sketches.search.prepare()
     estimate = sketches.search.similarities(found)
-    _, is_short, _, _ = sketches.search._lookups()
+    is_short, _, _ = sketches.search._lookups()
     chosen = ~(is_short[found[:, 0]] & is_short[found[:, 1]]) & (estimate >= 0.2) & (estimate < 0.8)
     pairs, estimate = found[chosen], estimate[chosen]
     print(f"check_margin: exact Jaccard of {len(pairs):,} candidates", file=sys.stderr, flush=True)
@@ -70,6 +71,10 @@ def main() -> None:
         undecided = (estimate >= 0.5 - margin) & (estimate < 0.5 + margin)
         wrong = ((estimate >= 0.5 + margin) & (exact < 0.5)) | ((estimate < 0.5 - margin) & (exact >= 0.5))
         print(f"  margin {margin:.2f}: {undecided.sum():6d} left to the texts, {wrong.sum()} decided wrongly")
+    for margin in (0.04, 0.05, 0.06, 0.07, 0.08):
+        below = (estimate >= 0.5 - margin) & (estimate < 0.5)
+        missed = (estimate < 0.5 - margin) & (exact >= 0.5)
+        print(f"  below 0.5 only, margin {margin:.2f}: {below.sum():6d} left to the texts, {missed.sum()} missed")
 
 
 if __name__ == "__main__":
