@@ -74,7 +74,8 @@ def main() -> None:
     for margin in (0.04, 0.05, 0.06, 0.07, 0.08):
         below = (estimate >= 0.5 - margin) & (estimate < 0.5)
         missed = (estimate < 0.5 - margin) & (exact >= 0.5)
-        print(f"  below 0.5 only, margin {margin:.2f}: {below.sum():6d} left to the texts, {missed.sum()} missed")
+        left = f"{below.sum():6d} left to the texts"
+        print(f"  below 0.5 alone, margin {margin:.2f}: {left}, {missed.sum()} missed")
 
 
 if __name__ == "__main__":

@@ -725,6 +725,9 @@ def run_language(lang: str, args: argparse.Namespace, folder: Path, work: Path) 
             continue
         progress(f"{lang}: {method}")
         print_row(measure(method, built, truth, work, args.memory))
+        if args.logs:
+            args.logs.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(work / f"{method}.log", args.logs / f"{lang}_{args.size}.{method}.log")
 
 
 def main() -> None:
@@ -757,6 +760,13 @@ def main() -> None:
         default="4G",
         help="neardup's memory budget, as neardup dedup --memory SIZE: what its search holds in "
         "memory before it spills to files (default 4G)",
+    )
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        help="keep each run's log here as <lang>_<size>.<method>.log (neardup's lines: each "
+        "stage's start, then a line a minute with records done and resident and peak MB); "
+        "default: removed with the run",
     )
     parser.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
