@@ -51,8 +51,7 @@ EXPECTED: dict[str, set[str]] = {
         "neardup.similarity.minhash:MinHasher.signatures_of_keys",
         # Part of the sketch's densification: the first attempt each bin probes each other.
         "neardup.similarity.sketches:_first_hits",
-        # Not sketches: the smallest member of each component, the shortest word of each text.
-        "neardup.dedup.clusters:components",
+        # Not a sketch: the shortest word of each text.
         "neardup.fingerprint.fingerprinter:_relative_length_factor",
     },
     "universal hashing": {
