@@ -106,10 +106,11 @@ def _sketch_in_worker(texts: list[str], pack: bool) -> Sketched:
     return sketch_texts(texts, *_WORKER, pack=pack)
 
 
-def _similarities(pairs: IntArray) -> npt.NDArray[np.float64]:
-    """``CandidateSearch.similarities`` in a forked worker (the search is its inherited state)."""
+def _similarities(keys: IntArray) -> npt.NDArray[np.float64]:
+    """``CandidateSearch.similarities`` of pair keys in a forked worker (the search is its
+    inherited state)."""
     search: CandidateSearch = shingle_sets.forked_state()
-    return search.similarities(pairs)
+    return search.similarities(as_pairs(keys))
 
 
 @dataclass
@@ -225,7 +226,7 @@ def confirm(
     shingle Jaccard of their texts (as ``normalizer`` sees them); ``sketch``: the estimate
     decides alone (as an index without texts decides); ``none``: every candidate is kept.
     A row of tiles at a time, its estimates in chunks (in forked workers when there are
-    several), so memory stays bounded however many candidates there are. The exact Jaccard
+    several, one pool a row), so memory stays bounded however many candidates there are. The exact Jaccard
     runs once per row: the row's first records are shingled once for all its tiles."""
     kept: list[IntArray] = []  # pair keys (8 bytes a pair, against 16 as rows of pairs)
     sketches.search.prepare()  # before the workers fork
@@ -233,20 +234,17 @@ def confirm(
     threshold = sketches.search.settings.threshold
     for row in candidates.rows():
         checked = sum(len(tile) for tile in row)
-        unsure: list[IntArray] = []
-        for tile in row:
-            if mode == "none":
-                kept.append(tile)
-                continue
-            sure, near = _estimate_tile(sketches, as_pairs(tile), mode)
-            kept.append(pair_keys(sure[:, 0], sure[:, 1]))
-            unsure.append(near)
+        if mode == "none":
+            kept.extend(row)
+            near = np.empty((0, 2), dtype=np.int64)
+        else:
+            sure, near = _estimate_row(sketches, row, mode)
+            kept.append(sure)
         row.clear()
-        near = np.concatenate(unsure) if unsure else np.empty((0, 2), dtype=np.int64)
         if len(near):
             confirmed = near[exact(sketches, near, normalizer) >= threshold]
             kept.append(pair_keys(confirmed[:, 0], confirmed[:, 1]))
-        del near, unsure
+        del near
         give_back_freed_memory()  # before the next row's workers fork
         if done is not None:
             done(checked)
@@ -256,21 +254,23 @@ def confirm(
     return as_pairs(keys)
 
 
-def _estimate_tile(sketches: Sketches, found: IntArray, mode: str) -> tuple[IntArray, IntArray]:
-    """The pairs of a tile the sketch estimate accepts, and those it leaves to the texts (none
-    under ``sketch``)."""
+def _estimate_row(sketches: Sketches, tiles: list[IntArray], mode: str) -> tuple[IntArray, IntArray]:
+    """The pair keys of a row of tiles that the sketch estimate accepts, and the pairs (m, 2)
+    it leaves to the texts (none under ``sketch``). The row's tiles go to the forked workers
+    together, in chunks: one pool a row (a tile is rarely more than one chunk, and estimated
+    alone it would run in this process while the workers wait)."""
     margin = CHECK_MARGIN if mode == "jaccard" else 0.0
     search = sketches.search
     threshold = search.settings.threshold
     sure: list[IntArray] = []
     unsure: list[IntArray] = []
-    chunks = _chunks(found, SKETCH_CHUNK)
+    chunks = [chunk for tile in tiles for chunk in _chunks(tile, SKETCH_CHUNK)]
     workers = sketches.workers if len(chunks) > 1 else 1
     for chunk, similarity in zip(chunks, forked_map(_similarities, chunks, search, workers), strict=True):
         sure.append(chunk[similarity >= threshold + margin])
         unsure.append(chunk[(similarity >= threshold - margin) & (similarity < threshold + margin)])
-    none = found[:0]
-    return (np.concatenate(sure) if sure else none), (np.concatenate(unsure) if unsure else none)
+    none = np.empty(0, dtype=np.int64)
+    return (np.concatenate(sure) if sure else none), as_pairs(np.concatenate(unsure) if unsure else none)
 
 
 def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -> npt.NDArray[np.float64]:
