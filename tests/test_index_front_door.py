@@ -16,7 +16,7 @@ from click.testing import CliRunner
 import neardup
 from neardup import Index, IndexConfig, SimhashIndex
 from neardup.cli.main import main
-from neardup.dedup.documents import EMPTY_TEXT_SKETCH, DocumentIndex, PairLog, text_index_config
+from neardup.dedup.documents import EMPTY_TEXT_SKETCH, DocumentIndex, text_index_config
 from neardup.errors import IndexConfigMismatchError, IndexNotFoundError, KeyExistsError
 from neardup.fingerprint.config import FingerprintConfig
 from neardup.similarity.verify import Verifier
@@ -154,18 +154,41 @@ def test_the_service_answers_empty_texts_with_no_match(tmp_path: Path) -> None:
         assert [(r["cluster"], r["duplicate"]) for r in results] == [("y", False), ("z", False)]
 
 
-def test_the_pair_log_is_a_library_object() -> None:
-    written: list[dict[str, object]] = []
-
-    class Sink:
-        def write(self, row: dict[str, object]) -> None:
-            written.append(row)
-
-    log = PairLog(Sink())
-    with Index.open("memory://") as index:
-        for result in index.check_and_add_texts([("a", NEWS), ("b", NEWS_EDITED)]):
-            log.note(result.key, result.added, result.cluster, result.matches)
-    assert log.finish() == 1 and written[0]["a"] == "a" and written[0]["b"] == "b"
+def test_dedup_against_an_index_is_a_library_call(tmp_path: Path) -> None:
+    """``Index.dedup`` is ``neardup dedup --index``: the same pairs, clusters and store."""
+    rows = [{"id": "a", "text": NEWS}, {"id": "b", "text": NEWS_EDITED}, {"id": "c", "text": "..."}]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    url = str(tmp_path / "cli.db")
+    ran = CliRunner().invoke(
+        main,
+        [
+            "dedup",
+            str(source),
+            "--index",
+            url,
+            "--pairs",
+            str(tmp_path / "p.jsonl"),
+            "--clusters",
+            str(tmp_path / "c.jsonl"),
+        ],
+    )
+    assert ran.exit_code == 0, ran.output
+    cli_pairs = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    cli_clusters = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    with Index.open(str(tmp_path / "lib.db")) as index:
+        run = list(index.dedup([(row["id"], row["text"]) for row in rows], batch_size=2))
+        assert [len(batch.records) for batch in run] == [2, 1] and sum(batch.empty for batch in run) == 1
+        assert (
+            [row for batch in run for row in batch.pairs]
+            == cli_pairs
+            == [{"a": "a", "b": "b", "distance": cli_pairs[0]["distance"]}]
+        )
+        clusters = [{"id": a.key, "cluster": a.cluster} for batch in run for a in batch.assignments]
+        assert clusters == cli_clusters and len(index) == 3
+        # a re-run over stored records repeats no pair reversed: "b" lists "a" as before
+        again = [row for batch in index.dedup([("b", NEWS_EDITED)]) for row in batch.pairs]
+        assert again == [{"a": "a", "b": "b", "distance": cli_pairs[0]["distance"]}]
 
 
 def test_an_add_of_a_stored_id_names_the_parameter_that_skips_it(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .dedup.batch import Pairs, find_all_pairs
     from .dedup.candidates import CandidateSettings
     from .dedup.clusters import KEEP_POLICIES, Clusters, cluster_records
-    from .dedup.documents import Assignment, DocumentIndex, IncrementalDeduper, Index, Prepared
+    from .dedup.documents import Assignment, DocumentIndex, IncrementalDeduper, Index, IndexBatch, Prepared
     from .dedup.pipeline import DedupResult, DedupSettings, dedup_documents
     from .dedup.summary import Summary
     from .distance import from_hex, hamming, hamming_many, hex_many, to_array, to_hex, to_ints
@@ -79,7 +79,14 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "Clusters",
         "cluster_records",
     ),
-    ".dedup.documents": ("Assignment", "DocumentIndex", "IncrementalDeduper", "Index", "Prepared"),
+    ".dedup.documents": (
+        "Assignment",
+        "DocumentIndex",
+        "IncrementalDeduper",
+        "Index",
+        "IndexBatch",
+        "Prepared",
+    ),
     ".dedup.pipeline": (
         "DedupResult",
         "DedupSettings",
@@ -226,6 +233,7 @@ __all__ = [
     "IdfModel",
     "IncrementalDeduper",
     "Index",
+    "IndexBatch",
     "IndexConfig",
     "IndexConfigMismatchError",
     "IndexNotFoundError",

@@ -24,13 +24,12 @@ from ..fingerprint.config import MAX_NGRAM, FingerprintConfig
 from ..fingerprint.hashing import HASH_NAMES
 from ..fingerprint.weighting import FIELDS_ON_TEXT, WEIGHTINGS
 from ..io.output import OutputIsInputError, check_outputs_distinct
-from ..io.read import FORMATS, read_records
+from ..io.read import BATCH_RECORDS, FORMATS, read_records
 from ..io.record import ErrorReport, Record
 from ..text.tokenize import LANGUAGES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEFAULT_BATCH_SIZE = 2048
 #: Seconds between progress lines when stderr is not a terminal (a log, a pipe, CI): often
 #: enough to show a long run is alive, rarely enough to keep the log readable.
 PROGRESS_INTERVAL = 10.0
@@ -353,7 +352,7 @@ def batch_size_option(function: F) -> F:
     return click.option(
         "--batch-size",
         type=click.IntRange(min=1),
-        default=DEFAULT_BATCH_SIZE,
+        default=BATCH_RECORDS,
         show_default=True,
         help="Records per batch (a batch also ends at ~8 million characters of text).",
     )(function)

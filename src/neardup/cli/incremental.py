@@ -4,7 +4,7 @@ Seed 002's incremental mode on the command line: each batch of INPUT is checked 
 the store holds (and against the batch's earlier records), given a stable cluster id and
 added, in one locked transaction per batch (:mod:`neardup.dedup.documents`). The outputs
 are those of ``neardup dedup``: pairs name the earlier record as ``a``, once (a re-run over
-stored records repeats no pair reversed, :class:`~neardup.dedup.documents.PairLog`); clusters
+stored records repeats no pair reversed, :meth:`~neardup.dedup.documents.Index.dedup`); clusters
 name the record that started the cluster, which may be a record stored by an earlier run;
 ``--emit kept`` writes the records that started a cluster (``--keep first`` semantics).
 """
@@ -14,12 +14,9 @@ from __future__ import annotations
 import contextlib
 
 import click
-import numpy as np
 
-from ..dedup.documents import PairLog
 from ..errors import ConfigError
 from ..io.output import jsonl_writer
-from ..io.read import batches
 from ..io.record import ErrorReport, record_row
 from ..storage.urls import redacted
 from .common import open_records, progress_bar, report_skipped
@@ -39,7 +36,7 @@ def run_incremental(
     batch_size: int,
     progress: bool | None,
 ) -> None:
-    """The adapter behind ``dedup --index``: stream INPUT through check-and-add."""
+    """The adapter behind ``dedup --index``: :meth:`Index.dedup` over INPUT, its outcome written."""
     if keep != "first":
         raise ConfigError(
             f"--keep {keep} needs the whole input at once; with --index each record is decided "
@@ -58,28 +55,25 @@ def run_incremental(
                 for name, path in (("pairs", pairs_path), ("clusters", clusters_path), ("emit", output))
                 if path is not None and (name != "emit" or emit is not None)
             }
-            pairs = PairLog(sinks.get("pairs"))
             existing = ctx.params.get("existing") or "skip"
-            for group in batches(records, batch_size):
-                prepared = index.prepare(group)
-                counts["empty"] += int(np.count_nonzero(prepared.empty_rows()))
-                locations = [record.location for record in group]  # errors name file:line
-                results = index.check_and_add(
-                    prepared, existing=existing, locations=locations, hint="--existing replace"
-                )
-                for record, result in zip(group, results, strict=True):
+            run = index.dedup(records, existing=existing, batch_size=batch_size, hint="--existing replace")
+            for batch in run:
+                counts["empty"] += batch.empty
+                counts["pairs"] += len(batch.pairs)
+                for row in batch.pairs:
+                    if "pairs" in sinks:
+                        sinks["pairs"].write(row)
+                for record, result in zip(batch.records, batch.assignments, strict=True):
                     counts["records"] += 1
                     counts["added"] += result.added and not result.replaced
                     counts["replaced"] += result.replaced
                     counts["duplicates"] += result.duplicate
                     if "clusters" in sinks:
                         sinks["clusters"].write({"id": record.id, "cluster": result.cluster})
-                    pairs.note(record.id, result.added, result.cluster, result.matches)
                     started_cluster = result.cluster == record.id
                     if "emit" in sinks and started_cluster == (emit == "kept"):
                         sinks["emit"].write(record_row(record, fields))
-                bar.update(len(group))
-            counts["pairs"] = pairs.finish()
+                bar.update(len(batch.records))
         counts["stored"] = len(index)
     click.echo(_summary(counts, url, report), err=True)
     report_skipped(report)

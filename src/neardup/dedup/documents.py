@@ -50,9 +50,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -76,6 +76,7 @@ from ..index.simhash_index import (
     match_order,
     signature_blobs,
 )
+from ..io.read import BATCH_RECORDS, batches
 from ..io.record import Record
 from ..similarity.bands import SKETCH_BYTES
 from ..similarity.minhash import (
@@ -524,6 +525,36 @@ class Index:
         """The index's size and settings, as ``neardup index stats --json`` prints them."""
         return {"url": redacted(self.index.url), "documents": len(self.index), **self.index.config()}
 
+    def dedup(
+        self,
+        documents: Documents,
+        *,
+        existing: str = "skip",
+        batch_size: int = BATCH_RECORDS,
+        max_matches: int | None = None,
+        hint: str = 'existing="replace"',
+    ) -> Iterator[IndexBatch]:
+        """``neardup dedup INPUT --index URL`` as a library call: check-and-add a stream of
+        documents a batch at a time (each batch one transaction, :meth:`check_and_add`),
+        yielding each batch's outcome with the near-duplicate pairs it decided. The pairs are
+        batch dedup's: each once, the earlier-stored record as ``a``; pairs with a stored
+        record the input never reached come in a last batch of no records. Nothing is held
+        beyond a batch but the ids read (to order the pairs of a re-run)."""
+        log = _PairLog()
+        for group in batches(_records_of(documents), batch_size):
+            prepared = self.prepare(group)
+            locations = [record.location for record in group]  # errors name file:line
+            assignments = self.check_and_add(
+                prepared, max_matches=max_matches, existing=existing, locations=locations, hint=hint
+            )
+            for result in assignments:
+                log.note(result.key, result.added, result.cluster, result.matches)
+            empty = int(np.count_nonzero(prepared.empty_rows()))
+            yield IndexBatch(group, assignments, empty, log.take())
+        log.finish()
+        if log.rows:
+            yield IndexBatch([], [], 0, log.take())
+
 
 #: The deprecated name of :class:`Index` (its constructor, ``DocumentIndex(simhash_index)``,
 #: is :class:`Index`'s); it goes in the next version.
@@ -532,15 +563,18 @@ DocumentIndex = Index
 
 def as_records(documents: Documents) -> list[Record]:
     """(id, text) pairs, an {id: text} mapping or :class:`Record` objects, as records."""
+    return list(_records_of(documents))
+
+
+def _records_of(documents: Documents) -> Iterator[Record]:
+    """:func:`as_records` one at a time (a stream stays a stream)."""
     items = documents.items() if isinstance(documents, Mapping) else documents
-    records = []
     for position, item in enumerate(items):
         if isinstance(item, Record):
-            records.append(item)
-            continue
-        key, text = item
-        records.append(Record(key, text, None, f"document {position}"))
-    return records
+            yield item
+        else:
+            key, text = item
+            yield Record(key, text, None, f"document {position}")
 
 
 def explain_matches(
@@ -650,6 +684,17 @@ class Assignment:
     truncated: bool = False
     #: Whether this call replaced a stored record's text (``existing="replace"``).
     replaced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IndexBatch:
+    """One batch of :meth:`Index.dedup`: its records, their assignments (in order), how many
+    had no letters or digits, and the pairs decided with it, rows ``{"a", "b", "distance"}``."""
+
+    records: Sequence[Record]
+    assignments: list[Assignment]
+    empty: int
+    pairs: list[dict[str, Any]]
 
 
 class IncrementalDeduper:
@@ -981,36 +1026,29 @@ class IncrementalDeduper:
         return earlier | alone
 
 
-class RowSink(Protocol):
-    """Where :class:`PairLog` writes its rows (a JSON-lines writer, a list's wrapper)."""
-
-    def write(self, row: dict[str, Any]) -> None: ...
-
-
-class PairLog:
+class _PairLog:
     """The near-duplicate pairs of a run of check-and-adds, each once, the earlier-stored
-    record as ``a``: what ``dedup --index --pairs`` writes, as batch dedup writes its pairs.
-    Call :meth:`note` with each :class:`Assignment`'s key, added, cluster and matches (rows
-    ``{"a", "b", "distance"}`` go to ``sink`` as they are decided), then :meth:`finish`.
+    record as ``a``, as batch dedup writes its pairs. :meth:`note` each :class:`Assignment`'s
+    key, added, cluster and matches; the rows decided so far wait in ``rows`` (:meth:`take`);
+    :meth:`finish` decides the rest.
 
     A record this run adds lists only records stored before it (or earlier in its batch), so
     its matches are ``a``. A record stored before the run (a re-run, a repeated id) also lists
     records stored after it, which would repeat a pair reversed. Such a pair is ordered by
     what is known: the record whose id is the other's cluster came first; else the one read
     first in this input; a stored record absent from the input is taken as the earlier one
-    (those pairs are written at the end, once it is clear the other record never came).
+    (those pairs are decided at the end, once it is clear the other record never came).
     """
 
-    def __init__(self, sink: RowSink | None = None) -> None:
-        self.sink = sink
-        self.count = 0
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
         self._read: set[Key] = set()  # ids read so far in this run
         self._clusters: dict[Key, Key] = {}  # clusters of the records stored before this run
         self._done: set[frozenset[Key]] = set()
         self._waiting: dict[frozenset[Key], tuple[Key, Key, int]] = {}
 
     def note(self, key: Key, added: bool, cluster: Key, matches: Sequence[Match]) -> None:
-        """Record one check-and-add outcome, writing the pairs that are new and decidable."""
+        """Record one check-and-add outcome, deciding the pairs that are new and decidable."""
         if key not in self._read:
             self._read.add(key)
             if not added:
@@ -1020,27 +1058,29 @@ class PairLog:
             if pair in self._done:
                 continue
             if added or cluster == match.key:
-                self._write(pair, match.key, key, match.distance)
+                self._decide(pair, match.key, key, match.distance)
             elif match.key in self._read:  # read earlier in this run: it came first, unless it
                 # was added by this run or joined this record's cluster
                 later = match.key not in self._clusters or self._clusters[match.key] == key
                 a, b = (key, match.key) if later else (match.key, key)
-                self._write(pair, a, b, match.distance)
+                self._decide(pair, a, b, match.distance)
             else:
                 self._waiting.setdefault(pair, (match.key, key, match.distance))
 
-    def finish(self) -> int:
-        """Write the pairs still waiting (their stored record was not in the input); the count."""
-        for pair, (a, b, distance) in list(self._waiting.items()):
-            self._write(pair, a, b, distance)
-        return self.count
+    def take(self) -> list[dict[str, Any]]:
+        """The rows decided since the last call."""
+        rows, self.rows = self.rows, []
+        return rows
 
-    def _write(self, pair: frozenset[Key], a: Key, b: Key, distance: int) -> None:
+    def finish(self) -> None:
+        """Decide the pairs still waiting (their stored record was not in the input)."""
+        for pair, (a, b, distance) in list(self._waiting.items()):
+            self._decide(pair, a, b, distance)
+
+    def _decide(self, pair: frozenset[Key], a: Key, b: Key, distance: int) -> None:
         self._done.add(pair)
         self._waiting.pop(pair, None)
-        self.count += 1
-        if self.sink is not None:
-            self.sink.write({"a": a, "b": b, "distance": distance})
+        self.rows.append({"a": a, "b": b, "distance": distance})
 
 
 def _first_rows(

@@ -38,7 +38,7 @@ import numpy.typing as npt
 from ..blocks import DEFAULT_MAX_TABLES, BlockScheme
 from ..errors import ConfigError
 from ..fingerprint.fingerprinter import Fingerprinter
-from ..io.read import batches
+from ..io.read import BATCH_RECORDS, batches
 from ..io.record import Record, RecordId
 from ..similarity.minhash import DEFAULT_CONTENT_WEIGHT, DEFAULT_NUM_PERM
 from ..similarity.verify import META_FIELDS, Explanation, Verifier, explain_pairs, metadata_of
@@ -52,9 +52,6 @@ from .seen_ids import PackedIds, SeenIds
 from .summary import Summary
 from .workspace import DEFAULT_MEMORY, Workspace
 
-#: Records fingerprinted per batch, and the text size that also ends a batch: large enough to
-#: amortise the vectorised work, small enough to bound memory.
-DEFAULT_BATCH_SIZE = 2048
 #: More tables than this from a hand-given scheme is surely a typo: each table is one sort of
 #: the whole input (the auto-tuner has the same cap).
 MAX_TABLES = DEFAULT_MAX_TABLES
@@ -109,7 +106,7 @@ class DedupSettings:
     explain: bool = False
     keep_records: bool = False
     meta_fields: tuple[str, ...] | None = None
-    batch_size: int = DEFAULT_BATCH_SIZE
+    batch_size: int = BATCH_RECORDS
     search: str | None = None
     #: Bytes the LSH search holds in memory before it spills to ``tmp_dir`` (None: 4 GB).
     memory: int | None = None

@@ -216,8 +216,9 @@ def parquet_record(data: Mapping[str, Any], fields: RecordFields, location: str)
     return _make_record(data, fields, location)
 
 
-#: About how much text one batch holds: large enough to amortise the vectorised work, small
-#: enough to bound memory whatever the record sizes.
+#: Records and about how much text one batch holds: large enough to amortise the vectorised
+#: work, small enough to bound memory whatever the record sizes.
+BATCH_RECORDS = 2048
 BATCH_CHARACTERS = 8_000_000
 
 
