@@ -31,9 +31,11 @@ from .workspace import Workspace, unbounded
 PLAIN_TEXTS = 50_000
 #: The smallest text share of the budget that keeps the first texts plain (50,000 news texts).
 PLAIN_SHARE = 256 << 20
-#: Texts compressed together, and inflated together by a read: the check reads few texts of
-#: a group once a large run's candidates are spread thin, and small groups still compress.
-GROUP_TEXTS = 16
+#: Texts compressed together, and inflated together by a read: once a large run's candidates
+#: are spread thin the check reads one text of a group, and inflating the others is wasted
+#: work (most of the cost of a read at 16 a group), while groups of 4 still compress nearly as
+#: well (docs/candidates.md).
+GROUP_TEXTS = 4
 #: Zstandard's level for the packed texts: its fastest regular level.
 COMPRESSION_LEVEL = 1
 
