@@ -1,4 +1,4 @@
-"""neardup: near-duplicate detection with Simhash fingerprints, for Chinese and English.
+"""neardup: near-duplicate detection for Chinese and English documents and database records.
 
 The public surface is what ``__all__`` lists; everything else is internal. Every public name
 loads on first use (PEP 562), so ``import neardup`` and the ``neardup`` command's start-up

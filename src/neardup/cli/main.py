@@ -236,8 +236,8 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show the traceback of errors (for bug reports).")
 def main(verbose: bool) -> None:
-    """Find near-duplicate Chinese and English documents and database rows with Simhash
-    fingerprints.
+    """Find near-duplicate Chinese and English documents (every pair of shingle Jaccard
+    >= 0.5, by LSH over MinHash sketches; Simhash on request) and database rows.
 
     Input is JSONL (one {"id", "text", "title"?} object per line), CSV or Parquet;
     '-' reads stdin or writes stdout. Machine output goes to stdout or files,

@@ -106,7 +106,7 @@ def create_app(
     app = FastAPI(
         title="neardup",
         version=__version__,
-        summary="Near-duplicate detection with Simhash fingerprints: check, add and query documents.",
+        summary="Near-duplicate detection: check, add and query documents.",
         lifespan=lifespan,
     )
     app.state.engine = engine
