@@ -14,6 +14,7 @@ pairs that 2 of 235 bands of 5 find.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ CHECK_BINS = 512
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     for name in ("zh_news", "en_news"):
         with (SHARED / "dev" / f"{name}.jsonl").open(encoding="utf-8") as handle:
             dev = [json.loads(line) for line in handle]

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .fingerprint.weighting import WEIGHTINGS
     from .index.config import IndexConfig
     from .index.simhash_index import Match, Matches, SimhashIndex
+    from .io.read import read_records
     from .io.record import ErrorReport, Record
     from .records.dedup import RecordsResult, Verification, find_duplicate_records
     from .records.schema import FieldSpec, RecordSchema, ResolvedField, ResolvedSchema, RowChunk
@@ -134,6 +135,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ".fingerprint.weighting": ("WEIGHTINGS",),
     ".index.config": ("IndexConfig",),
     ".index.simhash_index": ("Match", "Matches", "SimhashIndex"),
+    ".io.read": ("read_records",),
     ".io.record": (
         "ErrorReport",
         "Record",
@@ -285,6 +287,7 @@ __all__ = [
     "hamming",
     "hamming_many",
     "hex_many",
+    "read_records",
     "simhash",
     "to_array",
     "to_hex",

@@ -358,11 +358,16 @@ def batch_size_option(function: F) -> F:
     )(function)
 
 
-def report_skipped(report: ErrorReport) -> None:
+def report_skipped(report: ErrorReport, read: int | None = None, source: str | None = None) -> None:
     """The first few reasons records were skipped, one per line on stderr (parameters a
-    library message names put as the command's flags, as for errors)."""
+    library message names put as the command's flags, as for errors); given how many records
+    were ``read`` from ``source``, a warning when it held none at all (an empty file is often
+    a mistake upstream, but an empty feed is not an error: the exit status stays 0)."""
     from .main import in_flags
 
+    if read == 0 and report.count == 0:
+        shown = "stdin" if source in (None, "-") else source
+        click.echo(f"neardup: warning: {shown} holds no records; the outputs are empty", err=True)
     ctx = click.get_current_context(silent=True)
     flags = frozenset(opt for param in ctx.command.params for opt in param.opts) if ctx else frozenset()
     for message in report.messages:

@@ -362,7 +362,7 @@ def dedup(
         click.echo(summary.details(_timings(result.seconds, started, ready)), err=True)
     else:
         click.echo(summary.line(), err=True)
-    report_skipped(report)
+    report_skipped(report, summary.records + report.count, input_path)
 
 
 def _write_outputs(

@@ -76,7 +76,7 @@ def run_incremental(
                 bar.update(len(batch.records))
         counts["stored"] = len(index)
     click.echo(_summary(counts, url, report), err=True)
-    report_skipped(report)
+    report_skipped(report, counts["records"], input_path)
 
 
 def _summary(counts: dict[str, int], url: str, report: ErrorReport) -> str:

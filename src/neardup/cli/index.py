@@ -275,7 +275,7 @@ def add(
         message += f", replaced {counts['replaced']} whose text changed"
     message += f"; {counts['empty']} empty"
     click.echo(f"{message}; {report.count} bad records skipped; the index holds {total}", err=True)
-    report_skipped(report)
+    report_skipped(report, counts["added"] + counts["skipped"] + counts["replaced"], input_path)
 
 
 @index.command("query", short_help="Find the stored near-duplicates of each record.")
@@ -334,7 +334,7 @@ def query(
         f"{counts['matches']} matches; {counts['empty']} empty; {report.count} bad records skipped",
         err=True,
     )
-    report_skipped(report)
+    report_skipped(report, counts["records"], input_path)
 
 
 def _query_rows(
