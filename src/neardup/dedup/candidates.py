@@ -404,8 +404,10 @@ def split_short(shingles: Shingles, settings: CandidateSettings) -> tuple[UInt64
     and the chunk-local numbers of those the sketches take (both for sizes in between)."""
     sizes = shingles.sizes
     short = (sizes > 0) & (sizes < settings.short_shingles / settings.threshold)
-    chosen = short[shingles.documents]
     long = np.flatnonzero(sizes >= settings.short_shingles)
+    if not short.any():  # a chunk of long texts: no pass over its shingles
+        return shingles.hashes[:0], shingles.documents[:0], long
+    chosen = short[shingles.documents]
     return shingles.hashes[chosen], shingles.documents[chosen], long
 
 
@@ -414,10 +416,13 @@ def sketch_long(
 ) -> tuple[UInt32Array, npt.NDArray[np.uint8] | None]:
     """Band keys (bands, len(long)) and, with ``check_bins``, the check bins (len(long),
     check_bins) at 8 bits of the chunk's documents ``long``: pure, so any process may run it."""
-    renumber = np.full(shingles.count, -1, dtype=np.int64)
-    renumber[long] = np.arange(long.size)
-    chosen = renumber[shingles.documents] >= 0
-    subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
+    if long.size == shingles.count:  # every text of the chunk (news, pages): no copy
+        subset = shingles
+    else:
+        renumber = np.full(shingles.count, -1, dtype=np.int64)
+        renumber[long] = np.arange(long.size)
+        chosen = renumber[shingles.documents] >= 0
+        subset = Shingles(shingles.hashes[chosen], renumber[shingles.documents[chosen]], int(long.size))
     if settings.method == "oph":  # the text sketch's bins, regrouped for more bands
         sketch = band_sketches(subset, settings.rows, settings.band_count, settings.seed)
     else:

@@ -154,7 +154,7 @@ def _shingles_of_normalized(normalized: list[str]) -> Shingles:
     distinct = np.ones(len(packed), dtype=bool)
     np.not_equal(packed[1:], packed[:-1], out=distinct[1:])
     packed = packed[distinct]
-    return Shingles(packed & _LOW40, (packed >> _S40).astype(np.int64), count)
+    return Shingles(packed & _LOW40, (packed >> _S40).view(np.int64), count)  # < 2^24: no copy
 
 
 def _sort_by_text(packed: UInt64Array, text_of: npt.NDArray[np.int32]) -> None:
