@@ -538,8 +538,8 @@ class Index:
         documents a batch at a time (each batch one transaction, :meth:`check_and_add`),
         yielding each batch's outcome with the near-duplicate pairs it decided. The pairs are
         batch dedup's: each once, the earlier-stored record as ``a``; pairs with a stored
-        record the input never reached come in a last batch of no records. Nothing is held
-        beyond a batch but the ids read (to order the pairs of a re-run)."""
+        record the input never reached come in a last batch of no records. Held across batches:
+        the ids read and the pairs given (so that each pair comes once, in order)."""
         log = _PairLog()
         for group in batches(_records_of(documents), batch_size):
             prepared = self.prepare(group)
