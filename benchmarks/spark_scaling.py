@@ -172,7 +172,10 @@ def main() -> None:
                 str(out),
             ]
             progress(f"neardup spark dedup under {master}")
-            completed = subprocess.run(command, check=True, capture_output=True, text=True)
+            completed = subprocess.run(command, capture_output=True, text=True, check=False)
+            if completed.returncode:  # the job's own error, not a traceback of this wrapper
+                errors = [line for line in completed.stderr.splitlines() if "Error" in line] or ["?"]
+                sys.exit(f"neardup spark dedup under {master} failed: {errors[0][:500]}")
             report = json.loads(completed.stdout.strip().splitlines()[-1])
             seconds = report["seconds"]
             total = sum(seconds.values())
