@@ -60,8 +60,8 @@ def run_incremental(
             for batch in run:
                 counts["empty"] += batch.empty
                 counts["pairs"] += len(batch.pairs)
-                for row in batch.pairs:
-                    if "pairs" in sinks:
+                if "pairs" in sinks:
+                    for row in batch.pairs:
                         sinks["pairs"].write(row)
                 for record, result in zip(batch.records, batch.assignments, strict=True):
                     counts["records"] += 1
