@@ -135,12 +135,18 @@ def test_sketching_in_worker_processes_changes_nothing(
     assert list(shared.cluster_rows()) == list(alone.cluster_rows())
 
 
-def test_the_exact_check_in_runs_of_few_texts_changes_nothing(
+def test_the_exact_jaccard_in_runs_of_few_texts_changes_nothing(
     dev_sample: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The pairs near the threshold checked a few texts' sets at a time (as a large
-    collection is) get the Jaccard they get all at once."""
-    whole = dedup_documents(dev_sample)
+    """``exact_jaccard`` (what ``--explain`` reports) on pairs among more texts than a run
+    holds goes a few texts' sets at a time and gets the values one run gets."""
+    fingerprinter = Fingerprinter()
+    sketcher = lsh.Sketcher(lsh.CandidateSettings(), fingerprinter.normalizer, workers=1)
+    sketcher.add(dev_sample)
+    sketches = sketcher.finish()
+    rng = np.random.default_rng(3)
+    pairs = np.sort(rng.integers(0, len(dev_sample), size=(400, 2)), axis=1)
+    whole = lsh.exact_jaccard(sketches, pairs, fingerprinter.normalizer)
     monkeypatch.setattr(lsh, "EXACT_DOCUMENTS", 3)
     calls: list[int] = []
     original = lsh.ShingleSets.of
@@ -150,43 +156,74 @@ def test_the_exact_check_in_runs_of_few_texts_changes_nothing(
         return original(count, *args, **kwargs)
 
     monkeypatch.setattr(lsh.ShingleSets, "of", counted)
-    runs = dedup_documents(dev_sample)
+    runs = lsh.exact_jaccard(sketches, pairs, fingerprinter.normalizer)
     assert len(calls) > 5 and max(calls) <= 3
-    assert list(runs.pair_rows()) == list(whole.pair_rows()) and len(whole.pairs) > 50
+    assert np.array_equal(runs, whole) and np.count_nonzero(whole < 1) > 0
 
 
-@pytest.mark.parametrize("exact_documents", [1 << 19, 8], ids=["rows in one run", "first records held"])
-def test_the_exact_check_by_row_of_spilled_tiles_changes_nothing(
-    dev_sample: list[Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, exact_documents: int
+@pytest.mark.parametrize("workers", [1, 2])
+def test_each_text_near_the_threshold_is_shingled_once_however_the_tiles_go(
+    dev_sample: list[Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workers: int
 ) -> None:
-    """Candidates spilled to many tiles are checked a row of tiles at a time, so a text met
-    in several tiles of a row is shingled once for them: the pairs of the run that held them
-    all, of one exact check per tile, with fewer texts shingled than by one check per tile."""
+    """The near pairs are checked together at the end, each text in them shingled once for
+    the run: held in memory when the candidates fitted the budget and the texts are at most
+    ``EXACT_DOCUMENTS``, else written to the run's spill directory and mapped. Held, written
+    (past ``EXACT_DOCUMENTS``), and spilled to many tiles (a row of them at a time, or each
+    tile alone): the same pairs, each text shingled once, the spill files removed."""
     copies = [replace(record, id=f"{record.id}-{k}") for record in dev_sample[:30] for k in range(5)]
     records = [*dev_sample, *copies]  # groups of 6 copies, spread over the tiles as in a large collection
     records = [records[k] for k in np.random.default_rng(7).permutation(len(records))]
-    whole = dedup_documents(records)
-    shingled = {"rows": 0, "tiles": 0}
-    mode = "rows"
-    original_of, original_rows = lsh.ShingleSets.of, pair_tiles.PairTiles.rows
+    shingled = {"of": 0, "written": 0}
+    original_of, original_written = lsh.ShingleSets.of, lsh.ShingleSets.written
 
     def counted(count: int, *args: Any, **kwargs: Any) -> Any:
-        shingled[mode] += count
+        shingled["of"] += count
         return original_of(count, *args, **kwargs)
 
+    def counted_written(path: Path, count: int, *args: Any, **kwargs: Any) -> Any:
+        assert path.parent.parent == tmp_path  # in the run's spill directory
+        shingled["written"] += count
+        return original_written(path, count, *args, **kwargs)
+
+    def run(**settings: Any) -> tuple[Any, dict[str, int]]:
+        shingled.update(of=0, written=0)
+        result = dedup_documents(records, settings=DedupSettings(tmp_dir=str(tmp_path), **settings))
+        assert list(tmp_path.iterdir()) == []  # the spill files removed
+        return result, dict(shingled)
+
     monkeypatch.setattr(lsh.ShingleSets, "of", counted)
-    monkeypatch.setattr(lsh, "EXACT_DOCUMENTS", exact_documents)
-    monkeypatch.setattr(workspace, "SHARES", {**workspace.SHARES, "pairs": 1e-9})  # spill every band
+    monkeypatch.setattr(lsh.ShingleSets, "written", counted_written)
+    monkeypatch.setattr(lsh, "default_workers", lambda: workers)
+    monkeypatch.setattr(lsh, "EXACT_BLOCK", 50)  # many blocks of near pairs
     monkeypatch.setattr(lsh, "CHECK_MARGIN", 1.0)  # every candidate to the exact check
-    settings = DedupSettings(memory=1 << 20, tmp_dir=str(tmp_path))
-    rows = dedup_documents(records, settings=settings)
-    mode = "tiles"  # each tile a row of its own: one exact check per tile
+    held, held_count = run()
+    monkeypatch.setattr(lsh, "EXACT_DOCUMENTS", 8)
+    written, written_count = run()
+    monkeypatch.setattr(workspace, "SHARES", {**workspace.SHARES, "pairs": 1e-9})  # spill every band
+    seen: list[tuple[str, int, int | None]] = []
+    rows = dedup_documents(
+        records,
+        settings=DedupSettings(memory=1 << 20, tmp_dir=str(tmp_path)),
+        progress=lambda *step: seen.append(step),
+    )
+    original_rows = pair_tiles.PairTiles.rows
     monkeypatch.setattr(
         pair_tiles.PairTiles, "rows", lambda self: ([t] for row in original_rows(self) for t in row)
     )
-    tiles = dedup_documents(records, settings=settings)
-    assert list(rows.pair_rows()) == list(whole.pair_rows()) == list(tiles.pair_rows())
-    assert len(whole.pairs) > 200 and 0 < shingled["rows"] < shingled["tiles"]
+    tiles, tiles_count = run(memory=1 << 20)  # each tile a row of its own
+    assert len(held.pairs) > 200
+    assert (
+        list(held.pair_rows())
+        == list(written.pair_rows())
+        == list(rows.pair_rows())
+        == list(tiles.pair_rows())
+    )
+    texts = held_count["of"]
+    assert 0 < texts <= len(records) and held_count["written"] == 0
+    assert written_count == tiles_count == {"of": 0, "written": texts}
+    checked = [advance for stage, advance, _ in seen if stage == "check"]
+    assert sum(checked) == rows.candidates > 0  # every candidate counted once
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_distances_fingerprinted_by_workers_in_chunks_are_the_same(

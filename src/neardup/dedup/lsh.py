@@ -16,7 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -36,7 +36,7 @@ from . import shingle_sets
 from .batch import Pairs
 from .candidates import CandidateSearch, CandidateSettings, sketch_long, split_short
 from .clusters import components
-from .key_buckets import as_pairs, pair_keys
+from .key_buckets import as_pairs
 from .pair_tiles import PairTiles
 from .shingle_sets import ShingleSets, die_with_parent, forked_map
 from .text_store import PackedTexts, TextStore, pack_texts
@@ -49,8 +49,12 @@ SKETCH_CHUNK = 1 << 20
 TEXT_CHUNK = 1 << 16
 #: Pairs whose distances are taken at a time.
 PAIR_DISTANCE_CHUNK = 1 << 22
-#: Texts whose shingle sets an exact check holds at once (~1-2 GB of news).
+#: Texts whose shingle sets an exact check holds in memory at once (~1-2 GB of news); past
+#: it they are written to a file and mapped.
 EXACT_DOCUMENTS = 1 << 19
+#: Pairs near the threshold intersected at a time once they spilled (one pool of workers
+#: each): the pages of mapped shingle sets a worker touches stay a block's.
+EXACT_BLOCK = 1 << 19
 
 
 def default_workers() -> int:
@@ -225,29 +229,30 @@ def confirm(
     more than :data:`CHECK_MARGIN` from the threshold are decided by it, the rest by the exact
     shingle Jaccard of their texts (as ``normalizer`` sees them); ``sketch``: the estimate
     decides alone (as an index without texts decides); ``none``: every candidate is kept.
-    A row of tiles at a time, its estimates in chunks (in forked workers when there are
-    several, one pool a row), so memory stays bounded however many candidates there are. The exact Jaccard
-    runs once per row: the row's first records are shingled once for all its tiles."""
+
+    The estimates go a row of tiles at a time (in forked workers when there are several, one
+    pool a row), so memory stays bounded however many candidates there are; the pairs they
+    leave to the texts are gathered over every row (:class:`_NearPairs`) and checked at the
+    end, so that each text in them is shingled once for the whole run (a row at a time met a
+    text again in every row that pairs it). ``done(n)`` as ``n`` candidates are decided."""
     kept: list[IntArray] = []  # pair keys (8 bytes a pair, against 16 as rows of pairs)
     sketches.search.prepare()  # before the workers fork
-    exact = exact_jaccard_by_row if candidates.spilled else exact_jaccard
-    threshold = sketches.search.settings.threshold
+    near = _NearPairs(sketches.search.count, sketches.search.workspace, candidates.spilled)
     for row in candidates.rows():
         checked = sum(len(tile) for tile in row)
         if mode == "none":
             kept.extend(row)
-            near = np.empty((0, 2), dtype=np.int64)
+            unsure = np.empty(0, dtype=np.int64)
         else:
-            sure, near = _estimate_row(sketches, row, mode)
+            sure, unsure = _estimate_row(sketches, row, mode)
             kept.append(sure)
         row.clear()
-        if len(near):
-            confirmed = near[exact(sketches, near, normalizer) >= threshold]
-            kept.append(pair_keys(confirmed[:, 0], confirmed[:, 1]))
-        del near
+        near.add(unsure)
         give_back_freed_memory()  # before the next row's workers fork
         if done is not None:
-            done(checked)
+            done(checked - len(unsure))
+    if near.count:
+        kept.extend(_confirmed_near(sketches, near, normalizer, done))
     keys = np.concatenate(kept) if kept else np.empty(0, dtype=np.int64)
     kept.clear()
     keys.sort(kind="stable")  # by (i, j), the pair key being i·2^32 + j; sorted runs: a merge
@@ -255,8 +260,8 @@ def confirm(
 
 
 def _estimate_row(sketches: Sketches, tiles: list[IntArray], mode: str) -> tuple[IntArray, IntArray]:
-    """The pair keys of a row of tiles that the sketch estimate accepts, and the pairs (m, 2)
-    it leaves to the texts (none under ``sketch``). The row's tiles go to the forked workers
+    """The pair keys of a row of tiles that the sketch estimate accepts, and those it leaves
+    to the texts (none under ``sketch``). The row's tiles go to the forked workers
     together, in chunks: one pool a row (a tile is rarely more than one chunk, and estimated
     alone it would run in this process while the workers wait)."""
     margin = CHECK_MARGIN if mode == "jaccard" else 0.0
@@ -270,7 +275,69 @@ def _estimate_row(sketches: Sketches, tiles: list[IntArray], mode: str) -> tuple
         sure.append(chunk[similarity >= threshold + margin])
         unsure.append(chunk[(similarity >= threshold - margin) & (similarity < threshold + margin)])
     none = np.empty(0, dtype=np.int64)
-    return (np.concatenate(sure) if sure else none), as_pairs(np.concatenate(unsure) if unsure else none)
+    return (np.concatenate(sure) if sure else none), (np.concatenate(unsure) if unsure else none)
+
+
+class _NearPairs:
+    """The pair keys the estimates leave to the texts, in the order found, and which records
+    they involve: held, or appended to a file of the workspace when the candidates spilled
+    (there can be as many as a few per record)."""
+
+    def __init__(self, records: int, workspace: Workspace, spill: bool) -> None:
+        self.involved = np.zeros(records, dtype=bool)
+        self.count = 0
+        self._held: list[IntArray] = []
+        self._file = workspace.file("near-pairs") if spill else None
+
+    @property
+    def spilled(self) -> bool:
+        return self._file is not None
+
+    def add(self, keys: IntArray) -> None:
+        if not keys.size:
+            return
+        pairs = as_pairs(keys)
+        self.involved[pairs[:, 0]] = True
+        self.involved[pairs[:, 1]] = True
+        self.count += len(keys)
+        if self._file is None:
+            self._held.append(keys)
+            return
+        with open(self._file, "ab") as out:
+            out.write(keys.tobytes())
+
+    def blocks(self, size: int) -> Iterator[IntArray]:
+        """The keys, at most ``size`` at a time."""
+        if self._file is None:
+            for keys in self._held:
+                yield from _chunks(keys, size)
+            return
+        for low in range(0, self.count, size):
+            yield np.fromfile(self._file, dtype=np.int64, count=size, offset=8 * low)
+
+
+def _confirmed_near(
+    sketches: Sketches, near: _NearPairs, normalizer: Normalizer, done: Callable[[int], object] | None
+) -> Iterator[IntArray]:
+    """The keys of the near pairs whose exact shingle Jaccard reaches the threshold. Their
+    records are shingled once each: held in memory when the candidates fitted the budget and
+    they are at most :data:`EXACT_DOCUMENTS`, else written to a file of the workspace and
+    mapped back (:meth:`ShingleSets.written`: the page cache holds them, not the budget)."""
+    threshold = sketches.search.settings.threshold
+    documents = np.flatnonzero(near.involved)
+    near.involved = np.zeros(0, dtype=bool)
+    texts_of, workers = _texts_of(sketches.texts, documents), sketches.workers
+    if not near.spilled and len(documents) <= EXACT_DOCUMENTS:
+        sets = ShingleSets.of(len(documents), texts_of, normalizer, workers)
+    else:
+        path = sketches.search.workspace.file("shingle-sets")
+        sets = ShingleSets.written(path, len(documents), texts_of, normalizer, workers)
+    for keys in near.blocks(EXACT_BLOCK if near.spilled else max(1, near.count)):
+        pairs = as_pairs(keys)
+        rows = np.searchsorted(documents, pairs)
+        yield keys[sets.jaccard(rows[:, 0], rows[:, 1], workers) >= threshold]
+        if done is not None:
+            done(len(keys))
 
 
 def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -> npt.NDArray[np.float64]:
@@ -299,41 +366,6 @@ def exact_jaccard(sketches: Sketches, pairs: IntArray, normalizer: Normalizer) -
         rows = local.reshape(-1, 2)
         sets = ShingleSets.of(len(documents), _texts_of(texts, documents), normalizer, workers)
         result[chosen] = sets.jaccard(rows[:, 0], rows[:, 1], workers)
-    return result
-
-
-def exact_jaccard_by_row(
-    sketches: Sketches, pairs: IntArray, normalizer: Normalizer
-) -> npt.NDArray[np.float64]:
-    """:func:`exact_jaccard` of the pairs of one row of tiles, whose first records are few
-    (one span) and met again in every tile of the row. Where the row's texts are more than one
-    run of :func:`exact_jaccard` holds, the first records are shingled once and held, the other
-    second records in groups beside them, each side at most half of :data:`EXACT_DOCUMENTS`
-    texts at a time. The same values; each first record shingled once a row."""
-    if len(np.unique(pairs)) <= EXACT_DOCUMENTS:
-        return exact_jaccard(sketches, pairs, normalizer)
-    result = np.empty(len(pairs), dtype=np.float64)
-    texts, workers, part = sketches.texts, sketches.workers, EXACT_DOCUMENTS // 2
-    firsts, first_rows = unique_inverse(pairs[:, 0])
-    for low in range(0, len(firsts), part):
-        held_documents = firsts[low : low + part]
-        held = ShingleSets.of(len(held_documents), _texts_of(texts, held_documents), normalizer, workers)
-        chosen = np.flatnonzero((first_rows >= low) & (first_rows < low + part))
-        seconds = pairs[chosen, 1]
-        place = np.minimum(np.searchsorted(held_documents, seconds), len(held_documents) - 1)
-        inside = held_documents[place] == seconds  # both records held: no second shingling
-        rows = chosen[inside]
-        result[rows] = held.jaccard(first_rows[rows] - low, place[inside], workers)
-        chosen = chosen[~inside]
-        others, other_rows = unique_inverse(pairs[chosen, 1])
-        for start in range(0, len(others), part):
-            documents = others[start : start + part]
-            within = (other_rows >= start) & (other_rows < start + part)
-            sets = ShingleSets.of(len(documents), _texts_of(texts, documents), normalizer, workers)
-            rows = chosen[within]
-            left, right = first_rows[rows] - low, other_rows[within] - start
-            result[rows] = held.jaccard(left, right, workers, other=sets)
-            del sets
     return result
 
 

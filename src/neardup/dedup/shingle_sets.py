@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import suppress
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,32 @@ class ShingleSets:
         np.cumsum(sizes, out=offsets[1:])
         keys = np.concatenate([part[1] for part in parts]) if parts else np.zeros(0, dtype=np.uint32)
         return cls(offsets, keys)
+
+    @classmethod
+    def written(
+        cls,
+        path: Path,
+        count: int,
+        text_of: Callable[[int], str],
+        normalizer: Normalizer | None = None,
+        workers: int = 1,
+    ) -> ShingleSets:
+        """:meth:`of`, the keys written to ``path`` a chunk at a time as they come and mapped
+        back read-only: memory holds the offsets, and the keys are the page cache's (for more
+        texts than a run's budget holds)."""
+        chunks = [(low, min(count, low + DOCUMENT_CHUNK)) for low in range(0, count, DOCUMENT_CHUNK)]
+        workers = workers if len(chunks) > 1 else 1
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        with open(path, "wb") as out:
+            for (low, high), (sizes, keys) in zip(
+                chunks, forked_map(_shingle_rows, chunks, (text_of, normalizer), workers), strict=True
+            ):
+                offsets[low + 1 : high + 1] = sizes
+                out.write(keys.tobytes())
+        np.cumsum(offsets, out=offsets)
+        if not offsets[-1]:
+            return cls(offsets, np.zeros(0, dtype=np.uint32))
+        return cls(offsets, np.memmap(path, dtype=np.uint32, mode="r", shape=(int(offsets[-1]),)))
 
     @property
     def sizes(self) -> IntArray:
