@@ -288,6 +288,7 @@ def dedup(
                 (auto: the default)
       sketch    the sketch estimate alone (as an index decides)
       none      candidates unchecked (the summary says so)
+
     \b
     Under --search simhash, so that a wide search (-k 10 to 16) keeps its precision:
       none      Simhash alone

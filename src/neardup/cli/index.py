@@ -282,7 +282,12 @@ def add(
 @url_argument
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option(
-    "-o", "--output", default="-", show_default=True, type=click.Path(dir_okay=False, allow_dash=True)
+    "-o",
+    "--output",
+    default="-",
+    show_default=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Where to write the JSON lines ('-' is stdout).",
 )
 @click.option(
     "-k",
@@ -385,7 +390,14 @@ int_ids_option = click.option(
 @index.command("remove", short_help="Remove records from the index by id.")
 @url_argument
 @click.argument("keys", metavar="ID...", nargs=-1, required=True)
-@click.option("--missing", type=click.Choice(["fail", "ignore"]), default="fail", show_default=True)
+@click.option(
+    "--missing",
+    type=click.Choice(["fail", "ignore"]),
+    default="fail",
+    show_default=True,
+    help="An id the index does not hold: fail removes nothing and names the missing ids (exit 1); "
+    "ignore removes the ids it holds and counts the others.",
+)
 @int_ids_option
 def remove(url: str, keys: tuple[str, ...], missing: str, int_ids: bool) -> None:
     """Remove the records with these ids (all or none). Ids are strings exactly as typed;

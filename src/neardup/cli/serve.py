@@ -52,14 +52,25 @@ MAX_WORKERS = 64
 @click.command(short_help="Serve an index over HTTP: check, add and query documents.")
 @click.argument("url", metavar="URL")
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="Port to listen on; 0 takes a free one, named in the start-up line.",
+)
 @click.option(
     "--token-file",
     type=click.Path(exists=True, dir_okay=False),
     help="File holding a bearer token every /v1 request must send (Authorization: Bearer ...).",
 )
 @click.option(
-    "--max-body-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_BODY_BYTES, show_default=True
+    "--max-body-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_BODY_BYTES,
+    show_default=True,
+    help="Size of one request body; a larger one gets 413 (from its Content-Length before a byte "
+    "is read, else as it streams).",
 )
 @click.option(
     "--max-documents",
@@ -153,7 +164,11 @@ MAX_WORKERS = 64
     "POST /v1/records/check; one worker process.",
 )
 @click.option(
-    "--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info"
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info",
+    show_default=True,
+    help="Least severe server log message printed on stderr; debug also logs every request.",
 )
 @create_option
 @fingerprint_options
