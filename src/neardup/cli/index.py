@@ -395,7 +395,7 @@ int_ids_option = click.option(
     type=click.Choice(["fail", "ignore"]),
     default="fail",
     show_default=True,
-    help="An id the index does not hold: fail removes nothing and names the missing ids (exit 1); "
+    help="An id the index does not hold: fail removes nothing and names the first missing id (exit 1); "
     "ignore removes the ids it holds and counts the others.",
 )
 @int_ids_option
