@@ -219,10 +219,10 @@ def test_sweep_reports_progress_and_ends_with_a_summary(tmp_path: Path) -> None:
     args += ["--verify", "none"]
     result = run(*args, "--output-format", "json")
     assert result.exit_code == 0, result.output
-    assert len(result.stdout.splitlines()) == 2  # stdout keeps only the rows
+    assert len(result.stdout.splitlines()) == 3  # stdout keeps only the rows (and the default's)
     assert any(
-        line.startswith("neardup: sweep: 2/2 settings (100%), ") for line in result.stderr.splitlines()
+        line.startswith("neardup: sweep: 3/3 settings (100%), ") for line in result.stderr.splitlines()
     )
     summary = result.stderr.splitlines()[-1]
-    assert summary.startswith("neardup: sweep: 2 settings on 6 records in ") and "best F1 " in summary
-    assert "--weighting tf --hash city64" in summary and summary.endswith("; 0 skipped")
+    assert summary.startswith("neardup: sweep: 3 settings on 6 records in ") and "; recommended: " in summary
+    assert "(F1 " in summary and summary.endswith("; 0 skipped")

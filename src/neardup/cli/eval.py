@@ -17,13 +17,12 @@ from ..errors import InputError
 from ..eval.baselines import BASELINES, ScoredPairs, run_baseline
 from ..eval.files import find_id, load_gold, load_prediction
 from ..eval.metrics import Gold, Scores, evaluate
-from ..eval.sweep import Grid, SweepRow, check_grid, format_rows, run_sweep
+from ..eval.sweep import DEFAULT, Grid, SweepRow, check_grid, format_rows, recommended, run_sweep
 from ..fingerprint.hashing import HASH_NAMES
 from ..fingerprint.weighting import WEIGHTINGS
 from ..io.output import write_jsonl, write_text
 from ..io.record import ErrorReport, RecordId
 from ..similarity.verify import VERIFY_MODES, metadata_of
-from . import common
 from .common import (
     check_outputs_not_inputs,
     input_options,
@@ -318,10 +317,15 @@ def sweep(
     """Run `neardup dedup` over a grid of settings on INPUT and rank them by F1 against GOLD.
 
     GOLD labels every INPUT record (see `neardup eval`; a labelled dev set can be both).
-    The grid is weighting x hash x bits x max distance x verification; each row reports
-    pairwise precision, recall, F1, the adjusted Rand index and the seconds it took
-    (fingerprints + pair search + verification). Combinations a width cannot search
-    (e.g. -k 16 at 32 bits) are left out.
+    The grid is weighting x hash x bits x max distance x verification of the Simhash search;
+    each row reports pairwise precision, recall, F1, the adjusted Rand index and the seconds
+    it took after reading the input (fingerprints + pair search + verification).
+    Combinations a width cannot search (e.g. -k 16 at 32 bits) are left out.
+
+    The default search is always ranked too: what `neardup dedup` runs with no options (the
+    shingle LSH, method "default"), timed the same way. The last line on stderr recommends
+    what to run: a grid setting only when its F1 beats the default's (to 4 places), else
+    the default (neardup dedup (default: --search lsh)), and says which.
 
     \b
     Example:
@@ -352,16 +356,24 @@ def sweep(
     else:
         click.echo(format_rows(rows, top, markdown=output_format == "markdown"))
     seconds = time.perf_counter() - started
-    if seconds >= common.PROGRESS_INTERVAL:  # a short sweep's table says it all
-        click.echo(sweep_summary(rows, len(records), seconds, report.count), err=True)
+    click.echo(sweep_summary(rows, len(records), seconds, report.count), err=True)
     report_skipped(report)
 
 
 def sweep_summary(rows: Sequence[SweepRow], records: int, seconds: float, skipped: int) -> str:
-    """The stderr line that ends a long sweep, so a log shows it finished and what won."""
-    best = f"; best F1 {rows[0].scores.f1:.4f} with {rows[0].setting.describe()}" if rows else ""
-    done = f"{len(rows)} settings on {records} records in {seconds:.1f} s"
-    return f"neardup: sweep: {done}{best}; {skipped} skipped"
+    """The stderr line that ends a sweep, so a log shows it finished and what to run: never
+    a setting below the default search."""
+    done = f"neardup: sweep: {len(rows)} settings on {records} records in {seconds:.1f} s"
+    best = recommended(rows)
+    default = next((row for row in rows if row.setting.method == DEFAULT), None)
+    if best is None or default is None:
+        return f"{done}; {skipped} skipped"
+    if best is default:
+        why = "no setting of the grid beats it"
+    else:
+        why = f"above the default's F1 {default.scores.f1:.4f}"
+    advice = f"recommended: {best.setting.describe()} (F1 {best.scores.f1:.4f}; {why})"
+    return f"{done}; {advice}; {skipped} skipped"
 
 
 @click.command(short_help="Write an HTML report of plots on labelled data and synthetic scaling runs.")

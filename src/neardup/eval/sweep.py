@@ -6,6 +6,10 @@ once per (weighting, hash, bits); each max_distance runs its own exact pair sear
 verification its own check of those candidates, so the seconds reported per row are what
 ``neardup dedup`` with those options spends after reading the input (fingerprints + pairs +
 verification; model loading left out). Baselines can join the ranking at their defaults.
+
+What ``neardup dedup`` runs with no options (the shingle LSH) is always scored too, so a
+grid of Simhash settings cannot recommend one that does worse than doing nothing: the
+recommendation (:func:`recommended`) is the default unless a grid setting beats its F1.
 """
 
 from __future__ import annotations
@@ -17,18 +21,26 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import IntArray
 from ..blocks import BlockScheme
 from ..dedup.batch import find_all_pairs
+from ..dedup.pipeline import dedup_documents
 from ..errors import ConfigError
 from ..fingerprint.fingerprinter import Fingerprinter
+from ..io.record import Record
 from ..similarity.verify import Verifier
 from .baselines import BASELINES, run_baseline
 from .metrics import Gold, Prediction, Scores, evaluate
 
+#: :attr:`Setting.method` of ``neardup dedup`` run with no options.
+DEFAULT = "default"
+DEFAULT_DESCRIPTION = "neardup dedup (default: --search lsh)"
+
 
 @dataclass(frozen=True)
 class Setting:
-    """One point of the grid (or a baseline, with ``method`` set and the rest blank)."""
+    """One point of the grid; or, with ``method`` set, the default search (:data:`DEFAULT`,
+    with the check it ran) or a baseline (the rest blank)."""
 
     weighting: str = ""
     hash: str = ""
@@ -38,6 +50,8 @@ class Setting:
     method: str = "neardup"
 
     def describe(self) -> str:
+        if self.method == DEFAULT:
+            return DEFAULT_DESCRIPTION
         if self.method != "neardup":
             return f"baseline {self.method}"
         return (
@@ -91,8 +105,9 @@ class Grid:
 
     @property
     def size(self) -> int:
+        """Rows a sweep scores at most: the grid, the baselines and the default search."""
         settings = len(self.weightings) * len(self.hashes) * len(self.bits)
-        return settings * len(self.distances) * len(self.verifications) + len(self.baselines)
+        return settings * len(self.distances) * len(self.verifications) + len(self.baselines) + 1
 
 
 def run_sweep(
@@ -104,7 +119,8 @@ def run_sweep(
     metadata: Sequence[Sequence[str] | None] | None = None,
     progress: Callable[[int], object] | None = None,
 ) -> list[SweepRow]:
-    """Every setting of ``grid`` scored against ``gold``, best F1 first (cheaper first on ties)."""
+    """Every setting of ``grid``, and the default search, scored against ``gold``, best F1
+    first (the default, then the cheaper, first on ties)."""
     if len(texts) != len(gold):
         raise ConfigError(f"{len(texts)} texts but {len(gold)} gold records")
     gold_pairs = gold.pairs()
@@ -142,6 +158,9 @@ def run_sweep(
                         rows.append(SweepRow(Setting(weighting, hash_name, bits, k, mode), scores, seconds))
                         if progress is not None:
                             progress(1)
+    rows.append(_default_row(texts, titles, gold, gold_pairs))  # after the grid: tokenizer loaded
+    if progress is not None:
+        progress(1)
     for name in grid.baselines:
         started = time.perf_counter()
         found = run_baseline(name, texts)
@@ -153,9 +172,35 @@ def run_sweep(
     return rank(rows)
 
 
+def _default_row(
+    texts: Sequence[str],
+    titles: Sequence[str | None] | None,
+    gold: Gold,
+    gold_pairs: tuple[IntArray, IntArray],
+) -> SweepRow:
+    """``neardup dedup`` with no options on the same records, its seconds those of its stages."""
+    records = [
+        Record(position, text, None if titles is None else titles[position], f"record {position + 1}")
+        for position, text in enumerate(texts)
+    ]
+    result = dedup_documents(records)
+    scores = evaluate(gold, Prediction.from_pairs(result.pairs.i, result.pairs.j), gold_pairs=gold_pairs)
+    return SweepRow(Setting(verify=result.search.verify, method=DEFAULT), scores, dict(result.seconds))
+
+
 def rank(rows: Sequence[SweepRow]) -> list[SweepRow]:
-    """Best F1 first; among equal F1 (to 4 places) the cheaper setting first."""
-    return sorted(rows, key=lambda row: (-round(row.scores.f1, 4), row.total_seconds))
+    """Best F1 first; among equal F1 (to 4 places) the default search, then the cheaper
+    setting, first: a grid setting must beat the default to rank above it."""
+    return sorted(
+        rows,
+        key=lambda row: (-round(row.scores.f1, 4), row.setting.method != DEFAULT, row.total_seconds),
+    )
+
+
+def recommended(rows: Sequence[SweepRow]) -> SweepRow | None:
+    """The best-ranked setting of ``neardup dedup`` (never a baseline, which is for comparison
+    only): the default search unless a grid setting beats its F1."""
+    return next((row for row in rows if row.setting.method in ("neardup", DEFAULT)), None)
 
 
 def _allowed(bits: int, k: int) -> bool:
