@@ -11,7 +11,10 @@ to tiles as they do at 10^7 under the default 4 GB, so the check's cost per tile
     python3 benchmarks/check_cost.py --corpus /work/corpora/en_1000000.g2.jsonl --memory 256M \\
         --baseline-src /tmp/base/src
 
-CPU seconds move less than seconds on a shared machine; the texts shingled are counts.
+CPU seconds move less than seconds on a shared machine; the texts shingled are counts (by
+``ShingleSets.of`` and ``ShingleSets.written``). Peak MB: the largest ``ru_maxrss`` of the
+worker and of its forked workers (a forked worker counts the pages it shares with its parent,
+and the pages of mapped shingle sets it reads).
 """
 
 from __future__ import annotations
@@ -43,13 +46,17 @@ def worker(corpus: Path, memory: int) -> dict[str, Any]:
     from neardup.io.read import read_records
 
     shingled = [0]
-    original = lsh.ShingleSets.of
 
-    def counted(count: int, *args: Any, **kwargs: Any) -> Any:
-        shingled[0] += count
-        return original(count, *args, **kwargs)
+    def counting(original: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            shingled[0] += args[1] if isinstance(args[0], Path) else args[0]  # written(path, count)
+            return original(*args, **kwargs)
 
-    lsh.ShingleSets.of = counted  # type: ignore[method-assign]
+        return counted
+
+    lsh.ShingleSets.of = counting(lsh.ShingleSets.of)  # type: ignore[method-assign]
+    if hasattr(lsh.ShingleSets, "written"):  # since 87914ab: the sets written to a file and mapped
+        lsh.ShingleSets.written = counting(lsh.ShingleSets.written)
     marks: dict[str, tuple[float, float]] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
@@ -67,6 +74,11 @@ def worker(corpus: Path, memory: int) -> dict[str, Any]:
         "documents": len(result.ids),
         "candidates": int(result.candidates),
         "pairs": len(result.pairs),
+        "peak_mb": max(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+        )
+        >> 10,
     }
 
 
@@ -97,13 +109,13 @@ def main() -> None:
     trees = {"this tree": SRC, **({"baseline": args.baseline_src} if args.baseline_src else {})}
     print(f"{args.corpus.name}, --memory {args.memory >> 20} MB")
     header = f"{'code':<10} {'check s':>8} {'check cpu s':>12} {'texts shingled':>15} {'candidates':>11}"
-    print(f"{header} {'pairs':>8}")
+    print(f"{header} {'pairs':>8} {'peak MB':>8}")
     for _ in range(args.repeat):
         for name, src in trees.items():
             got = run(src, args.corpus, args.memory)
             print(
                 f"{name:<10} {got['check_s']:>8.1f} {got['check_cpu_s']:>12.1f} {got['shingled']:>15,} "
-                f"{got['candidates']:>11,} {got['pairs']:>8,}",
+                f"{got['candidates']:>11,} {got['pairs']:>8,} {got['peak_mb']:>8,}",
                 flush=True,
             )
 

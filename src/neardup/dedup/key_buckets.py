@@ -70,6 +70,9 @@ def unique_keys(parts: Sequence[IntArray]) -> IntArray:
 
 
 def as_pairs(keys: IntArray) -> IntArray:
-    """(m, 2) int64 pairs (i < j) from pair keys."""
-    pairs: IntArray = np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1).astype(np.int64, copy=False)
+    """(m, 2) int64 pairs (i < j) from pair keys, each column written in place: no temporary
+    columns, since a large run's kept pairs are the largest array it holds at its end."""
+    pairs: IntArray = np.empty((len(keys), 2), dtype=np.int64)
+    np.right_shift(keys, 32, out=pairs[:, 0])
+    np.bitwise_and(keys, 0xFFFFFFFF, out=pairs[:, 1])
     return pairs
