@@ -227,8 +227,8 @@ def records(ctx: click.Context, /, source: str, **options: Any) -> None:
 
     \b
     Example:
-      neardup records sqlite:///complaints.db --table complaints --key id \\
-          --field content:text --field phone:3 --clusters groups.jsonl
+      neardup records sqlite:///examples/complaints.db --table complaints --key id \\
+          --ignore cluster --field complaint:text --field phone:3 --clusters groups.jsonl
       neardup records postgresql://app@db/crm --query "SELECT * FROM people WHERE active" \\
           --key person_id --verify fields -k 8 --write-table neardup_groups
       neardup records people.csv --key id --ignore cluster --clusters groups.jsonl
