@@ -358,6 +358,18 @@ def batch_size_option(function: F) -> F:
     )(function)
 
 
+def jsonl_output_option(function: F) -> F:
+    """``-o/--output`` of the commands that write one JSON line a record."""
+    return click.option(
+        "-o",
+        "--output",
+        default="-",
+        show_default=True,
+        type=click.Path(dir_okay=False, allow_dash=True),
+        help="Where to write the JSON lines ('-' is stdout).",
+    )(function)
+
+
 def report_skipped(report: ErrorReport, read: int | None = None, source: str | None = None) -> None:
     """The first few reasons records were skipped, one per line on stderr (parameters a
     library message names put as the command's flags, as for errors); given how many records

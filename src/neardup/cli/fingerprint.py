@@ -17,6 +17,7 @@ from .common import (
     check_outputs_not_inputs,
     fingerprint_options,
     input_options,
+    jsonl_output_option,
     open_records,
     progress_bar,
     progress_option,
@@ -28,14 +29,7 @@ from .common import (
 
 @click.command(short_help="Fingerprint records: JSONL/CSV/Parquet in, {id, fingerprint} JSON lines out.")
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option(
-    "-o",
-    "--output",
-    default="-",
-    show_default=True,
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help="Where to write the JSON lines ('-' is stdout).",
-)
+@jsonl_output_option
 @fingerprint_options
 @tokenizer_options
 @input_options

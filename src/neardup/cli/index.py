@@ -38,6 +38,7 @@ from .common import (
     create_in_existing_option,
     fingerprint_options,
     input_options,
+    jsonl_output_option,
     open_records,
     progress_bar,
     progress_option,
@@ -281,14 +282,7 @@ def add(
 @index.command("query", short_help="Find the stored near-duplicates of each record.")
 @url_argument
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option(
-    "-o",
-    "--output",
-    default="-",
-    show_default=True,
-    type=click.Path(dir_okay=False, allow_dash=True),
-    help="Where to write the JSON lines ('-' is stdout).",
-)
+@jsonl_output_option
 @click.option(
     "-k",
     "--max-distance",
