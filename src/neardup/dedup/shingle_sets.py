@@ -66,9 +66,7 @@ class ShingleSets:
     ) -> ShingleSets:
         """Shingle documents 0 .. count - 1 (``text_of(row)`` gives each text), in chunks,
         spread over ``workers`` forked processes (which inherit ``text_of``)."""
-        chunks = [(low, min(count, low + DOCUMENT_CHUNK)) for low in range(0, count, DOCUMENT_CHUNK)]
-        workers = workers if len(chunks) > 1 else 1  # one chunk is not worth a fork
-        parts = list(forked_map(_shingle_rows, chunks, (text_of, normalizer), workers))
+        parts = [part for _, part in _shingled_chunks(count, text_of, normalizer, workers)]
         sizes = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0, dtype=np.int64)
         offsets = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
@@ -87,13 +85,9 @@ class ShingleSets:
         """:meth:`of`, the keys written to ``path`` a chunk at a time as they come and mapped
         back read-only: memory holds the offsets, and the keys are the page cache's (for more
         texts than a run's budget holds)."""
-        chunks = [(low, min(count, low + DOCUMENT_CHUNK)) for low in range(0, count, DOCUMENT_CHUNK)]
-        workers = workers if len(chunks) > 1 else 1
         offsets = np.zeros(count + 1, dtype=np.int64)
         with open(path, "wb") as out:
-            for (low, high), (sizes, keys) in zip(
-                chunks, forked_map(_shingle_rows, chunks, (text_of, normalizer), workers), strict=True
-            ):
+            for (low, high), (sizes, keys) in _shingled_chunks(count, text_of, normalizer, workers):
                 offsets[low + 1 : high + 1] = sizes
                 out.write(keys.tobytes())
         np.cumsum(offsets, out=offsets)
@@ -155,6 +149,16 @@ def _rows_matrix(sparse: Any, sets: ShingleSets, rows: IntArray) -> Any:
     matrix = sparse.csr_matrix((np.ones(total, dtype=np.int8), keys, indptr), shape=(len(rows), _KEY_COLUMNS))
     matrix.has_sorted_indices = True
     return matrix
+
+
+def _shingled_chunks(
+    count: int, text_of: Callable[[int], str], normalizer: Normalizer | None, workers: int
+) -> Iterator[tuple[tuple[int, int], tuple[IntArray, npt.NDArray[np.uint32]]]]:
+    """Each chunk of :data:`DOCUMENT_CHUNK` rows, ``(low, high)``, with its sizes and keys
+    (:func:`_shingle_rows`), in order, over ``workers`` forked processes."""
+    chunks = [(low, min(count, low + DOCUMENT_CHUNK)) for low in range(0, count, DOCUMENT_CHUNK)]
+    workers = workers if len(chunks) > 1 else 1  # one chunk is not worth a fork
+    yield from zip(chunks, forked_map(_shingle_rows, chunks, (text_of, normalizer), workers), strict=True)
 
 
 def _shingle_rows(bounds: tuple[int, int]) -> tuple[IntArray, npt.NDArray[np.uint32]]:
