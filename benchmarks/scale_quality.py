@@ -38,6 +38,10 @@ dedup --memory``); rensa sketches the corpus as it reads it (5-character shingle
 3-word shingles else, 128 permutations, LSH bands by datasketch's rule, candidates checked on
 the sketch Jaccard >= 0.5); datatrove runs its four documented stages (``scale_peers.py``),
 and the driver then joins its bucket matches into its clusters (``datatrove_pairs``).
+``--baseline-src SRC`` runs neardup's defaults once more from another tree (a ``git worktree``
+of the commit compared against, on ``PYTHONPATH``) right after this tree's, as the row
+``baseline``, on the same corpus and scored the same way (``--baseline-memory default`` for a
+tree whose dedup has no memory budget).
 Seconds: wall-clock of the worker from start to exit (imports and reading the corpus included,
 and for all but datatrove picking the dev pairs out of the output), its own stages in brackets.
 Peak memory: the largest resident size of any one process of the worker's tree (the worker,
@@ -58,6 +62,8 @@ moment of the 2 shared cores, 34,000 (zh) under load (nice 19): 2-5 minutes at 1
     nice -n 19 python3 benchmarks/scale_quality.py --size 10000000 --lang zh --corpus-dir /data/corpora \\
         --methods neardup datatrove --memory 1G
     python3 benchmarks/scale_quality.py --size 1000000 --lang zh-short --methods neardup
+    python3 benchmarks/scale_quality.py --size 1000000 --lang both --methods neardup \
+        --baseline-src /tmp/base/src --baseline-memory default   # against an older tree
 
 Peers (issue 30): ``pip install rensa==0.5.0 datatrove==0.10.1 spacy==3.8.18 tokenizers``
 (``datatrove.pipeline.dedup`` imports tokenizers; its word tokenizers are spaCy's, Chinese
@@ -94,7 +100,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from neardup.dedup.candidates import CandidateSearch, CandidateSettings
 from neardup.dedup.clusters import components
 from neardup.eval.metrics import Gold, Prediction, Scores, evaluate
-from neardup.similarity.shingles import shingles_of
 from neardup.similarity.verify import Shingles, Verifier
 from neardup.text.normalize import Normalizer
 
@@ -345,6 +350,8 @@ def read_corpus(path: Path) -> tuple[list[str], list[str]]:
 
 def run_candidates(method: str, path: Path) -> dict[str, Any]:
     """Shingles and candidates a chunk at a time, then jaccard verification, then clusters."""
+    from neardup.similarity.shingles import shingles_of  # here, so a baseline tree need not have it
+
     ids, texts = read_corpus(path)
     seconds: dict[str, float] = {}
     search = CandidateSearch(CandidateSettings(method=method))
@@ -476,9 +483,9 @@ def run_neardup(path: Path, search: str | None = None, memory: int | None = None
     from neardup.dedup.pipeline import DedupSettings, dedup_documents
     from neardup.io.read import read_records
 
-    result = dedup_documents(
-        read_records(path), settings=DedupSettings(search=search, memory=memory), progress=StageLog()
-    )
+    chosen = {"search": search, "memory": memory}
+    settings = DedupSettings(**{name: value for name, value in chosen.items() if value is not None})
+    result = dedup_documents(read_records(path), settings=settings, progress=StageLog())
     ids = result.ids
     dev = np.array([not str(name).startswith("hay-") for name in ids])
     i, j = result.pairs.i, result.pairs.j
@@ -566,13 +573,13 @@ class TreePeak(threading.Thread):
         return max(self.peaks.values(), default=0)
 
 
-def measured(command: list[str], log: Path) -> tuple[int, float, float]:
+def measured(command: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[int, float, float]:
     """Run ``command`` (stderr to ``log``): exit status, wall seconds and the largest polled
     peak resident MB of its processes. (Not ``ru_maxrss`` from wait4: Popen's vfork makes the
     child's start at the driver's own peak.)"""
     with log.open("wb") as errors:
         start = time.perf_counter()
-        process = subprocess.Popen(command, stderr=errors)
+        process = subprocess.Popen(command, stderr=errors, env=env)
         watch = TreePeak(process.pid)
         watch.start()
         status = process.wait()
@@ -645,16 +652,25 @@ def too_big(method: str, documents: int) -> str | None:
 
 
 def measure(
-    method: str, built: Corpus, truth: set[tuple[str, str]], work: Path, memory: int
+    method: str,
+    built: Corpus,
+    truth: set[tuple[str, str]],
+    work: Path,
+    memory: int | None,
+    src: Path | None = None,
 ) -> dict[str, Any]:
-    out = work / f"{method}.json"
+    """One method's run and scores; with ``src``, neardup's defaults run from that tree (the
+    row ``baseline``), its budget left to the tree when it has none."""
+    label = "baseline" if src else method
+    out = work / f"{label}.json"
     command = [sys.executable, __file__, "--worker", method, "--corpus", str(built.path), "--out", str(out)]
-    if method == "neardup":
+    if method == "neardup" and memory is not None:
         command += ["--memory", str(memory)]
-    status, seconds, peak = measured(command, work / f"{method}.log")
+    env = {**os.environ, "PYTHONPATH": str(src)} if src else None
+    status, seconds, peak = measured(command, work / f"{label}.log", env)
     if status:
-        tail = (work / f"{method}.log").read_text(encoding="utf-8", errors="replace").splitlines()[-30:]
-        raise SystemExit(f"{method} failed with status {status}:\n" + "\n".join(tail))
+        tail = (work / f"{label}.log").read_text(encoding="utf-8", errors="replace").splitlines()[-30:]
+        raise SystemExit(f"{label} failed with status {status}:\n" + "\n".join(tail))
     result = json.loads(out.read_text(encoding="utf-8"))
     peak = max(peak, result["peak_kb"] / 1024)
     if method == "datatrove":
@@ -662,7 +678,7 @@ def measure(
         result["pairs"], result["candidates"] = datatrove_pairs(buckets, result["tasks"], built.positions)
     scores = score(built.dev, result["pairs"])
     row = {
-        "method": method,
+        "method": label,
         "f1": scores.f1,
         "precision": scores.precision,
         "recall": scores.recall,
@@ -725,9 +741,18 @@ def run_language(lang: str, args: argparse.Namespace, folder: Path, work: Path) 
             continue
         progress(f"{lang}: {method}")
         print_row(measure(method, built, truth, work, args.memory))
-        if args.logs:
-            args.logs.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(work / f"{method}.log", args.logs / f"{lang}_{args.size}.{method}.log")
+        keep_log(args.logs, work, f"{lang}_{args.size}", method)
+        if method == "neardup" and args.baseline_src:
+            progress(f"{lang}: neardup from {args.baseline_src}")
+            memory = None if args.baseline_memory == "default" else args.memory
+            print_row(measure(method, built, truth, work, memory, args.baseline_src))
+            keep_log(args.logs, work, f"{lang}_{args.size}", "baseline")
+
+
+def keep_log(logs: Path | None, work: Path, run: str, label: str) -> None:
+    if logs:
+        logs.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(work / f"{label}.log", logs / f"{run}.{label}.log")
 
 
 def main() -> None:
@@ -767,6 +792,19 @@ def main() -> None:
         help="keep each run's log here as <lang>_<size>.<method>.log (neardup's lines: each "
         "stage's start, then a line a minute with records done and resident and peak MB); "
         "default: removed with the run",
+    )
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="also run neardup's defaults from this src folder (a git worktree of the commit "
+        "compared against), right after neardup, as the row 'baseline'",
+    )
+    parser.add_argument(
+        "--baseline-memory",
+        choices=("same", "default"),
+        default="same",
+        help="same: the baseline gets --memory too; default: it runs with its own defaults "
+        "(for a tree whose dedup had no memory budget)",
     )
     parser.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
