@@ -14,7 +14,8 @@ and check that they are):
 - the b-bit estimate: the 1/256 chance agreement of one-byte bins; the one-byte bins: a mask
   with 0xFF;
 - band keys: ``fmix64`` in a loop over a band's rows, or the FNV multiplier that chains them
-  (the batch layout); bytes shifted in by 8 in a loop over a ``uint8`` view (the index layout).
+  (the batch layout); bytes shifted in by 8 in a loop over a ``uint8`` view, or over the
+  stored words' ``bins`` (the index layout).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ EXPECTED: dict[str, set[str]] = {
         "neardup.similarity.minhash:MinHasher.signatures_of_keys",
     },
     "b-bit chance": {
-        "neardup.similarity.sketches:estimate_from_bins",
+        "neardup.similarity.sketches:_estimate_of_agreement",
+        "neardup.similarity.sketches:_agreement_chance",
         # Not an estimate: NFKC is tabulated in blocks of 256 code points.
         "neardup.text.normalize:_nfkc_table",
     },
@@ -159,7 +161,7 @@ def concepts(function: ast.AST) -> set[str]:
             for n in ast.walk(loop)
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.LShift) and _number(n.right) == 8
         ]
-        if shifts and "uint8" in names and "view" in names:
+        if shifts and (("uint8" in names and "view" in names) or "bins" in names):
             found.add("byte band keys")
     return found
 
@@ -270,7 +272,7 @@ PASTED = {
     "shingling": [shingles._window_keys, shingles._shingles_of_normalized],
     "minimum per cell": [sketches.oph_sketches],
     "universal hashing": [minhash.universal_hash],
-    "b-bit chance": [sketches.estimate_from_bins],
+    "b-bit chance": [sketches._estimate_of_agreement, sketches._agreement_chance],
     "one-byte bins": [sketches.byte_bins],
     "hashed band keys": [sketches.hashed_band_keys],
     "byte band keys": [bands.BandScheme.keys],

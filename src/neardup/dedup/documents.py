@@ -63,10 +63,11 @@ from ..distance import row_distances, to_ints
 from ..errors import ConfigError, IndexNotFoundError, InputError, KeyExistsError
 from ..fingerprint.config import FingerprintConfig
 from ..fingerprint.fingerprinter import Fingerprinter
-from ..index.compact_index import open_stored
+from ..index.compact_index import CompactIndex, open_stored
 from ..index.config import IndexConfig
 from ..index.digests import changed_keys, changed_text_error, same_document, text_digest
 from ..index.simhash_index import (
+    Decide,
     Keep,
     Match,
     Matches,
@@ -85,7 +86,7 @@ from ..similarity.minhash import (
     signature_from_bytes,
 )
 from ..similarity.shingles import Shingles
-from ..similarity.sketches import sketch_similarity
+from ..similarity.sketches import CHECK_MARGIN, estimate_floor, estimate_from_bins, sketch_similarity
 from ..similarity.verify import (
     Verifier,
     check_verifiable,
@@ -97,6 +98,7 @@ from ..similarity.verify import (
 from ..storage import DEFAULT_URL
 from ..storage.base import (
     MAX_KEY_BYTES,
+    Candidates,
     Key,
     StoredRecord,
     check_key,
@@ -715,6 +717,8 @@ class IncrementalDeduper:
             )
         self.index = index
         self.verifier = verifier
+        #: Drops the candidates whose band bins rule out a match before their records are read.
+        self.prefilter = _band_prefilter(index, verifier)
         #: How the texts of the exact check are compared (the index's fingerprinter's).
         self.normalizer = normalizer
         #: How a changed-text error names the fix (the command line sets its flag).
@@ -836,7 +840,7 @@ class IncrementalDeduper:
         check_verifiable(self.verifier, signatures)
         if max_matches is None:
             every, stored = self.index.query_many_with_records(
-                _flat(words), max_distance=max_distance, signatures=signatures
+                _flat(words), max_distance=max_distance, signatures=signatures, prefilter=self.prefilter
             )
             verified = verify_with_records(
                 cast(list[list[Match]], every),
@@ -852,6 +856,7 @@ class IncrementalDeduper:
             signatures=signatures,
             max_matches=max_matches,
             keep=_signature_keep(self.verifier, signatures, len(words), check),
+            prefilter=self.prefilter,
         )
 
     # -- check-and-add -------------------------------------------------------------------
@@ -1250,6 +1255,29 @@ def _repeat(assignment: Assignment) -> Assignment:
         assignment.matches,
         assignment.truncated,
     )
+
+
+def _band_prefilter(index: SimhashIndex, verifier: Verifier | None) -> Decide | None:
+    """For a band index decided by its sketches: keep a candidate only when the band bins
+    its stored words hold estimate its Jaccard at or above the floor
+    (:func:`~neardup.similarity.sketches.estimate_floor`) of the lowest estimate the check
+    can accept (the threshold less :data:`CHECK_MARGIN`). Most candidates of a large
+    collection of related texts share one band by chance; this drops them before their
+    records are read, and drops a pair the check would accept with probability at most
+    :data:`~neardup.similarity.sketches.PREFILTER_MISS`. A store whose postings return the
+    fingerprint alone (Redis) keeps every candidate."""
+    bands = index.bands
+    if bands is None or isinstance(index, CompactIndex) or verifier is None or verifier.mode != "sketch":
+        return None
+    floor = estimate_floor(bands.bands * bands.rows, verifier.cutoff - CHECK_MARGIN)
+
+    def prefilter(found: Candidates, queries: npt.NDArray[np.uint64]) -> Candidates:
+        if found.words.shape[1] < bands.words:
+            return found
+        similar = estimate_from_bins(bands.bins(queries[found.rows]), bands.bins(found.words))
+        return found.subset(np.flatnonzero(similar >= floor))
+
+    return prefilter
 
 
 def _signature_keep(

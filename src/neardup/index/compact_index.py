@@ -29,7 +29,7 @@ from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
 from .meta import record_shape, resolve_scheme, settle_meta
-from .simhash_index import SimhashIndex, search
+from .simhash_index import Decide, SimhashIndex, search
 
 
 def stored_scheme(data: dict[str, Any]) -> Scheme:
@@ -133,9 +133,17 @@ class CompactIndex(SimhashIndex):
         records = self._stored_words(self.words(fingerprints), signatures)
         return super().add_many(keys, records, **options)
 
-    def _search(self, words: npt.NDArray[np.uint64], distance: int, *, records: bool = False) -> Candidates:
+    def _search(
+        self,
+        words: npt.NDArray[np.uint64],
+        distance: int,
+        *,
+        records: bool = False,
+        prefilter: Decide | None = None,
+    ) -> Candidates:
         """The stored records that share a band with each row of ``words`` and whose
-        estimate reaches :attr:`threshold` (``records``: with their stored records)."""
+        estimate reaches :attr:`threshold` (``records``: with their stored records); the
+        compact estimate is the whole decision, so a ``prefilter`` adds nothing."""
         return search(self.storage, self.scheme, words, distance, records=records, decide=self._decide)
 
     def _decide(self, found: Candidates, queries: npt.NDArray[np.uint64]) -> Candidates:
@@ -147,7 +155,4 @@ class CompactIndex(SimhashIndex):
                 f"decides by its {scheme.words}-word records"
             )
         similar = compact_similarity(scheme, queries[found.rows], found.words)
-        keep = np.flatnonzero(similar >= self.threshold - 1e-12)
-        return Candidates(
-            found.rows[keep], [found.keys[i] for i in keep.tolist()], found.words[keep], found.records
-        )
+        return found.subset(np.flatnonzero(similar >= self.threshold - 1e-12))

@@ -109,6 +109,10 @@ Keep = Callable[
     npt.NDArray[np.bool_],
 ]
 
+#: Which candidates of a batch of queries to keep by their stored words alone, before their
+#: records are read: (found, the queries' stored words) → the kept candidates.
+Decide = Callable[[Candidates, UInt64Array], Candidates]
+
 
 def match_order(match: Match) -> tuple[int, bool, Key]:
     """(distance, key) with int keys before str keys, so mixed keys still sort."""
@@ -496,16 +500,19 @@ class SimhashIndex:
         signatures: npt.ArrayLike | None = None,
         max_matches: int | None = None,
         keep: Keep | None = None,
+        prefilter: Decide | None = None,
     ) -> tuple[list[Matches], dict[Key, StoredRecord]]:
         """:meth:`query_many`, and the stored record (cluster id, signature) of every match:
         what verifying and placing a batch needs, read with the postings where the store
         can (SQL stores), which saves a statement per batch over :meth:`get_many`.
         ``keep`` (a verifier's verdict on candidates) decides which are matches before the
-        ``max_matches`` cap, nearest first, so it is asked about few more than the cap."""
+        ``max_matches`` cap, nearest first, so it is asked about few more than the cap.
+        ``prefilter(found, queries)`` drops candidates by their stored words before their
+        records are read (then read for the rest alone)."""
         distance = self._distance(max_distance)
         cap = check_max_matches(max_matches)
         words = self._stored_words(self.words(fingerprints), signatures)
-        found = self._search(words, distance, records=True)
+        found = self._search(words, distance, records=True, prefilter=prefilter)
         matches = matches_of(words, found, self.scheme.fingerprint_words, max_matches=cap, keep=keep)
         return matches, found.records
 
@@ -542,11 +549,18 @@ class SimhashIndex:
         index keys its segments on the words themselves)."""
         return None if self._memory is not None else self.scheme.keys(words)
 
-    def _search(self, words: npt.NDArray[np.uint64], distance: int, *, records: bool = False) -> Candidates:
+    def _search(
+        self,
+        words: npt.NDArray[np.uint64],
+        distance: int,
+        *,
+        records: bool = False,
+        prefilter: Decide | None = None,
+    ) -> Candidates:
         """The stored records within ``distance`` of each row of ``words`` (``records``: with
-        their stored records)."""
+        their stored records) that ``prefilter`` keeps."""
         if self._memory is None:
-            return search(self.storage, self.scheme, words, distance, records=records)
+            return search(self.storage, self.scheme, words, distance, records=records, decide=prefilter)
         rows, keys, found = self._memory.search_many(words, distance)
         read: dict[Key, StoredRecord] = {}
         if records:
@@ -785,7 +799,7 @@ def search(
     max_distance: int,
     *,
     records: bool = False,
-    decide: Callable[[Candidates, UInt64Array], Candidates] | None = None,
+    decide: Decide | None = None,
 ) -> Candidates:
     """Every stored record within ``max_distance`` of each query row of ``words`` (each
     (row, key) once), found through the store's postings :attr:`Storage.query_batch` queries
@@ -793,10 +807,11 @@ def search(
     verify the matches, their cluster ids place a new record), read with the postings where
     the store can (one statement fewer per batch), else by :meth:`Storage.get_many`.
     ``decide(found, queries)`` keeps the candidates of a batch of queries that an index
-    decides by their whole stored words (a compact index), before distances are checked."""
+    decides by their whole stored words (a compact index, the band bins' prefilter), before
+    distances are checked; the records of those it keeps are then read alone."""
     width = scheme.fingerprint_words
     postings = scheme.keys(words)
-    with_postings = records and storage.reads_records
+    with_postings = records and storage.reads_records and decide is None
     parts, read = [], {}
     for start in range(0, words.shape[0], storage.query_batch):
         found = storage.candidates(postings[start : start + storage.query_batch], records=with_postings)

@@ -122,12 +122,17 @@ class BandScheme:
 
     def keys(self, words: UInt64Array) -> UInt64Array:
         """(n, bands) uint64 band keys of (n, words) stored words."""
-        keyed = np.ascontiguousarray(words[:, self.fingerprint_words :], dtype=np.uint64)
-        bins = keyed.view(np.uint8)[:, : self.bands * self.rows].reshape(-1, self.bands, self.rows)
+        bins = self.bins(words).reshape(-1, self.bands, self.rows)
         out = np.zeros((words.shape[0], self.bands), dtype=np.uint64)
         for row in range(self.rows - 1, -1, -1):
             out = (out << np.uint64(8)) | bins[:, :, row]
         return out
+
+    def bins(self, words: UInt64Array) -> npt.NDArray[np.uint8]:
+        """(n, bands · rows) one-byte sketch bins that (n, words) stored words hold after
+        the fingerprint: the bins the band keys are made of."""
+        keyed = np.ascontiguousarray(words[:, self.fingerprint_words :], dtype=np.uint64)
+        return keyed.view(np.uint8)[:, : self.bands * self.rows]
 
     def compose(self, fingerprint_words: UInt64Array, signatures: npt.ArrayLike | None) -> UInt64Array:
         """The stored words of a batch: its (n, 1 or 2) fingerprint words and the band keys

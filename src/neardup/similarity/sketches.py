@@ -20,6 +20,7 @@ text gets the same sketch in any batch, process or version that keeps these func
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -262,8 +263,44 @@ def estimate_from_bins(left: npt.ArrayLike, right: npt.ArrayLike) -> FloatArray:
     if b.shape[-1] != bins or bins == 0:
         raise InputError(f"bins of {a.shape[-1]} and {b.shape[-1]} values cannot be compared")
     agree = np.count_nonzero(a == b, axis=-1) / bins
+    return np.asarray(np.clip(_estimate_of_agreement(agree), 0.0, 1.0), dtype=np.float64)
+
+
+def _estimate_of_agreement(share: npt.ArrayLike) -> FloatArray:
+    """Ĵ of the share of one-byte bins that agree: the chance agreements taken out."""
     chance = 1.0 / BIN_VALUES
-    return np.asarray(np.clip((agree - chance) / (1.0 - chance), 0.0, 1.0), dtype=np.float64)
+    return np.asarray((np.asarray(share, dtype=np.float64) - chance) / (1.0 - chance))
+
+
+def _agreement_chance(jaccard: float) -> float:
+    """How often one-byte bins of a pair of Jaccard ``jaccard`` agree: equal minima, or
+    different ones whose low bytes agree by chance."""
+    return jaccard + (1.0 - jaccard) / BIN_VALUES
+
+
+#: How often the band bins' prefilter may drop a pair at the lowest Jaccard a check accepts
+#: (:func:`estimate_floor`); far below the bands' own miss rate at that Jaccard.
+PREFILTER_MISS = 1e-4
+
+
+def estimate_floor(bins: int, jaccard: float, miss: float = PREFILTER_MISS) -> float:
+    """The estimate (:func:`estimate_from_bins`) from ``bins`` one-byte bins below which a pair
+    of Jaccard ``jaccard`` or more falls with probability at most ``miss``.
+
+    The band bins an index reads with its postings estimate a candidate's Jaccard before its
+    stored sketch is read: most candidates of a large collection of related texts share one
+    band by chance and agree on few other bins, and dropping those below this floor spares
+    reading their sketches while a pair the check could accept is kept (a bin agrees with
+    probability p = J + (1 − J)/256, so agreements are Binomial(bins, p))."""
+    if bins < 1:
+        raise InputError(f"an estimate floor needs one bin or more; got {bins!r}")
+    p = _agreement_chance(min(1.0, max(0.0, jaccard)))
+    below = 0.0
+    for agree in range(bins + 1):  # the smallest count whose cumulative chance passes miss
+        below += math.comb(bins, agree) * p**agree * (1.0 - p) ** (bins - agree)
+        if below > miss:
+            break
+    return float(_estimate_of_agreement(agree / bins)) - 1e-9
 
 
 def hashed_band_keys(sketch: npt.ArrayLike, rows: int, bands: int) -> UInt32Array:

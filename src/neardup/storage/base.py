@@ -164,6 +164,11 @@ class Candidates:
     #: (``candidates(..., records=True)`` on a store whose :attr:`Storage.reads_records`).
     records: dict[Key, StoredRecord] = field(default_factory=dict)
 
+    def subset(self, positions: IntArray) -> Candidates:
+        """The candidates at ``positions``, in that order (the records read stay)."""
+        keys = [self.keys[i] for i in positions.tolist()]
+        return Candidates(self.rows[positions], keys, self.words[positions], self.records)
+
 
 @dataclass(frozen=True, slots=True)
 class PostingCounts:
