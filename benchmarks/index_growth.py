@@ -11,7 +11,8 @@ next run. Each round copies that store for each version in turn (this tree, and 
 ``--warm`` fresh documents (SQLite's page cache filled as a long-running service's is), then
 times ``Index.check_and_add`` of the next ``--fresh`` in batches of ``--batch``, prepared
 beforehand (preparing is the same for both and is not timed). Prints docs/s, matches a
-document (the same for both when nothing but speed changed) and the ratio to the baseline.
+document (the same for both when nothing but speed changed), for a tree with the band bins'
+prefilter the candidates it saw and kept a document, and the ratio to the baseline.
 
     python3 benchmarks/index_growth.py --corpus /work/corpora/en_3000000.g2.jsonl --stored 1000000 \\
         --dir /tmp/growth --baseline-src /tmp/base/src
@@ -87,14 +88,37 @@ def worker(args: argparse.Namespace) -> None:
         warm = args.warm // args.batch
         for batch in batches[:warm]:
             index.check_and_add(batch)
+        counts = count_prefilter(index)
         start, matches = time.perf_counter(), 0
         for batch in batches[warm:]:
             matches += sum(len(assignment.matches) for assignment in index.check_and_add(batch))
         seconds = time.perf_counter() - start
     timed = len(fresh) - warm * args.batch
-    print(json.dumps({"docs_per_second": timed / seconds, "matches_per_doc": matches / timed}))
+    result = {"docs_per_second": timed / seconds, "matches_per_doc": matches / timed}
+    if counts is not None:
+        result["candidates_per_doc"] = counts[0] / timed
+        result["kept_per_doc"] = counts[1] / timed
+    print(json.dumps(result))
     for name in (work, Path(f"{work}-wal"), Path(f"{work}-shm")):
         name.unlink(missing_ok=True)
+
+
+def count_prefilter(index: Any) -> list[int] | None:
+    """[candidates, kept] that the band bins' prefilter sees from now on, counted as it runs
+    (None for a tree without it); the count costs a len() a batch."""
+    prefilter = getattr(index.deduper, "prefilter", None)
+    if prefilter is None:
+        return None
+    counts = [0, 0]
+
+    def counted(found: Any, queries: Any) -> Any:
+        kept = prefilter(found, queries)
+        counts[0] += len(found.keys)
+        counts[1] += len(kept.keys)
+        return kept
+
+    index.deduper.prefilter = counted
+    return counts
 
 
 def run_version(src: Path, args: argparse.Namespace) -> dict[str, float]:
@@ -138,9 +162,15 @@ def main() -> None:
         for name, src in order if round_number % 2 == 0 else order[::-1]:
             result = run_version(src, args)
             results[name].append(result)
+            seen = (
+                f", {result['candidates_per_doc']:.1f} candidates a document, "
+                f"{result['kept_per_doc']:.1f} past the prefilter"
+                if "candidates_per_doc" in result
+                else ""
+            )
             print(
                 f"round {round_number + 1} {name}: {result['docs_per_second']:,.0f} docs/s, "
-                f"{result['matches_per_doc']:.2f} matches a document",
+                f"{result['matches_per_doc']:.2f} matches a document{seen}",
                 flush=True,
             )
     print(f"\ncheck-and-add with {args.stored:,} stored ({args.corpus.name}), median of {args.rounds}:")
