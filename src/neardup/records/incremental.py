@@ -78,7 +78,7 @@ from .learned import (
     score_table,
 )
 from .schema import RecordSchema, RowChunk
-from .sources import RowSource, SqlSource
+from .sources import RowSource, SqlSource, read_only_needed
 from .values import RecordKey, record_key
 from .weights import match_probability
 
@@ -780,10 +780,7 @@ def _first_run(
     schema, threshold, batch_size = learn.schema, learn.threshold, learn.batch_size
     if not 0.0 <= threshold <= 1.0:
         raise ConfigError(f"threshold must be between 0 and 1; got {threshold!r}")
-    wanted = schema.columns_to_read(source.columns)
-    if len(wanted) < len(source.columns):
-        source.select(wanted)
-    schema = dataclasses.replace(schema, ignore=())
+    schema = read_only_needed(source, schema)
     resolved, keys, columns = read_key_columns(
         source.columns,
         source.chunks(),

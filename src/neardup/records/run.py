@@ -10,7 +10,6 @@ By default the learned field weights decide (:mod:`neardup.records.learned`); a
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from ..io.record import ErrorReport
 from .dedup import AUTO, RecordsResult, Verification, find_duplicate_records
 from .learned import DEFAULT_THRESHOLD, learned_duplicate_records
 from .schema import RecordSchema, ResolvedSchema
-from .sources import GroupRows, RowSource, SqlSource, write_groups
+from .sources import GroupRows, RowSource, SqlSource, read_only_needed, write_groups
 
 
 @dataclass(frozen=True)
@@ -52,12 +51,7 @@ def dedup_records(
     probability ``threshold``, or by ``simhash``. Only the key and the columns the schema
     does not ignore are read. ``on_schema`` hears the columns and kinds chosen before any
     row is compared; ``progress`` the rows read."""
-    if not source.columns and isinstance(source, SqlSource):
-        source.open()  # a query's columns are known once it runs
-    wanted = schema.columns_to_read(source.columns)
-    if len(wanted) < len(source.columns):
-        source.select(wanted)
-    schema = dataclasses.replace(schema, ignore=())
+    schema = read_only_needed(source, schema)
     common: dict[str, Any] = {
         "keep": keep,
         "on_error": on_error,

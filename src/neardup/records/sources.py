@@ -22,6 +22,7 @@ only when an SQL source is used. URLs without a driver get the one neardup insta
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
 from collections.abc import Callable, Iterator, Sequence
@@ -35,7 +36,7 @@ from ..errors import ConfigError, InputError, MissingDependencyError, NeardupErr
 from ..io.csv_strict import CsvRow, StrictCsvReader
 from ..io.record import DEFAULT_MAX_BYTES, ErrorReport
 from ..storage.urls import parse_store_url, redacted, scrubbed, url_text
-from .schema import RowChunk
+from .schema import RecordSchema, RowChunk
 from .sql_guard import check_write_target, read_only_query
 from .values import RecordKey
 
@@ -119,6 +120,18 @@ class RowSource:
         raise NotImplementedError
 
 
+def read_only_needed(source: RowSource, schema: RecordSchema) -> RecordSchema:
+    """Have ``source`` read only the key and the columns ``schema`` does not ignore (a query
+    runs first, to name its columns), and return the schema without its ignore list: the
+    ignored columns are gone from the rows."""
+    if not source.columns and isinstance(source, SqlSource):
+        source.open()
+    wanted = schema.columns_to_read(source.columns)
+    if len(wanted) < len(source.columns):
+        source.select(wanted)
+    return dataclasses.replace(schema, ignore=())
+
+
 def open_source(
     source: str,
     *,
@@ -178,6 +191,8 @@ class SqlSource(RowSource):
         self.statement = self._table_statement(table, schema) if table is not None else _query(query or "")
         self._connection: Any = None
         self._result: Any = None
+        #: The positions a query's rows are cut to (:meth:`select`); None: every column.
+        self._wanted: list[int] | None = None
 
     def _table_statement(self, table: str, schema: str | None) -> Any:
         sa = _sqlalchemy()
@@ -187,8 +202,13 @@ class SqlSource(RowSource):
         )
 
     def select(self, columns: Sequence[str]) -> None:
-        """Read only these columns of the table (query sources read what the query selects)."""
+        """Read only these columns: a table's statement names them; a query's rows (the
+        query runs as written) are cut to them."""
         if self.table is None:
+            self.open()
+            wanted = set(columns)
+            self._wanted = [index for index, name in enumerate(self.columns) if name in wanted]
+            self.columns = [self.columns[index] for index in self._wanted]
             return
         sa = _sqlalchemy()
         chosen = [name for name in self.columns if name in set(columns)]
@@ -220,6 +240,8 @@ class SqlSource(RowSource):
         try:
             for rows in self._result.partitions(self.chunk_size):
                 self.fetches += 1
+                if self._wanted is not None:
+                    rows = [[row[index] for index in self._wanted] for row in rows]
                 yield RowChunk.from_rows(rows, width, first)
                 first += len(rows)
         except _sqlalchemy().exc.SQLAlchemyError as exc:
