@@ -56,7 +56,7 @@ url_argument = click.argument("url", metavar="URL")
 
 
 @click.group(
-    short_help="A persistent index: add, query, remove, stats (SQLite, Redis, SQL servers, MongoDB)."
+    short_help="A persistent index: add, query, remove, stats, rebuild (SQLite, Redis, SQL servers, MongoDB)."
 )
 def index() -> None:
     """Keep fingerprints in a store and search it.

@@ -63,7 +63,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "index": LazyCommand(
         ".index",
         "index",
-        "A persistent index: add, query, remove, stats (SQLite, Redis, SQL servers, MongoDB).",
+        "A persistent index: add, query, remove, stats, rebuild (SQLite, Redis, SQL servers, MongoDB).",
     ),
     "records": LazyCommand(
         ".records", "records", "Find duplicate rows of a database table, a query, or a CSV/Parquet file."
