@@ -80,9 +80,27 @@ SLOW_MODULES = frozenset({"test_online_quality.py", "test_batch_online_agreement
 #: browser, and the longest stateful property run (by module and test or class name); and the
 #: service's lock-out acceptance tests (20-40 s each: an attack runs while 100 probes are timed);
 #: SIGKILLs at every statement of a group-table swap, a real server whose client leaves, a
-#: body timed out, and two server processes on one store (4-8 s each).
+#: body timed out, and two server processes on one store (4-8 s each); and the slowest of the
+#: rest (4-7 s each: whole dev sets under a tiny memory budget, a 50 MB document, killed adds
+#: and runs, a MongoDB that is down, concurrent command-line adds, the README's records lines).
 SLOW_TESTS = frozenset(
     {
+        ("test_memory_budget.py", "test_a_tiny_budget_gives_the_same_bytes_on_the_dev_sets"),
+        (
+            "test_memory_budget.py",
+            "test_the_library_call_takes_the_budget_and_refuses_it_where_nothing_spills",
+        ),
+        ("test_memory_budget.py", "test_an_interrupted_run_leaves_no_files"),
+        ("test_cli.py", "test_50_mb_document_works"),
+        ("test_store_crash.py", "test_killed_add_keeps_every_acknowledged_batch"),
+        ("test_readme_records_index.py", "test_the_incremental_records_lines_run_as_written"),
+        ("test_store_redis_mongo.py", "test_mongo_down_is_unavailable_with_a_safe_message"),
+        ("test_records_batched.py", "test_a_batch_of_queries_answers_as_each_row_checked_alone"),
+        (
+            "test_records_incremental.py",
+            "test_a_killed_run_keeps_every_acknowledged_batch_and_a_rerun_completes_it",
+        ),
+        ("test_ids.py", "test_concurrent_cli_adds_with_skip_never_fail"),
         ("test_report.py", "test_plots_render_in_headless_chromium"),
         ("test_index.py", "TestIndexMachine"),
         ("test_service_lockout.py", "test_p99_under_an_endless_header"),
