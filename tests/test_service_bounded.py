@@ -188,9 +188,13 @@ def test_a_batch_of_copies_gets_a_bounded_answer(crowded: SimhashIndex) -> None:
         assert len(one["matches"]) == 2 and one["matches_truncated"] is True
         # Copies are searched once, and each document still gets its own answer.
         mixed = [{"text": BASE, "id": "x"}, {"text": f"{BASE} 5"}, {"text": BASE, "id": "y"}]
-        first, second, third = client.post("/v1/query", json={"documents": mixed}).json()["results"]
+        mixed += [{"text": "..."}, {"text": f"{BASE} 5"}, {"text": "!!"}]
+        first, second, third, empty, fifth, other_empty = client.post(
+            "/v1/query", json={"documents": mixed}
+        ).json()["results"]
         assert (first["id"], third["id"]) == ("x", "y") and first["matches"] == third["matches"]
-        assert second == {**client.post("/v1/query", json={"text": f"{BASE} 5"}).json(), "id": None}
+        assert second == fifth == {**client.post("/v1/query", json={"text": f"{BASE} 5"}).json(), "id": None}
+        assert empty["matches"] == other_empty["matches"] == [] and second["matches"]
         assert client.get("/v1/stats").json()["service"]["max_matches"] == 20
         over = client.post("/v1/query", json={**copies, "max_matches": 21})
         assert over.status_code == 422 and "max_matches=21" in over.json()["error"]["message"]

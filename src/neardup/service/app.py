@@ -174,7 +174,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
     async def fingerprint(request: Request) -> JSONResponse:
         """The fingerprint of each text, under the index's fingerprint settings."""
         single, documents, _ = await _parse(request, settings, TextDocument, TextBatch)
-        records = await run_in_threadpool(_records, documents, settings, id_required=False)
+        records = await _records_of(documents, settings, id_required=False)
         prepared = await engine.prepare(records)
         rows = [
             {"id": given.id, "fingerprint": text}
@@ -201,9 +201,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
             given = [row for row, doc in enumerate(documents) if doc.text is None]
             results: dict[int, Found] = {}
             if texts:
-                records = await run_in_threadpool(
-                    _records, [documents[row] for row in texts], settings, id_required=False
-                )
+                records = await _records_of([documents[row] for row in texts], settings, id_required=False)
                 prepared = await engine.prepare(records)
                 option = QueryOption(max_distance, explain, True, max_matches)
                 results.update(zip(texts, await engine.query(prepared, option), strict=True))
@@ -228,7 +226,8 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
                     for row, doc in enumerate(documents)
                 ]
 
-            return await run_in_threadpool(lambda: _answer(single, rows()))
+            weight = sum(1 + len(found.matches) for found in results.values()) * _ANSWER_ROW_BYTES
+            return await _off_loop(weight, lambda: _answer(single, rows()))
 
         return await _unless_gone(request, work())
 
@@ -246,7 +245,7 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         """Store documents without deciding clusters, all or nothing."""
         single, documents, options = await _parse(request, settings, Document, AddBatch)
         existing = "fail" if single else options["existing"]  # a single document: added or refused
-        records = await run_in_threadpool(_records, documents, settings, id_required=True)
+        records = await _records_of(documents, settings, id_required=True)
         prepared = await engine.prepare(records)
         added = await engine.add(prepared, existing)
         ids = [key for key, new in zip(prepared.keys, added, strict=True) if new]
@@ -301,11 +300,12 @@ def _routes(engine: Engine, settings: ServiceSettings, bodies: dict[str, Any]) -
         max_matches = _max_matches(options, settings)
 
         async def work() -> JSONResponse:
-            records = await run_in_threadpool(_records, documents, settings, id_required=True)
+            records = await _records_of(documents, settings, id_required=True)
             prepared = await engine.prepare(records)
             assignments = await engine.check_and_add(prepared, max_matches)
-            return await run_in_threadpool(
-                lambda: _answer(single, [_assignment(assignment, bits) for assignment in assignments])
+            weight = sum(1 + len(assignment.matches) for assignment in assignments) * _ANSWER_ROW_BYTES
+            return await _off_loop(
+                weight, lambda: _answer(single, [_assignment(assignment, bits) for assignment in assignments])
             )
 
         return await _unless_gone(request, work())
@@ -349,7 +349,7 @@ async def _parse(
     """(is it one document, the documents, the request's options) of a body that is one
     document (its options are its own fields) or a batch (the fields beside the documents)."""
     body = await _read_body(request, settings)
-    return await run_in_threadpool(_decoded, body, settings, single, batch)
+    return await _off_loop(len(body), _decoded, body, settings, single, batch)
 
 
 def _decoded(
@@ -505,6 +505,25 @@ async def _disconnected(request: Request) -> None:
     """Return when the client disconnects (the body has been read: nothing else comes)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+_INLINE_BYTES = 64 << 10
+_ANSWER_ROW_BYTES = 128  # about what one match or one document adds to an answer
+
+
+async def _off_loop(weight: int, function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` on a worker thread when its input is large (``weight`` bytes), so a
+    large body never stalls the event loop; small work runs in place, where it costs less
+    than the hop to a thread and back."""
+    if weight <= _INLINE_BYTES:
+        return function(*args)
+    return await run_in_threadpool(function, *args)
+
+
+async def _records_of(documents: list[Any], settings: ServiceSettings, *, id_required: bool) -> list[Record]:
+    """:func:`_records`, off the event loop when the texts are large."""
+    weight = sum(len(getattr(document, "text", None) or "") for document in documents)
+    return await _off_loop(weight, functools.partial(_records, id_required=id_required), documents, settings)
 
 
 def _records(documents: list[Any], settings: ServiceSettings, *, id_required: bool) -> list[Record]:

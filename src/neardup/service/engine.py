@@ -425,19 +425,27 @@ def _split_prepared(whole: Prepared, sizes: list[int]) -> list[Prepared]:
 
 
 def _distinct(batch: Prepared) -> tuple[Prepared, npt.NDArray[np.intp]]:
-    """The batch's distinct (fingerprint, signature, emptiness) rows, and for each row of the
-    batch the position of its own among them."""
-    prints = np.asarray(batch.fingerprints, dtype=np.uint64).reshape(len(batch), -1)
-    rows = prints if batch.signatures is None else np.hstack([prints, batch.signatures])
-    rows = np.hstack([rows, batch.empty_rows().astype(np.uint64).reshape(-1, 1)])
-    _, first, of_row = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    if first.size == len(batch):
-        return batch, np.arange(len(batch))
-    distinct = batch.part(first)
+    """The batch's distinct (fingerprint, signature, emptiness) rows in order of first
+    appearance, and for each row of the batch the position of its own among them."""
+    prints = np.ascontiguousarray(np.asarray(batch.fingerprints, dtype=np.uint64).reshape(len(batch), -1))
+    signatures = None if batch.signatures is None else np.ascontiguousarray(batch.signatures)
+    empty = batch.empty_rows()
+    position: dict[bytes, int] = {}
+    first: list[int] = []
+    of_row = np.empty(len(batch), dtype=np.intp)
+    for row in range(len(batch)):
+        content = prints[row].tobytes() + (b"" if signatures is None else signatures[row].tobytes())
+        seen = position.setdefault(content + (b"\1" if empty[row] else b"\0"), len(first))
+        if seen == len(first):
+            first.append(row)
+        of_row[row] = seen
+    if len(first) == len(batch):
+        return batch, of_row
+    distinct = batch.part(np.asarray(first, dtype=np.intp))
     without_digests = Prepared(
         distinct.keys, distinct.fingerprints, distinct.signatures, None, distinct.empty
     )
-    return without_digests, of_row.reshape(-1)
+    return without_digests, of_row
 
 
 def _part(whole: Prepared, start: int, stop: int) -> Prepared:
