@@ -135,7 +135,7 @@ def _guards(settings: ServiceSettings) -> list[Any]:
     """The dependencies of every ``/v1`` route: the bearer token, when one is set."""
     bearer = HTTPBearer(auto_error=False, description="The token of `neardup serve --token-file`.")
 
-    def authorize(request: Request) -> None:
+    async def authorize(request: Request) -> None:  # async: FastAPI runs a plain def on a thread
         if settings.token is None:
             return
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
