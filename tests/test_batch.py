@@ -505,3 +505,42 @@ def test_single_pass_small_cases() -> None:
     values = [0, 0b1111, 0b111, 0b1111 << 8, 0]
     assert single_pass(to_array(values, 64), 3).tolist() == [0, 1, 0, 3, 0]
     assert single_pass(to_array(values, 64), 0).tolist() == [0, 1, 2, 3, 0]
+
+
+@pytest.mark.parametrize(("bits", "m", "t"), [(64, 5, 2), (128, 6, 2), (64, 4, 1)])
+def test_tables_searched_at_once_give_the_same_pairs_and_statistics(bits: int, m: int, t: int) -> None:
+    values = skewed(bits, 3, seed=m + t, size=2000)
+    scheme = BlockScheme(bits, 3, m, t)
+    answers = []
+    for workers in (1, 2, 3):
+        stats, ticks = BucketStats(), []
+        pairs = find_all_pairs(
+            to_array(values, bits),
+            3,
+            bits=bits,
+            scheme=scheme,
+            stats=stats,
+            progress=ticks.append,
+            workers=workers,
+        )
+        check_pairs(pairs, values, 3)
+        answers.append((triples(pairs), [vars(table) for table in stats.tables], stats.threshold, sum(ticks)))
+    assert answers[0] == answers[1] == answers[2]
+    assert answers[0][3] == scheme.table_count
+    with pytest.raises(ConfigError, match="workers must be >= 1"):
+        find_all_pairs(to_array(values, bits), 3, bits=bits, workers=0)
+
+
+def test_tables_run_at_once_only_while_they_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch.os, "cpu_count", lambda: 8)
+    assert batch._table_workers(10**6, 10, None) == 2
+    assert batch._table_workers(10**8, 10, None) == 1  # 4.8 GB a table: one at a time
+    assert batch._table_workers(10**6, 1, None) == 1
+    assert batch._table_workers(10**6, 10, 4) == 4
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 255, 4096, 70_000])
+@pytest.mark.parametrize("high", [1, 7, 2**20, 2**63])
+def test_sorted_keys_is_np_sort(size: int, high: int) -> None:
+    values = np.random.default_rng(size + high % 97).integers(0, high, size, dtype=np.uint64)
+    assert np.array_equal(batch.sorted_keys(values.copy()), np.sort(values))
