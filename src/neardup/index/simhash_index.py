@@ -61,6 +61,7 @@ from ..storage.base import (
     plain_key,
     words_to_bytes,
 )
+from ..storage.memory import MemoryStorage
 from ..storage.sqlite import SqliteStorage
 from ..storage.urls import redacted
 from .config import IndexConfig
@@ -349,6 +350,12 @@ class SimhashIndex:
             # What a new store is made for; an existing one is attached to its own below.
             storage.attach(record_shape(resolve_scheme(config or IndexConfig())))
             meta, fingerprint = settle_meta(storage, config, create, redacted(url), check_files)
+            if isinstance(storage, MemoryStorage):
+                # memory:// is always new: the index's own arrays search it, as SimhashIndex(...)
+                # does, instead of the dict store's per-posting lists.
+                blocks = MemoryBlockIndex(scheme_from_dict(meta["scheme"]), meta["mu"])
+                blocks.write_meta(meta)
+                storage = blocks
             index = cls(
                 meta["bits"],
                 meta["max_distance"],
