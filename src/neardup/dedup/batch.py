@@ -137,19 +137,34 @@ def find_all_pairs(
     if stats is not None:
         stats.scheme = plan.describe()
     threads = _table_workers(n, plan.table_count, workers)
+    _search_tables(finder, mu, split_threshold, threads, stats, ticks, parts)
+    return _sorted_pairs(parts, n)
+
+
+def _search_tables(
+    finder: _PairFinder,
+    mu: float,
+    split_threshold: float | None,
+    threads: int,
+    stats: BucketStats | None,
+    ticks: _Ticks,
+    parts: list[tuple[IntArray, IntArray, npt.NDArray[np.uint8]]],
+) -> None:
+    """Every table of ``finder``'s scheme, ``threads`` at a time; pairs, statistics and
+    progress are taken in table order, so the answer is the same for any number."""
+    count = finder.scheme.table_count
 
     def search(table: int) -> tuple[TableStats, list[tuple[IntArray, IntArray, npt.NDArray[np.uint8]]]]:
         found: list[tuple[IntArray, IntArray, npt.NDArray[np.uint8]]] = []
         return finder.table_pairs(table, mu, split_threshold, found), found
 
     with ThreadPoolExecutor(threads) if threads > 1 else _InPlace() as pool:
-        for table, (table_stats, found) in enumerate(pool.map(search, range(plan.table_count))):
+        for table, (table_stats, found) in enumerate(pool.map(search, range(count))):
             parts += found
             if stats is not None:
                 stats.tables.append(table_stats)
                 stats.threshold = finder.split_at(table, mu, split_threshold)
-            ticks.done(table + 1, plan.table_count)
-    return _sorted_pairs(parts, n)
+            ticks.done(table + 1, count)
 
 
 def _table_workers(n: int, tables: int, workers: int | None) -> int:
