@@ -536,6 +536,7 @@ def test_tables_run_at_once_only_while_they_fit(monkeypatch: pytest.MonkeyPatch)
     assert batch._table_workers(10**6, 10, None) == 2
     assert batch._table_workers(10**8, 10, None) == 1  # 4.8 GB a table: one at a time
     assert batch._table_workers(10**6, 1, None) == 1
+    assert batch._table_workers(1000, 10, None) == 1  # small: threads cost more than they save
     assert batch._table_workers(10**6, 10, 4) == 4
 
 

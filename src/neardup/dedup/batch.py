@@ -62,6 +62,9 @@ SCAN_RANGE = 100.0
 #: they fit, so a collection of 10^8 is still searched one table at a time.
 TABLE_BYTES_PER_FINGERPRINT = 48
 PARALLEL_TABLE_BYTES = 1 << 30
+#: Fewer fingerprints than this are searched one table at a time: a table takes well under a
+#: millisecond there, less than starting the threads.
+PARALLEL_MIN = 1 << 16
 
 
 class Pairs(NamedTuple):
@@ -105,8 +108,8 @@ def find_all_pairs(
     per-table bucket statistics; ``progress`` is called with the tables done since its last
     call, which sum to the table count of ``scheme`` (a tuned scheme may be searched with
     other tables, or by a scan, and reports in the given one's unit). ``workers`` tables are
-    searched at once on threads (default: one per core, at most two, while their temporary
-    arrays fit in :data:`PARALLEL_TABLE_BYTES`); the answer is the same for any number.
+    searched at once on threads (default: one per core, at most two, for large collections;
+    :func:`_table_workers`); the answer is the same for any number.
     """
     bits = infer_bits(fingerprints, bits)
     words = as_words(fingerprints, bits)
@@ -169,11 +172,14 @@ def _search_tables(
 
 def _table_workers(n: int, tables: int, workers: int | None) -> int:
     """How many tables to search at once: ``workers`` if given, else one per core (at most
-    two) while their temporary arrays fit in :data:`PARALLEL_TABLE_BYTES`."""
+    two) from :data:`PARALLEL_MIN` fingerprints while their temporary arrays fit in
+    :data:`PARALLEL_TABLE_BYTES`."""
     if workers is not None:
         if workers < 1:
             raise ConfigError(f"workers must be >= 1; got {workers!r}")
         return min(workers, tables)
+    if n < PARALLEL_MIN:
+        return 1
     fits = PARALLEL_TABLE_BYTES // max(1, TABLE_BYTES_PER_FINGERPRINT * n)
     return max(1, min(2, os.cpu_count() or 1, fits, tables))
 
