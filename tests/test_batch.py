@@ -508,8 +508,12 @@ def test_single_pass_small_cases() -> None:
 
 
 @pytest.mark.parametrize(("bits", "m", "t"), [(64, 5, 2), (128, 6, 2), (64, 4, 1)])
-def test_tables_searched_at_once_give_the_same_pairs_and_statistics(bits: int, m: int, t: int) -> None:
-    values = skewed(bits, 3, seed=m + t, size=2000)
+def test_tables_searched_at_once_give_the_same_pairs_and_statistics(
+    bits: int, m: int, t: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = []
+    monkeypatch.setattr(batch, "partition_of", lambda *args: made.append(1) or real_partition_of(*args))
+    values = skewed(bits, 3, seed=m + t, size=6000)  # enough keys for partitions of their top bits
     scheme = BlockScheme(bits, 3, m, t)
     answers = []
     for workers in (1, 2, 3):
@@ -523,12 +527,23 @@ def test_tables_searched_at_once_give_the_same_pairs_and_statistics(bits: int, m
             progress=ticks.append,
             workers=workers,
         )
-        check_pairs(pairs, values, 3)
         answers.append((triples(pairs), [vars(table) for table in stats.tables], stats.threshold, sum(ticks)))
     assert answers[0] == answers[1] == answers[2]
+    assert answers[0][0] == triples(brute_force_pairs(to_array(values, bits), 3, bits=bits))
     assert answers[0][3] == scheme.table_count
+    # Tables whose keys begin with the same bits share one partition, made once a search
+    # (unsplit buckets here: the second hash sorts its sub-keys by partitions of their own).
+    made.clear()
+    unsplit = find_all_pairs(
+        to_array(values, bits), 3, bits=bits, scheme=scheme, split_threshold=float("inf")
+    )
+    assert triples(unsplit) == answers[0][0]
+    assert len(made) == len({table.positions[: batch.partition_bits(len(values))] for table in scheme.tables})
     with pytest.raises(ConfigError, match="workers must be >= 1"):
         find_all_pairs(to_array(values, bits), 3, bits=bits, workers=0)
+
+
+real_partition_of = batch.partition_of
 
 
 def test_tables_run_at_once_only_while_they_fit(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,8 @@ as given.
 from __future__ import annotations
 
 import os
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, TypeVar
@@ -28,7 +30,7 @@ import numpy.typing as npt
 
 from ..blocks import DEFAULT_MU as DEFAULT_MU
 from ..blocks import MIN_SPLIT as MIN_SPLIT
-from ..blocks import BlockScheme, expected_work, tuned_for
+from ..blocks import BitSelection, BlockScheme, expected_work, tuned_for
 from ..blocks import BucketStats as BucketStats
 from ..blocks import TableStats as TableStats
 from ..blocks import split_size as split_size
@@ -257,6 +259,7 @@ class _PairFinder:
         # Keys that do not fit beside the index are cut to a prefix (coarser, still exact).
         self.keys = [table.prefix(room) for table in scheme.tables]
         self.index = np.arange(n, dtype=np.uint64)
+        self.partitions = _Partitions(words, self.keys)
         if all(key.bit_count == table.bit_count for key, table in zip(self.keys, scheme.tables, strict=True)):
             # Whole blocks: a pair was met before when an earlier-ordered block is equal too.
             self.seen_masks = [
@@ -287,7 +290,9 @@ class _PairFinder:
         if n < 2:
             stats.buckets, stats.largest, stats.mean = n, n, float(n)
             return stats
-        order, starts, lengths, buckets = _runs_by_key(key.extract(self.words), self.index_bits, self.index)
+        order, starts, lengths, buckets = _runs_by_key(
+            key.extract(self.words), self.index_bits, self.index, self.partitions.take(key)
+        )
         stats.buckets = buckets
         stats.largest = int(lengths.max()) if lengths.size else 1
         stats.mean = n / buckets
@@ -378,19 +383,20 @@ def _scan(
 
 
 def _runs_by_key(
-    keys: UInt64Array, index_bits: int, index: UInt64Array | None = None
+    keys: UInt64Array, index_bits: int, index: UInt64Array | None = None, partition: Partition | None = None
 ) -> tuple[IntArray, IntArray, IntArray, int]:
     """Sort ``keys``; return (order, starts, lengths, buckets) for the runs of >= 2 equal keys.
 
     ``order[p]`` is the position in ``keys`` of the p-th smallest; within a run the
     positions ascend, so a pair from a run always has its smaller index first. ``index``
-    is ``arange(n)`` as uint64, when the caller keeps one for many tables.
+    is ``arange(n)`` as uint64, when the caller keeps one for many tables; ``partition``
+    groups the keys by their top bits (:func:`sorted_keys`), when the caller shares one.
     """
     n = keys.shape[0]
     low = np.uint64((1 << index_bits) - 1)
     packed = keys << np.uint64(index_bits)
     packed |= np.arange(n, dtype=np.uint64) if index is None else index
-    packed = sorted_keys(packed)
+    packed = sorted_keys(packed, partition)
     # Neighbours with equal keys differ in their index bits only.
     same = (packed[1:] ^ packed[:-1]) <= low
     packed &= low
@@ -413,24 +419,73 @@ def _runs_by_key(
 PARTITION_BITS = 14
 
 
-def sorted_keys(packed: UInt64Array) -> UInt64Array:
-    """``packed`` in ascending order, the same as ``np.sort``, about twice as fast at 10^6 keys:
-    a counting sort on the top bits (radix, linear) cuts it into partitions of ~256 keys, each
-    sorted in cache. May sort ``packed`` in place, or return a new array."""
-    n = packed.shape[0]
+class Partition(NamedTuple):
+    """Positions grouped by the top bits of their keys (partition p holds the keys whose top
+    bits are p), and the end of each group."""
+
+    order: IntArray
+    ends: list[int]
+
+
+def partition_bits(n: int) -> int:
+    """Top bits that cut ``n`` keys into partitions of ~256 (0: too few keys to partition)."""
     bits = min(PARTITION_BITS, (n >> 8).bit_length())
-    width = int(packed.max()).bit_length() if n else 0
-    if bits < 4 or width <= bits:
-        packed.sort()
-        return packed
-    top = (packed >> np.uint64(width - bits)).astype(np.uint16)
-    result = packed[np.argsort(top, kind="stable")]
+    return bits if bits >= 4 else 0
+
+
+def partition_of(top: UInt64Array, bits: int) -> Partition:
+    """The partition of keys whose top ``bits`` bits are ``top``: a counting sort (radix)."""
+    order: IntArray = np.argsort(top.astype(np.uint16), kind="stable")
+    return Partition(order, np.cumsum(np.bincount(top.astype(np.intp), minlength=1 << bits)).tolist())
+
+
+def sorted_keys(packed: UInt64Array, partition: Partition | None = None) -> UInt64Array:
+    """``packed`` in ascending order, the same as ``np.sort``, about twice as fast at 10^6 keys:
+    a counting sort on the top bits cuts it into partitions of ~256 keys, each sorted in cache.
+    ``partition``, when given, is that of ``packed``'s top bits, shared by tables whose keys
+    begin with the same bits. May sort ``packed`` in place, or return a new array."""
+    if partition is None:
+        bits = partition_bits(packed.shape[0])
+        width = int(packed.max()).bit_length() if bits else 0
+        if width <= bits:
+            packed.sort()
+            return packed
+        partition = partition_of(packed >> np.uint64(width - bits), bits)
+    result = packed[partition.order]
     start = 0
-    for stop in np.cumsum(np.bincount(top, minlength=1 << bits)).tolist():
+    for stop in partition.ends:
         if stop - start > 1:
             result[start:stop].sort()
         start = stop
     return result
+
+
+class _Partitions:
+    """The partitions of tables whose keys begin with the same bits (of Manku's 10 tables at
+    k = 3, four begin with the first block), made once and dropped after their last table;
+    a table that needs one being made waits for it rather than making it again."""
+
+    def __init__(self, words: UInt64Array, keys: list[BitSelection]) -> None:
+        self.words = words
+        self.bits = partition_bits(words.shape[0])
+        heads = [key.positions[: self.bits] for key in keys if self.bits and key.bit_count > self.bits]
+        self.left = Counter(heads)
+        self.locks = {head: threading.Lock() for head in self.left}
+        self.made: dict[tuple[int, ...], Partition] = {}
+
+    def take(self, key: BitSelection) -> Partition | None:
+        """The partition of ``key``'s top bits, or None when its keys are too few or too short."""
+        head = key.positions[: self.bits]
+        if key.bit_count <= self.bits or head not in self.locks:
+            return None
+        with self.locks[head]:
+            made = self.made.get(head)
+            if made is None:
+                made = self.made[head] = partition_of(BitSelection(head).extract(self.words), self.bits)
+            self.left[head] -= 1
+            if not self.left[head]:
+                del self.made[head]
+        return made
 
 
 def expand_runs(starts: IntArray, lengths: IntArray) -> IntArray:
