@@ -750,7 +750,8 @@ class PostingRuns:
         return self.dialect.fetch(
             cursor,
             f"SELECT {self.dialect.key_list('p.k')}, r.key_text, r.key_int, r.fingerprint{columns} "
-            f"FROM ({' UNION ALL '.join(parts)}) AS p JOIN {self.records_table} AS r ON r.id = p.id "
+            f"FROM {self.dialect.postings_to_join(' UNION ALL '.join(parts))} AS p "
+            f"JOIN {self.records_table} AS r ON r.id = p.id "
             "GROUP BY r.id",
             parameters,
         )

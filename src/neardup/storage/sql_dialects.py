@@ -286,6 +286,11 @@ class SqlDialect:
         """An aggregate of the integers ``column`` of a group, read by :meth:`key_lists`."""
         raise self._no_runs()
 
+    def postings_to_join(self, postings: str) -> str:
+        """The derived table of ``postings`` (a SELECT of ``k, id``) that is joined to the
+        records: as it is, unless the dialect joins faster in another order."""
+        return f"({postings})"
+
     def key_lists(self, values: Sequence[Any]) -> tuple[IntArray, IntArray]:
         """The keys of the aggregates :meth:`key_list` made, concatenated, and the position
         in ``values`` each came from."""

@@ -266,6 +266,11 @@ class SqliteDialect(SqlDialect):
     def key_list(self, column: str) -> str:
         return f"group_concat({column})"
 
+    def postings_to_join(self, postings: str) -> str:
+        """Sorted by record id: the join then reads the records table in its own order, which
+        is faster than posting order once the table outgrows the cache (docs/index.md)."""
+        return f"(SELECT k, id FROM ({postings}) ORDER BY id)"
+
     def key_lists(self, values: Sequence[Any]) -> tuple[IntArray, IntArray]:
         """Comma-separated texts, parsed at once by numpy."""
         counts = np.fromiter((text.count(",") + 1 for text in values), dtype=np.int64, count=len(values))
