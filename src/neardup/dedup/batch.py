@@ -423,7 +423,7 @@ class Partition(NamedTuple):
     """Positions grouped by the top bits of their keys (partition p holds the keys whose top
     bits are p), and the end of each group."""
 
-    order: npt.NDArray[np.int32] | IntArray
+    order: IntArray
     ends: list[int]
 
 
@@ -435,9 +435,7 @@ def partition_bits(n: int) -> int:
 
 def partition_of(top: UInt64Array, bits: int) -> Partition:
     """The partition of keys whose top ``bits`` bits are ``top``: a counting sort (radix)."""
-    order = np.argsort(top.astype(np.uint16), kind="stable")
-    if order.size < 1 << 31:  # kept while tables share it: half the bytes
-        order = order.astype(np.int32)
+    order: IntArray = np.argsort(top.astype(np.uint16), kind="stable")
     return Partition(order, np.cumsum(np.bincount(top.astype(np.intp), minlength=1 << bits)).tolist())
 
 
