@@ -3,8 +3,8 @@ fingerprinters, which are built once per session because loading the default IDF
 
 Markers (declared in pyproject.toml, applied here at collection): ``servers`` on every test that
 uses a real database server (tests/servers.py), ``spark`` on the pyspark tests and ``slow`` on
-the dataset-quality modules that take minutes and two single tests of 6-12 s (SLOW_TESTS), so
-that the fast lane is
+the dataset-quality modules that take minutes and the single tests of 3 s or more
+(SLOW_TESTS; they run in the full run and CI), so that the fast lane is
 ``python3 -m pytest -m "not servers and not spark and not slow"``."""
 
 from __future__ import annotations
@@ -111,6 +111,14 @@ SLOW_TESTS = frozenset(
         ("test_service_lockout.py", "test_a_body_must_arrive_within_the_body_timeout"),
         ("test_service_server.py", "test_two_servers_on_one_sqlite_file_never_split_a_family"),
         ("test_service_server.py", "test_worker_processes_share_one_store"),
+        ("test_sketch_densify.py", "test_rows_densified_in_several_blocks_follow_the_definition"),
+        ("test_candidates.py", "test_shingles_of_keys_the_n_grams_of_the_tokenizer"),
+        ("test_sqlite_merges.py", "test_a_kill_at_any_step_of_a_merge_loses_nothing"),
+        ("test_sqlite_merges.py", "test_a_store_past_the_length_limit_answers_like_a_memory_index"),
+        ("test_records_query_ignore.py", "test_a_query_leaves_the_ignored_column_out_as_a_table_does"),
+        ("test_service_server.py", "test_real_server_with_token"),
+        ("test_readme_run.py", "test_run_section_block"),
+        ("test_index.py", "test_long_sequence_crosses_tail_segments_merging_and_compaction"),
     }
 )
 #: Warnings that test code (not neardup) causes, ignored for those tests only, by (module,
