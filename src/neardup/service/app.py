@@ -356,7 +356,7 @@ def _decoded(
     body: bytes, settings: ServiceSettings, single: type[Single], batch: type[Batch]
 ) -> tuple[bool, list[Any], dict[str, Any]]:
     """:func:`_parse` after the body is read: JSON parsing and validation, on a worker
-    thread so a large body never stalls the event loop."""
+    thread when the body is large, so it never stalls the event loop (:func:`_off_loop`)."""
     data = _json_of(body)
     if not isinstance(data, dict):
         raise ServiceError(
