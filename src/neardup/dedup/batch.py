@@ -23,7 +23,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +41,6 @@ from ..errors import ConfigError
 
 # DEFAULT_MU ... row_distances are re-exported ("X as X"): they moved below the index, to
 # neardup.blocks and neardup.distance, and callers still import them from here.
-T = TypeVar("T")
 IntArray = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
 #: Candidate pairs verified per step: bounds the temporary arrays to ~100 MB.
@@ -163,8 +162,9 @@ def _search_tables(
         found: list[tuple[IntArray, IntArray, npt.NDArray[np.uint8]]] = []
         return finder.table_pairs(table, mu, split_threshold, found), found
 
-    with ThreadPoolExecutor(threads) if threads > 1 else _InPlace() as pool:
-        for table, (table_stats, found) in enumerate(pool.map(search, range(count))):
+    with ThreadPoolExecutor(threads) as pool:  # no thread starts unless it is given work
+        searched = pool.map(search, range(count)) if threads > 1 else map(search, range(count))
+        for table, (table_stats, found) in enumerate(searched):
             parts += found
             if stats is not None:
                 stats.tables.append(table_stats)
@@ -184,19 +184,6 @@ def _table_workers(n: int, tables: int, workers: int | None) -> int:
         return 1
     fits = PARALLEL_TABLE_BYTES // max(1, TABLE_BYTES_PER_FINGERPRINT * n)
     return max(1, min(2, os.cpu_count() or 1, fits, tables))
-
-
-class _InPlace:
-    """A pool of no threads: ``map`` runs each call in turn, as it is consumed."""
-
-    def __enter__(self) -> _InPlace:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        return None
-
-    def map(self, function: Callable[[int], T], items: range) -> Iterator[T]:
-        return (function(item) for item in items)
 
 
 def search_plan(words: UInt64Array, bits: int, max_distance: int) -> BlockScheme | None:
