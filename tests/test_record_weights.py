@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import csv
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from neardup.errors import StorageDamagedError
 from neardup.records.compare import (
     LEVELS,
     PairLevels,
@@ -23,10 +24,13 @@ from neardup.records.compare import (
     term_counts,
     word_weights,
 )
+from neardup.records.index_model import RecordsModel, stored_terms
 from neardup.records.weights import (
     MIN_ANCHORS,
     ColumnWeights,
     FieldWeights,
+    HashedCounts,
+    TermFrequencies,
     bound_disagreement,
     estimate_u_random,
     fit_weights,
@@ -378,3 +382,42 @@ def test_columns_that_never_discriminate_weigh_little() -> None:
     assert source.different < 1.5 and source.exact < 0  # never lifts a pair much
     accepted = match_probability(fitted, pairs, term_counts(table)) >= 0.5
     assert pairwise_f1(rows, i, j, accepted) >= 0.9
+
+
+def test_term_frequencies_by_hash_count_as_the_values_do() -> None:
+    """A stored model keeps its term frequencies by hash (:class:`HashedCounts`): every value
+    counts what the value counts held, a value not held counts 1, lone surrogates included."""
+    held = {"smith": 40, "jones": 2, "li": 7, "\udc80x": 3, "": 5}
+    frequencies = TermFrequencies(HashedCounts.of(held), 100, 0.2)
+    asked = ["smith", "li", "nobody", "\udc80x", "", "Smith", "jones"]
+    assert frequencies.counts_of(asked).tolist() == [held.get(value, 1) for value in asked]
+    assert TermFrequencies({}, 0, 0.0).counts_of(["a"]).tolist() == [1.0]
+    assert TermFrequencies(HashedCounts.of({}), 0, 0.0).counts_of(["a", "b"]).tolist() == [1.0, 1.0]
+
+
+def test_a_model_stored_with_term_frequencies_as_an_object_reads_as_by_hash() -> None:
+    """Stores written before the hashes keep each column's counts as a JSON object: read as
+    the same model, and written back by hash."""
+    counts = {"name": Counter({"ann": 3, "bo": 2, "cy": 1})}
+    model = RecordsModel(
+        key="id",
+        columns=(("name", "name"),),
+        specs=(),
+        caps=(),
+        weights=FieldWeights(
+            (ColumnWeights("name", "name", (0, 1), (0.2, 0.8), (0.9, 0.1)),), 0.1, 3, True, "em"
+        ),
+        learned=True,
+        threshold=0.9,
+        idf=(None,),
+        terms=stored_terms(counts),
+        fitted=6,
+    )
+    meta = model.to_meta()
+    assert RecordsModel.from_meta(meta, "here") == model
+    old = {**meta, "terms": {"name": {"size": 6, "agreement": 14 / 36, "counts": {"ann": 3, "bo": 2}}}}
+    assert RecordsModel.from_meta(old, "here") == model
+    assert "hashes" in meta["terms"]["name"] and "ann" not in str(meta)
+    damaged = {**meta, "terms": {"name": {**meta["terms"]["name"], "counts": "AAAA"}}}
+    with pytest.raises(StorageDamagedError, match="damaged"):
+        RecordsModel.from_meta(damaged, "here")

@@ -20,6 +20,7 @@ import xxhash
 from neardup.records.candidates import derived_value
 from neardup.records.incremental import (
     BLOCKS_MAP,
+    MODEL_ENTRY,
     ROWS_MAP,
     STATE_MAP,
     BatchDone,
@@ -48,13 +49,14 @@ ADDED_DIGEST = {
 }
 #: sha256 of :func:`stored_digest` (every entry of the rows, blocks and state maps) after the
 #: first run, and after the new rows were added in batches of 1000 and of 300, as the code of
-#: commit b10d33e (before the value maps were written by upsert and read in batches) stored them.
+#: commit b10d33e (before the value maps were written by upsert and read in batches) stored
+#: them (the refitted model left out, as commit 9a91928 stored it: the batches differ there only).
 FIRST_STORED = "054c7b34625d1bc70bac5000f07b4a28d1942e2fa1c3f9537723468cc4e0a0be"
 #: The same after 700 new rows in batches of 300, then a refit and the other 800 in batches of 250.
-REFIT_STORED = "2314c9f7100653ca78f5af69e637d5a7d1f46dfb0cf0fc9407e772a30dbb3958"
+REFIT_STORED = "b467f60a698dc403ac8a20189895adc80619ff5878569b6a3809209414b2e827"
 ADDED_STORED = {
-    1000: "cd76df4c9a1fb6269f6a0b52ee8a8f03237a4d8b664a8afdaff3593ed53e767e",
-    300: "a6b84f318ed72e306c059c0c42c4130927e0089ec7f83d75f727acf322d0e16b",
+    1000: "70b735d78bac1a27993c4eca4c566d91136a216f22e3a25433081b24d0c873a4",
+    300: "70b735d78bac1a27993c4eca4c566d91136a216f22e3a25433081b24d0c873a4",
 }
 
 
@@ -111,13 +113,18 @@ def outcome(rows: list[CheckedRow]) -> list[tuple[Any, ...]]:
 
 
 def stored_digest(url: str) -> str:
-    """A digest of every (map, key, value) a records index stores, in key order."""
+    """A digest of every (map, key, value) a records index stores, in key order, but the
+    refitted model: its term frequencies are kept by hash since commit 0000000 (the
+    decisions, which read them, are pinned by :data:`ADDED_DIGEST`)."""
     store = open_storage(url)
     try:
         digest = hashlib.sha256()
         for name in (ROWS_MAP, BLOCKS_MAP, STATE_MAP):
             for key, value in sorted(
-                (repr(key), value) for batch in store.scan_values(name) for key, value in batch
+                (repr(key), value)
+                for batch in store.scan_values(name)
+                for key, value in batch
+                if (name, key) != (STATE_MAP, MODEL_ENTRY)
             ):
                 digest.update(name.encode() + b"\0" + key.encode() + b"\0" + value + b"\n")
         return digest.hexdigest()

@@ -67,7 +67,7 @@ from ..storage.base import RecordShape, Storage, key_problem, shown_key
 from ..storage.urls import redacted
 from .candidates import KeyColumn, derived_value, factorize, key_specs
 from .compare import LEVELS, PairLevels, compare_values, normalize_column
-from .index_model import META_KEY, RecordsModel, RefitSettings, check_columns, stored_terms
+from .index_model import META_KEY, MODEL_VERSION, RecordsModel, RefitSettings, check_columns, stored_terms
 from .learned import (
     DEFAULT_THRESHOLD,
     FEW_PAIRS_AGREEMENT,
@@ -262,6 +262,8 @@ def index_records(
             return _first_run(source, store, learn, report, progress, on_batch)
         _check_key(schema.key, model.key, where)
         check_columns(model, source.columns, source.name)
+        if mode == "add":
+            model, generation = _upgraded(store, where, model, generation)
         result = IndexedRecords(mode, False, model, refit=done)
         checker = _Checker(store, model, result, where, generation)
         for number, batch in enumerate(_batches(source, model, batch_size, on_error, report, progress), 1):
@@ -283,6 +285,23 @@ def _refit_first(store: Storage, opened: bool, where: str, key: str, batch_size:
             store.discard()
         raise _nothing_to_refit(where, key)
     return refit_stored(store, where, key, batch_size)
+
+
+def _upgraded(store: Storage, where: str, model: RecordsModel, generation: int) -> tuple[RecordsModel, int]:
+    """The model and generation after storing a model of an older readable version again as
+    this version's (the same model: the next generation, in the state map, since a store's
+    meta is written once), under the writer lock; a current one is left as it is."""
+    if model.version == MODEL_VERSION:
+        return model, generation
+    with store.exclusive():
+        found = _stored(store, where)  # again, under the lock: another writer may have done it
+        if found is None or found[0].version == MODEL_VERSION:
+            return (model, generation) if found is None else found
+        current, size = dataclasses.replace(found[0], version=MODEL_VERSION), _Size.read(store, where)
+        upgraded = _Size(size.rows, size.generation + 1)
+        body = json.dumps(current.to_meta(), ensure_ascii=False).encode()
+        store.put_values(STATE_MAP, [MODEL_ENTRY, SIZE_ENTRY], [body, upgraded.encode()])
+    return current, upgraded.generation
 
 
 def _check_key(given: str, stored: str, where: str) -> None:

@@ -12,24 +12,37 @@ than read with rules its rows were not made by; an older one names the refit tha
 it from its stored rows.
 
 Term frequencies keep only the values held by two rows or more: a value not listed counts
-one row (:class:`~neardup.records.weights.TermFrequencies`), as it does in the batch.
+one row (:class:`~neardup.records.weights.TermFrequencies`), as it does in the batch. They
+are kept by hash (:class:`~neardup.records.weights.HashedCounts`: ``hashes`` the sorted
+little-endian uint64 hashes in base64, ``counts`` their uint32 counts zlib-compressed in
+base64), since every run reads the model and a table of 10⁶ rows lists millions of values:
+read as a JSON object of values they took most of a short run's time. Stores written with the
+object (``counts``) are read as they are.
 """
 
 from __future__ import annotations
 
+import base64
+import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError, StorageDamagedError
 from .candidates import KeySpec
-from .weights import ColumnWeights, FieldWeights, TermFrequencies
+from .weights import ColumnWeights, FieldWeights, HashedCounts, TermFrequencies
 
 #: Bump when normalisation, key types, comparisons or the stored layout change: rows stored
 #: under another version would be compared by rules they were not made by. Version 2 keeps
-#: the rows fitted on and the row count, so the weights follow a growing table.
-MODEL_VERSION = 2
+#: the rows fitted on and the row count, so the weights follow a growing table; version 3
+#: keeps the term frequencies by hash, under version 2's rules.
+MODEL_VERSION = 3
+#: The versions this neardup reads: version 2's model is read as it is (its term frequencies
+#: an object of values), and a run that adds rows stores it again as this version's.
+READ_VERSIONS = (2, 3)
 #: The meta entry that marks a store as a records index (a document index has none).
 META_KEY = "records_model"
 
@@ -40,7 +53,8 @@ class RecordsModel:
     key types ``specs`` with their ``caps``, the ``weights`` (``learned`` False: too little
     to learn from, and the agreement rule of :mod:`neardup.records.learned` decides), the
     match ``threshold``, per column its word weights (text) and term frequencies, and the
-    rows the weights were ``fitted`` on."""
+    rows the weights were ``fitted`` on. ``version`` is the one it was stored by
+    (:data:`READ_VERSIONS`); it is stored again as this :data:`MODEL_VERSION`'s."""
 
     key: str
     columns: tuple[tuple[str, str], ...]
@@ -66,7 +80,7 @@ class RecordsModel:
         """The model as JSON-able meta (:data:`META_KEY` of the store's meta)."""
         weights = self.weights
         return {
-            "version": self.version,
+            "version": MODEL_VERSION,
             "key": self.key,
             "columns": [list(column) for column in self.columns],
             "specs": [[spec.name, list(spec.columns), spec.form] for spec in self.specs],
@@ -81,10 +95,7 @@ class RecordsModel:
             "learned": self.learned,
             "threshold": self.threshold,
             "idf": [None if idf is None else dict(idf) for idf in self.idf],
-            "terms": {
-                name: {"size": terms.size, "agreement": terms.agreement, "counts": dict(terms.counts)}
-                for name, terms in self.terms.items()
-            },
+            "terms": {name: _terms_meta(terms) for name, terms in self.terms.items()},
             "fitted": self.fitted,
         }
 
@@ -93,15 +104,16 @@ class RecordsModel:
         """The model stored in a store's meta; a store of another :data:`MODEL_VERSION` is
         refused naming the fix, a malformed model as damaged."""
         settings = RefitSettings.from_meta(meta, where)
-        if settings.version != MODEL_VERSION:
+        if settings.version not in READ_VERSIONS:
+            readable = " and ".join(map(str, READ_VERSIONS))
             raise ConfigError(
                 f"{where} was made by records model version {settings.version}; this neardup reads "
-                f"version {MODEL_VERSION}: rebuild it from its stored rows with `neardup records "
+                f"versions {readable}: rebuild it from its stored rows with `neardup records "
                 f"SOURCE --key {settings.key} --index URL --refit` (SOURCE's new rows are added after)"
             )
         try:
             return _model(meta)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, zlib.error) as exc:
             raise _damaged(where, exc) from exc
 
 
@@ -163,13 +175,34 @@ def _model(meta: Mapping[str, Any]) -> RecordsModel:
         learned=bool(meta["learned"]),
         threshold=float(meta["threshold"]),
         idf=tuple(None if idf is None else dict(idf) for idf in meta["idf"]),
-        terms={
-            name: TermFrequencies(dict(terms["counts"]), int(terms["size"]), float(terms["agreement"]))
-            for name, terms in meta["terms"].items()
-        },
+        terms={name: _terms(terms) for name, terms in meta["terms"].items()},
         fitted=int(meta["fitted"]),
         version=int(meta["version"]),
     )
+
+
+def _terms_meta(terms: TermFrequencies) -> dict[str, Any]:
+    counts = terms.counts if isinstance(terms.counts, HashedCounts) else HashedCounts.of(terms.counts)
+    return {
+        "size": terms.size,
+        "agreement": terms.agreement,
+        "hashes": base64.b64encode(counts.hashes.astype("<u8").tobytes()).decode("ascii"),
+        "counts": base64.b64encode(zlib.compress(counts.counts.astype("<u4").tobytes())).decode("ascii"),
+    }
+
+
+def _terms(meta: Mapping[str, Any]) -> TermFrequencies:
+    """A column's stored term frequencies: by hash, or (stores written before) an object."""
+    counts = meta["counts"]
+    if isinstance(counts, Mapping):
+        held = HashedCounts.of({str(value): int(count) for value, count in counts.items()})
+    else:
+        hashes = np.frombuffer(base64.b64decode(meta["hashes"], validate=True), dtype="<u8")
+        numbers = np.frombuffer(zlib.decompress(base64.b64decode(counts, validate=True)), dtype="<u4")
+        if len(hashes) != len(numbers) or np.any(hashes[1:] <= hashes[:-1]):
+            raise ValueError("term frequency hashes and counts do not pair up in order")
+        held = HashedCounts(hashes.astype(np.uint64), numbers.astype(np.uint32))
+    return TermFrequencies(held, int(meta["size"]), float(meta["agreement"]))
 
 
 def stored_terms(counts: Mapping[str, Counter[str]]) -> dict[str, TermFrequencies]:
@@ -178,7 +211,7 @@ def stored_terms(counts: Mapping[str, Counter[str]]) -> dict[str, TermFrequencie
     for name, counter in counts.items():
         full = TermFrequencies.of(counter)
         common = {value: count for value, count in counter.items() if count >= 2}
-        out[name] = TermFrequencies(common, full.size, full.agreement)
+        out[name] = TermFrequencies(HashedCounts.of(common), full.size, full.agreement)
     return out
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+import xxhash
 
 from .compare import LEVELS, TF_KINDS, PairLevels, PreparedTable, compare_pairs
 
@@ -343,16 +344,67 @@ def bound_disagreement(weights: FieldWeights, pairs: PairLevels) -> FieldWeights
 # -- scoring ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, eq=False)
+class HashedCounts:
+    """Counts of values kept by a 64-bit hash of each value (xxh3 of its UTF-8), sorted: two
+    arrays, no Python object per value, so a records index's model of millions of values
+    loads in milliseconds. Two values of one column share a hash with chance n²/2⁶⁵."""
+
+    hashes: npt.NDArray[np.uint64]
+    counts: npt.NDArray[np.uint32]
+
+    @classmethod
+    def of(cls, counts: Mapping[str, int]) -> HashedCounts:
+        hashes = value_hashes(list(counts))
+        order = np.argsort(hashes, kind="stable")
+        held = np.fromiter(counts.values(), dtype=np.uint64, count=len(counts))
+        return cls(hashes[order], np.minimum(held[order], np.iinfo(np.uint32).max).astype(np.uint32))
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, HashedCounts)
+            and np.array_equal(self.hashes, other.hashes)
+            and np.array_equal(self.counts, other.counts)
+        )
+
+    def lookup(self, values: Sequence[str]) -> FloatArray:
+        """Each value's count, 1 for a value not held."""
+        wanted = value_hashes(values)
+        if not len(self.hashes):
+            return np.ones(len(wanted), dtype=np.float64)
+        at = np.minimum(np.searchsorted(self.hashes, wanted), len(self.hashes) - 1)
+        return np.where(self.hashes[at] == wanted, self.counts[at], 1).astype(np.float64)
+
+
+def value_hashes(values: Sequence[str]) -> npt.NDArray[np.uint64]:
+    """xxh3-64 of each value's UTF-8 (lone surrogates passed, as values are stored)."""
+    hashed = (_hash(value.encode("utf-8", "surrogatepass")) for value in values)
+    return np.fromiter(hashed, dtype=np.uint64, count=len(values))
+
+
+_hash = xxhash.xxh3_64_intdigest
+
+
 @dataclass(frozen=True)
 class TermFrequencies:
     """A column's term frequencies as :func:`match_weights` reads them: ``counts`` of values
     (a value not listed counts 1, so a stored model may list only the values held twice or
-    more), ``size`` the rows holding a value and ``agreement`` Σf², the share of random row
-    pairs that agree on it."""
+    more, by hash), ``size`` the rows holding a value and ``agreement`` Σf², the share of
+    random row pairs that agree on it."""
 
-    counts: Mapping[str, int]
+    counts: Mapping[str, int] | HashedCounts
     size: int
     agreement: float
+
+    def counts_of(self, values: Sequence[str]) -> FloatArray:
+        """Each value's count (1 for a value not listed)."""
+        counts = self.counts
+        if isinstance(counts, HashedCounts):
+            return counts.lookup(values)
+        return np.fromiter((counts.get(value, 1) for value in values), float, len(values))
 
     @classmethod
     def of(cls, counter: Mapping[str, int]) -> TermFrequencies:
@@ -390,8 +442,7 @@ def match_weights(
         if terms is not None and terms.size and column.kind in TF_KINDS:
             exact = np.flatnonzero((levels == len(column.weights) - 1) & (pairs.left[position] != None))  # noqa: E711
             values = pairs.left[position][exact].tolist()
-            known = terms.counts
-            shares = np.fromiter((known.get(v, 1) for v in values), float, len(values)) / terms.size
+            shares = terms.counts_of(values) / terms.size
             u_values = np.clip(shares * (column.u[-1] / terms.agreement), EPSILON, 1.0 - EPSILON)
             bits[exact] = np.log2(column.m[-1] / u_values)
         total += bits
