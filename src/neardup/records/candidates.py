@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,7 +125,7 @@ _DERIVED = {
 def derive(column: KeyColumn, form: str) -> IntArray:
     """Codes of a derived form of the column's values (computed once per distinct value);
     forms that come out empty are null."""
-    function = dict(_DERIVED[column.kind])[form]
+    function = derived_form(column.kind, form)
     lookup: dict[str, int] = {}
     mapped = np.fromiter(
         (
@@ -172,7 +172,12 @@ def key_specs(columns: Sequence[KeyColumn]) -> list[KeySpec]:
 
 def derived_value(kind: str, form: str, value: str) -> str:
     """A derived form of one normalised value ('' when it comes out empty: no key)."""
-    return dict(_DERIVED[kind])[form](value)
+    return derived_form(kind, form)(value)
+
+
+def derived_form(kind: str, form: str) -> Callable[[str], str]:
+    """The function of a derived form of a kind's values ('' when one comes out empty)."""
+    return dict(_DERIVED[kind])[form]
 
 
 def key_types(columns: Sequence[KeyColumn]) -> list[tuple[str, IntArray]]:

@@ -65,7 +65,7 @@ from ..io.record import ErrorReport
 from ..storage import open_storage
 from ..storage.base import RecordShape, Storage, key_problem, shown_key
 from ..storage.urls import redacted
-from .candidates import KeyColumn, derived_value, factorize, key_specs
+from .candidates import KeyColumn, derived_form, factorize, key_specs
 from .compare import LEVELS, PairLevels, compare_values, normalize_column
 from .index_model import META_KEY, MODEL_VERSION, RecordsModel, RefitSettings, check_columns, stored_terms
 from .learned import (
@@ -541,13 +541,13 @@ def rows_block_keys(model: RecordsModel, rows: Sequence[Values]) -> list[list[tu
             parts = zip(*(columns[column] for column in spec.columns), strict=True)
             texts = [None if None in both else "\x1f".join(both) for both in parts]
         if spec.form is not None:
-            kind, form = kinds[spec.columns[0]], spec.form
-            forms = {text: derived_value(kind, form, text) or None for text in set(texts) if text is not None}
+            function = derived_form(kinds[spec.columns[0]], spec.form)
+            forms = {text: function(text) or None for text in set(texts) if text is not None}
             texts = [None if text is None else forms[text] for text in texts]
-        prefix = f"{number}\x1e"
+        prefix, hash_ = f"{number}\x1e", _hash
         for blocks, text in zip(out, texts, strict=True):
             if text is not None:
-                blocks.append((number, _hash(f"{prefix}{text}".encode("utf-8", "surrogatepass"))))
+                blocks.append((number, hash_((prefix + text).encode("utf-8", "surrogatepass"))))
     copies = len(model.specs)
     for blocks, values in zip(out, rows, strict=True):
         if any(value is not None for value in values):
