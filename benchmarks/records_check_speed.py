@@ -38,7 +38,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from neardup.records.incremental import SIZE_ENTRY, STATE_MAP, STORE_SHAPE, RecordsIndex, index_records
+from neardup.records.incremental import (
+    DEFAULT_BATCH_SIZE,
+    SIZE_ENTRY,
+    STATE_MAP,
+    STORE_SHAPE,
+    RecordsIndex,
+    index_records,
+)
 from neardup.records.run import dedup_records
 from neardup.records.schema import RecordSchema
 from neardup.records.sources import open_source
@@ -118,9 +125,9 @@ def timed(function: Callable[[], Any]) -> tuple[float, float, Any]:
     return time.perf_counter() - started, time.process_time() - cpu, answer
 
 
-def check(path: Path, url: str, mode: str) -> Any:
+def check(path: Path, url: str, mode: str, batch_size: int = DEFAULT_BATCH_SIZE) -> Any:
     with open_source(str(path)) as source:
-        return index_records(source, url, RecordSchema(key="id"), mode=mode)
+        return index_records(source, url, RecordSchema(key="id"), mode=mode, batch_size=batch_size)
 
 
 def batch(path: Path) -> Any:
@@ -147,6 +154,12 @@ def main() -> None:
         "--keep", type=Path, help="folder for the rows and the SQLite store, kept for the next run"
     )
     parser.add_argument("--no-batch", action="store_true", help="skip the batch run over the stored rows")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"rows a transaction in the later runs (default {DEFAULT_BATCH_SIZE:,}, the library's)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         work = args.keep or Path(folder)
@@ -188,9 +201,10 @@ def main() -> None:
             round_ = (held - args.stored) // max(1, args.new)
             new = write(work / "new.csv", new_rows(stored, args.new, round_))
             open_s = timed(lambda: opened(url))[0]  # noqa: B023
-            any_s, any_cpu, found = timed(lambda: check(new, url, "any"))  # noqa: B023
-            all_s, all_cpu, _ = timed(lambda: check(new, url, "all"))  # noqa: B023
-            add_s, add_cpu, added = timed(lambda: check(new, url, "add"))  # noqa: B023
+            size = args.batch_size
+            any_s, any_cpu, found = timed(lambda: check(new, url, "any", size))  # noqa: B023
+            all_s, all_cpu, _ = timed(lambda: check(new, url, "all", size))  # noqa: B023
+            add_s, add_cpu, added = timed(lambda: check(new, url, "add", size))  # noqa: B023
             per = 1000 / args.new
             shown = store if "@" not in store else store.split("@", 1)[1]
             figures = (

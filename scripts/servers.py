@@ -529,6 +529,11 @@ def start_postgres(
     return server
 
 
+#: Extra ``mariadbd --NAME=VALUE`` settings from NEARDUP_MARIADB_SETTINGS (space-separated,
+#: ``NAME=VALUE`` each, after the defaults so they override them), as for PostgreSQL.
+EXTRA_MARIADB_SETTINGS = os.environ.get("NEARDUP_MARIADB_SETTINGS", "").split()
+
+
 def start_mariadb(
     directory: Path | str | None = None,
     port: int | None = None,
@@ -577,6 +582,7 @@ def start_mariadb(
             "--character-set-server=utf8mb4",
             "--collation-server=utf8mb4_bin",
             "--max-connections=200",
+            *(f"--{setting}" for setting in EXTRA_MARIADB_SETTINGS),
         ]
         process = _launch(args, log, detach=detach)
         query = [str(client), "--no-defaults", "--protocol=tcp", "-h", LOOPBACK, "-P", str(port), "-uroot"]
