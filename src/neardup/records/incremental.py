@@ -82,8 +82,11 @@ from .sources import RowSource, SqlSource, read_only_needed
 from .values import RecordKey, record_key
 from .weights import match_probability
 
-#: Rows checked and written per transaction.
-DEFAULT_BATCH_SIZE = 1000
+#: Rows checked and written per transaction: a new row writes a block per key type, each on a
+#: random page of a large store, so the more rows a transaction holds, the more of them share
+#: a page (and a batch's reads and commit); a batch this size holds the writer lock for
+#: seconds, well within another writer's wait.
+DEFAULT_BATCH_SIZE = 10_000
 MODES = ("add", "any", "all")
 ROWS_MAP = "rows"
 BLOCKS_MAP = "blocks"
