@@ -265,8 +265,6 @@ def index_records(
             return _first_run(source, store, learn, report, progress, on_batch)
         _check_key(schema.key, model.key, where)
         check_columns(model, source.columns, source.name)
-        if mode == "add":
-            model, generation = _upgraded(store, where, model, generation)
         result = IndexedRecords(mode, False, model, refit=done)
         checker = _Checker(store, model, result, where, generation)
         for number, batch in enumerate(_batches(source, model, batch_size, on_error, report, progress), 1):
@@ -288,23 +286,6 @@ def _refit_first(store: Storage, opened: bool, where: str, key: str, batch_size:
             store.discard()
         raise _nothing_to_refit(where, key)
     return refit_stored(store, where, key, batch_size)
-
-
-def _upgraded(store: Storage, where: str, model: RecordsModel, generation: int) -> tuple[RecordsModel, int]:
-    """The model and generation after storing a model of an older readable version again as
-    this version's (the same model: the next generation, in the state map, since a store's
-    meta is written once), under the writer lock; a current one is left as it is."""
-    if model.version == MODEL_VERSION:
-        return model, generation
-    with store.exclusive():
-        found = _stored(store, where)  # again, under the lock: another writer may have done it
-        if found is None or found[0].version == MODEL_VERSION:
-            return (model, generation) if found is None else found
-        current, size = dataclasses.replace(found[0], version=MODEL_VERSION), _Size.read(store, where)
-        upgraded = _Size(size.rows, size.generation + 1)
-        body = json.dumps(current.to_meta(), ensure_ascii=False).encode()
-        store.put_values(STATE_MAP, [MODEL_ENTRY, SIZE_ENTRY], [body, upgraded.encode()])
-    return current, upgraded.generation
 
 
 def _check_key(given: str, stored: str, where: str) -> None:
@@ -1056,6 +1037,10 @@ class _Checker:
         state = {}
         if new and size.rows >= GROWTH * max(self.model.fitted, 1):
             self._refit_weights([batch.values[row] for row in new])
+        elif self.model.version != MODEL_VERSION:  # read by an older version's rules: stored again
+            self.model = dataclasses.replace(self.model, version=MODEL_VERSION)
+            self.generation += 1
+        if self.generation != size.generation:
             size = _Size(size.rows, self.generation)
             state[MODEL_ENTRY] = json.dumps(self.model.to_meta(), ensure_ascii=False).encode()
         state[SIZE_ENTRY] = size.encode()
@@ -1154,6 +1139,7 @@ class _Checker:
             idf=fit.table.idf,
             terms=stored_terms(fit.counts),
             fitted=len(values),
+            version=MODEL_VERSION,
         )
         self.generation += 1
         self.result.model = self.model
