@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from neardup.cli.main import main
-from neardup.errors import ConfigError, InputError
+from neardup.errors import ConfigError, InputError, StorageBackendError
 from neardup.index.meta import RECORDS_META_KEY
 from neardup.records.incremental import (
     BLOCKS_MAP,
@@ -664,6 +664,28 @@ def test_a_model_larger_than_a_text_column_round_trips(
     store = open_storage(url)
     try:
         assert stored_model(store, "test") == result.model
+    finally:
+        store.close()
+
+
+def test_a_value_past_mariadbs_packet_limit_is_refused_naming_the_fix(fresh_mysql_url: str) -> None:
+    """MariaDB closes the connection over a statement larger than its max_allowed_packet (16
+    MiB by default; a records model of a few million rows), which reads as a lost server: such
+    a value is refused before it is sent, in one line naming the setting, nothing of the call
+    stored. The meta too."""
+    store = open_storage(fresh_mysql_url)
+    try:
+        store.attach(RecordShape(1, 1, 1, 64, lambda words: words))
+        store.put_values(STATE_MAP, ["a"], [b"kept"])
+        with pytest.raises(StorageBackendError, match=r"max_allowed_packet.*nothing of the call") as caught:
+            store.put_values(STATE_MAP, ["b", "big"], [b"y", b"x" * (17 << 20)])
+        assert "\n" not in str(caught.value) and "SET GLOBAL max_allowed_packet" in str(caught.value)
+        assert store.get_values(STATE_MAP, ["a", "b", "big"]) == [b"kept", None, None]
+        store.put_values(STATE_MAP, ["c"], [b"z" * (6 << 20)])  # large, within the limit
+        assert store.get_values(STATE_MAP, ["c"]) == [b"z" * (6 << 20)]
+        with pytest.raises(StorageBackendError, match=r"max_allowed_packet.*nothing of the call"):
+            store.write_meta({META_KEY: {"version": MODEL_VERSION, "terms": "t" * (17 << 20)}})
+        assert store.read_meta() is None
     finally:
         store.close()
 

@@ -13,7 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import SplitResult, unquote
 
-from ..errors import MissingDependencyError, StorageBusyError, StorageUnavailableError
+from ..errors import (
+    MissingDependencyError,
+    StorageBackendError,
+    StorageBusyError,
+    StorageUnavailableError,
+)
 from . import check_options
 from .base import MAX_KEY_BYTES, Key, check_keys
 from .sql import DEFAULT_PREFIX, SqlStorage
@@ -22,6 +27,10 @@ from .urls import redacted
 
 KEY_LENGTH = MAX_KEY_BYTES  # characters; ids are at most this many UTF-8 bytes
 LOCK_TIMEOUT_S = 60
+#: Values shorter than this are never near a server's max_allowed_packet (at least 1 MiB).
+MIN_CHECKED_BYTES = 1 << 19
+#: Room for the rest of a statement that carries one large value.
+STATEMENT_BYTES = 4096
 
 
 class MysqlDialect(SqlDialect):
@@ -60,6 +69,26 @@ class MysqlDialect(SqlDialect):
 
     def begin(self, cursor: Any, write: bool) -> None:
         cursor.execute("START TRANSACTION")
+
+    def check_sizes(self, values: Sequence[bytes | str]) -> None:
+        large = [value for value in values if len(value) > MIN_CHECKED_BYTES]
+        if not large:
+            return
+        cursor = self.connection.cursor()
+        try:
+            cursor.execute("SELECT @@max_allowed_packet")
+            limit = int(cursor.fetchone()[0])
+        finally:
+            cursor.close()
+        for value in large:
+            size = len(self.connection.escape(value)) + STATEMENT_BYTES
+            if size > limit:
+                raise StorageBackendError(
+                    f"{self.where} takes at most {limit:,} bytes a statement (max_allowed_packet) and a "
+                    f"value of the index needs {size:,}; nothing of the call was stored: raise it on the "
+                    "server (SET GLOBAL max_allowed_packet = 1073741824, and max_allowed_packet=1G in its "
+                    "configuration) and run again"
+                )
 
     def lock(self, cursor: Any, name: str) -> None:
         cursor.execute("SELECT GET_LOCK(%s, %s)", (f"neardup.{name}", LOCK_TIMEOUT_S))

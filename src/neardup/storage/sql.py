@@ -330,7 +330,9 @@ class SqlStorage(Storage):
                 "or a smaller max_distance"
             )
         p = self.dialect.placeholder
+        config = dump_meta(meta)
         with self._transaction(write=True) as cursor:
+            self.dialect.check_sizes([config])
             self.dialect.check_creatable(cursor)
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.meta_table} "
@@ -341,7 +343,7 @@ class SqlStorage(Storage):
             cursor.execute(self._values_table_statement())
             cursor.execute(
                 f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p}), ({p}, {p})",
-                ("config", dump_meta(meta), DIGESTS_ROW, DIGEST_KIND),
+                ("config", config, DIGESTS_ROW, DIGEST_KIND),
             )
             self._note_values_table(True)
         self._layout = None
@@ -530,6 +532,7 @@ class SqlStorage(Storage):
         # Under the writer lock, as check-and-add writes: two writers of the same new keys would
         # otherwise collide on the primary key (PostgreSQL) or deadlock on gap locks (MariaDB).
         with self._transaction(write=True, exclusive=True) as cursor:
+            self.dialect.check_sizes(values)
             for run in _value_statements(rows, self.dialect.value_rows):
                 self.dialect.upsert_values(cursor, self.values_table, name, run)
 
