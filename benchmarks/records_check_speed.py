@@ -22,7 +22,9 @@ kept store), opening the index (its model read), each mode over the new rows (``
 then ``add``), each by the clock and by this process's CPU time (``cpu``), which a shared
 machine moves less; a database server's own CPU is in the clock time only. Once per run: the
 batch ``neardup records`` over the N stored rows (``--no-batch`` to skip it), rows/s by the
-clock and of CPU.
+clock and of CPU. The checks run ``--batch-size`` rows a transaction (the library's default
+unless given). At 10^6 rows give the database servers room: ``NEARDUP_POSTGRES_SETTINGS`` and
+``NEARDUP_MARIADB_SETTINGS`` of ``scripts/servers.py`` (docs/results/seed002_table5_records.md).
 """
 
 from __future__ import annotations

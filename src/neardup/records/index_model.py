@@ -15,9 +15,10 @@ Term frequencies keep only the values held by two rows or more: a value not list
 one row (:class:`~neardup.records.weights.TermFrequencies`), as it does in the batch. They
 are kept by hash (:class:`~neardup.records.weights.HashedCounts`: ``hashes`` the sorted
 little-endian uint64 hashes in base64, ``counts`` their uint32 counts zlib-compressed in
-base64), since every run reads the model and a table of 10⁶ rows lists millions of values:
-read as a JSON object of values they took most of a short run's time. Stores written with the
-object (``counts``) are read as they are.
+base64), since every run reads the model and a large table lists a value of most of its rows:
+read as a JSON object of values they took most of a short run's time
+(docs/results/seed002_table5_records.md). Stores written with the object (``counts``) are
+read as they are.
 """
 
 from __future__ import annotations

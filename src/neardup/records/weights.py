@@ -347,8 +347,8 @@ def bound_disagreement(weights: FieldWeights, pairs: PairLevels) -> FieldWeights
 @dataclass(frozen=True, eq=False)
 class HashedCounts:
     """Counts of values kept by a 64-bit hash of each value (xxh3 of its UTF-8), sorted: two
-    arrays, no Python object per value, so a records index's model of millions of values
-    loads in milliseconds. Two values of one column share a hash with chance n²/2⁶⁵."""
+    arrays, no Python object per value, so a records index's model of a large table loads
+    without building one. Two values of one column share a hash with chance n²/2⁶⁵."""
 
     hashes: npt.NDArray[np.uint64]
     counts: npt.NDArray[np.uint32]
