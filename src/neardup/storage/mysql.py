@@ -27,7 +27,8 @@ from .urls import redacted
 
 KEY_LENGTH = MAX_KEY_BYTES  # characters; ids are at most this many UTF-8 bytes
 LOCK_TIMEOUT_S = 60
-#: Values shorter than this are never near a server's max_allowed_packet (at least 1 MiB).
+#: Values shorter than this are not measured: servers run with a max_allowed_packet of
+#: megabytes (MariaDB's default is 16 MiB, MySQL's 64 MiB).
 MIN_CHECKED_BYTES = 1 << 19
 #: Room for the rest of a statement that carries one large value.
 STATEMENT_BYTES = 4096
