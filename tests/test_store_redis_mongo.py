@@ -20,7 +20,7 @@ import pytest
 from neardup import IncrementalDeduper, SimhashIndex
 from neardup.errors import ConfigError, KeyExistsError, StorageError, StorageUnavailableError
 from neardup.storage import open_storage
-from neardup.storage.base import RecordBatch
+from neardup.storage.base import RecordBatch, RecordShape
 
 from .conftest import with_option
 
@@ -311,3 +311,18 @@ def test_mongo_down_is_unavailable_with_a_safe_message() -> None:
     message = str(caught.value)
     assert f"127.0.0.1:{port}" in message and "hunter2" not in message and "running" in message
     assert time.monotonic() - begun < 15
+
+
+def test_mongo_refuses_a_value_past_its_document_limit_in_one_line(fresh_mongodb_url: str) -> None:
+    """A value over MongoDB's 16 MB a document (a records model of a few million rows) is a
+    one-line storage error naming the limit and the way out, not a bson traceback; the store
+    is left without the meta it could not write."""
+    store = open_storage(with_option(fresh_mongodb_url, "collection=big"))
+    try:
+        store.attach(RecordShape(1, 1, 1, 64, lambda words: words))
+        with pytest.raises(StorageError, match=r"16 MB.*use another store") as caught:
+            store.write_meta({"records_model": {"terms": "t" * (17 << 20)}})
+        assert "\n" not in str(caught.value)
+        assert store.read_meta() is None
+    finally:
+        store.close()

@@ -154,6 +154,12 @@ class MongoStorage(Storage):
         errors = self._pymongo.errors
         try:
             yield
+        except errors.DocumentTooLarge as exc:  # a bson error, not a PyMongoError
+            raise StorageBackendError(
+                f"MongoDB at {self.where} keeps a value in one document of at most 16 MB, and a value "
+                f"of the index is larger ({first_line(exc)}) while {doing}: use another store for an "
+                "index this large (SQLite, PostgreSQL, Redis)"
+            ) from exc
         except errors.ConnectionFailure as exc:
             raise StorageUnavailableError(
                 f"lost the connection to MongoDB at {self.where} while {doing} ({first_line(exc)}); "
