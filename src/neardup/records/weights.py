@@ -360,9 +360,6 @@ class HashedCounts:
         held = np.fromiter(counts.values(), dtype=np.uint64, count=len(counts))
         return cls(hashes[order], np.minimum(held[order], np.iinfo(np.uint32).max).astype(np.uint32))
 
-    def __len__(self) -> int:
-        return len(self.hashes)
-
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, HashedCounts)

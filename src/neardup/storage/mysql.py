@@ -71,16 +71,12 @@ class MysqlDialect(SqlDialect):
     def begin(self, cursor: Any, write: bool) -> None:
         cursor.execute("START TRANSACTION")
 
-    def check_sizes(self, values: Sequence[bytes | str]) -> None:
+    def check_sizes(self, cursor: Any, values: Sequence[bytes | str]) -> None:
         large = [value for value in values if len(value) > MIN_CHECKED_BYTES]
         if not large:
             return
-        cursor = self.connection.cursor()
-        try:
-            cursor.execute("SELECT @@max_allowed_packet")
-            limit = int(cursor.fetchone()[0])
-        finally:
-            cursor.close()
+        cursor.execute("SELECT @@max_allowed_packet")
+        limit = int(cursor.fetchone()[0])
         for value in large:
             size = len(self.connection.escape(value)) + STATEMENT_BYTES
             if size > limit:

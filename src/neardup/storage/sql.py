@@ -332,7 +332,7 @@ class SqlStorage(Storage):
         p = self.dialect.placeholder
         config = dump_meta(meta)
         with self._transaction(write=True) as cursor:
-            self.dialect.check_sizes([config])
+            self.dialect.check_sizes(cursor, [config])
             self.dialect.check_creatable(cursor)
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.meta_table} "
@@ -532,7 +532,7 @@ class SqlStorage(Storage):
         # Under the writer lock, as check-and-add writes: two writers of the same new keys would
         # otherwise collide on the primary key (PostgreSQL) or deadlock on gap locks (MariaDB).
         with self._transaction(write=True, exclusive=True) as cursor:
-            self.dialect.check_sizes(values)
+            self.dialect.check_sizes(cursor, values)
             for run in _value_statements(rows, self.dialect.value_rows):
                 self.dialect.upsert_values(cursor, self.values_table, name, run)
 

@@ -145,7 +145,7 @@ class SqlDialect:
         """The neardup error for a driver exception, or None to let it pass unchanged."""
         return None
 
-    def check_sizes(self, values: Sequence[bytes | str]) -> None:
+    def check_sizes(self, cursor: Any, values: Sequence[bytes | str]) -> None:
         """Refuse, before anything is sent, a value larger than the server takes in one
         statement (MariaDB's ``max_allowed_packet``): the server would close the connection
         over it, which reads as a lost server that a retry would only repeat."""
