@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import xxhash
 
+from neardup.records.block_map import BLOCKS_MAP, BlockDocuments, BlockMap, BlockRuns, stored_blocks
 from neardup.records.candidates import derived_value
 from neardup.records.incremental import (
-    BLOCKS_MAP,
     MODEL_ENTRY,
     ROWS_MAP,
     STATE_MAP,
@@ -120,9 +120,14 @@ def stored_digest(url: str) -> str:
     try:
         digest = hashlib.sha256()
         for name in (ROWS_MAP, BLOCKS_MAP, STATE_MAP):
+            held = (
+                [list(stored_blocks(store).items())]
+                if name == BLOCKS_MAP
+                else store.scan_values(name)  # the blocks whatever their layout
+            )
             for key, value in sorted(
                 (repr(key), value)
-                for batch in store.scan_values(name)
+                for batch in held
                 for key, value in batch
                 if (name, key) != (STATE_MAP, MODEL_ENTRY)
             ):
@@ -229,31 +234,30 @@ def _crowded_store(tmp_path: Path) -> tuple[Any, set[object]]:
     with open_source(str(write_csv(tmp_path / "stored.csv", crowded(entity_rows(STORED, 1, "s"))))) as source:
         index_records(source, url, RecordSchema(key="id"))
     store = open_storage(url)
-    over = {key for batch in store.scan_values(BLOCKS_MAP) for key, data in batch if data == b'"*"'}
+    over = {key for key, data in stored_blocks(store).items() if data == b'"*"'}
     return store, over
 
 
-def _count_block_reads(store: Any) -> Counter[object]:
-    """Count, from now on, how often the store is asked for each block."""
+def _count_block_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[object]:
+    """Count, from now on, how often each block is asked for, in either layout."""
     asked: Counter[object] = Counter()
-    read = store.get_values
+    for layout in (BlockRuns, BlockDocuments):
 
-    def counted(name: str, keys: Any) -> list[bytes | None]:
-        if name == BLOCKS_MAP:
+        def counted(self: BlockMap, keys: Any, read: Any = layout.get) -> list[bytes | None]:
             asked.update(keys)
-        return read(name, keys)
+            return read(self, keys)  # type: ignore[no-any-return]
 
-    store.get_values = counted
+        monkeypatch.setattr(layout, "get", counted)
     return asked
 
 
-def test_blocks_over_their_cap_are_read_once_a_run(tmp_path: Path) -> None:
+def test_blocks_over_their_cap_are_read_once_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A block over its cap stays so (stores only grow), so a run reads it once, not in
     every batch of rows holding it (check-and-add and queries alike)."""
 
     store, over = _crowded_store(tmp_path)
     try:
-        asked = _count_block_reads(store)
+        asked = _count_block_reads(monkeypatch)
         with open_source(str(write_csv(tmp_path / "new.csv", crowded(new_rows())))) as source:
             result = index_records(source, store, RecordSchema(key="id"), batch_size=300)
         assert result.added == NEW and over
@@ -268,13 +272,15 @@ def test_blocks_over_their_cap_are_read_once_a_run(tmp_path: Path) -> None:
         store.close()
 
 
-def test_a_refit_by_another_writer_makes_the_run_read_the_blocks_again(tmp_path: Path) -> None:
+def test_a_refit_by_another_writer_makes_the_run_read_the_blocks_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A refit rebuilds every block (its model may cap them otherwise), so the batches after
     one read the blocks again rather than trusting what the run knew to be over its cap."""
 
     store, over = _crowded_store(tmp_path)
     try:
-        asked = _count_block_reads(store)
+        asked = _count_block_reads(monkeypatch)
 
         def refit_after_the_first(done: BatchDone) -> None:
             if done.number == 1:

@@ -25,8 +25,8 @@ from click.testing import CliRunner, Result
 from neardup.cli.main import main
 from neardup.errors import ConfigError, InputError, StorageBackendError
 from neardup.index.meta import RECORDS_META_KEY
+from neardup.records.block_map import BLOCKS_MAP, stored_blocks
 from neardup.records.incremental import (
-    BLOCKS_MAP,
     MODEL_ENTRY,
     ROWS_MAP,
     STATE_MAP,
@@ -175,7 +175,8 @@ def test_the_model_and_blocks_are_stored(tmp_path: Path, store: Storage) -> None
     assert model == result.model
     row = StoredRow.decode(store.get_values(ROWS_MAP, [result.rows[0].key])[0] or b"", result.rows[0].key)
     assert list(row.blocks) == [block for _, block in block_keys(model, row.values)]
-    held = store.get_values(BLOCKS_MAP, list(row.blocks))
+    blocks = stored_blocks(store)
+    held = [blocks.get(block) for block in row.blocks]
     assert all(data is not None and result.rows[0].key in json.loads(data) for data in held)
 
 

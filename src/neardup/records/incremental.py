@@ -65,6 +65,7 @@ from ..io.record import ErrorReport
 from ..storage import open_storage
 from ..storage.base import RecordShape, Storage, key_problem, shown_key
 from ..storage.urls import redacted
+from .block_map import BlockMap, new_block_map, open_block_map
 from .candidates import KeyColumn, derived_form, factorize, key_specs
 from .compare import LEVELS, PairLevels, compare_values, normalize_column
 from .index_model import META_KEY, MODEL_VERSION, RecordsModel, RefitSettings, check_columns, stored_terms
@@ -89,7 +90,6 @@ from .weights import match_probability
 DEFAULT_BATCH_SIZE = 10_000
 MODES = ("add", "any", "all")
 ROWS_MAP = "rows"
-BLOCKS_MAP = "blocks"
 #: The map of the index's state: the refitted model (``model``) and the row count (``size``).
 STATE_MAP = "state"
 MODEL_ENTRY = "model"
@@ -303,6 +303,8 @@ class RecordsIndex:
         self.model = model
         self.where = where
         self.generation = generation
+        #: The stored blocks, kept between calls: the runs' parts read stay in memory.
+        self._blocks: BlockMap | None = None
 
     @classmethod
     def open(cls, url: str) -> RecordsIndex:
@@ -347,11 +349,11 @@ class RecordsIndex:
         ]
         batch.values = [[column[row] for column in columns] for row in range(len(rows))]
         result = IndexedRecords(mode, False, self.model)
-        checker = _Checker(self.store, self.model, result, self.where, self.generation)
+        checker = _Checker(self.store, self.model, result, self.where, self.generation, self._blocks)
         for start in range(0, len(rows), DEFAULT_BATCH_SIZE):
             part = slice(start, start + DEFAULT_BATCH_SIZE)
             checker.run(_Batch(batch.keys[part], batch.numbers[part], batch.values[part]))
-        self.model, self.generation = checker.model, checker.generation
+        self.model, self.generation, self._blocks = checker.model, checker.generation, checker.blocks
         return result.rows
 
     def close(self) -> None:
@@ -602,14 +604,14 @@ def _loads(data: bytes) -> Any:
 
 
 def _read_blocks(
-    store: Storage, keys: Sequence[int], raw: dict[int, bytes] | None = None
+    blocks: BlockMap, keys: Sequence[int], raw: dict[int, bytes] | None = None
 ) -> dict[int, list[RecordKey] | None]:
     """Each block's stored rows (None: over its cap); blocks not stored are left out. ``raw``
     receives the stored bytes, which :func:`_grown` extends rather than encoding a list again.
     The lists are parsed as one JSON array of them (a batch reads thousands), each alone only
     where that fails, to name the damaged one."""
     held_keys, held_data = [], []
-    for key, data in zip(keys, store.get_values(BLOCKS_MAP, list(keys)), strict=True):
+    for key, data in zip(keys, blocks.get(keys), strict=True):
         if data is not None:
             held_keys.append(key)
             held_data.append(data)
@@ -673,6 +675,7 @@ def _read_rows(store: Storage, keys: Sequence[RecordKey]) -> dict[RecordKey, Sto
 
 def _write(
     store: Storage,
+    block_map: BlockMap,
     rows: dict[RecordKey, StoredRow],
     blocks: dict[int, bytes],
     state: dict[str, bytes] | None = None,
@@ -680,7 +683,7 @@ def _write(
     """Blocks (encoded by :func:`_grown`), the state entries, then rows (one transaction on
     SQL stores: the caller holds ``exclusive``; elsewhere a crash leaves at worst blocks naming
     rows never stored and a row count a batch too high, which only moves the next refit)."""
-    store.put_values(BLOCKS_MAP, list(blocks), list(blocks.values()))
+    block_map.put(blocks)
     if state:
         store.put_values(STATE_MAP, list(state), list(state.values()))
     store.put_values(ROWS_MAP, list(rows), [row.encode() for row in rows.values()])
@@ -802,12 +805,13 @@ def _first_run(
     model, groups = _learned(resolved.key, columns, keys, threshold)
     store.write_meta({META_KEY: model.to_meta()})
     result = IndexedRecords("add", True, model, bad=report.count)
+    block_map = new_block_map(store)
     for start in range(0, len(keys), batch_size):
         chosen = range(start, min(start + batch_size, len(keys)))
         values = [[_value(column, row) for column in columns] for row in chosen]
         size = {SIZE_ENTRY: _Size(chosen[-1] + 1).encode()}
         chosen_keys, chosen_groups = [keys[row] for row in chosen], [groups[row] for row in chosen]
-        _store_rows(store, model, chosen_keys, values, chosen_groups, size)
+        _store_rows(store, block_map, model, chosen_keys, values, chosen_groups, size)
         for row in chosen:
             result.rows.append(CheckedRow(keys[row], "added", groups[row]))
         if on_batch is not None:
@@ -846,6 +850,7 @@ def _value(column: KeyColumn, row: int) -> str | None:
 
 def _store_rows(
     store: Storage,
+    block_map: BlockMap,
     model: RecordsModel,
     keys: list[RecordKey],
     values: list[Values],
@@ -857,12 +862,12 @@ def _store_rows(
     members = _members(blocks)
     with store.exclusive():
         raw: dict[int, bytes] = {}
-        stored = _read_blocks(store, sorted({block for _, block in members}), raw)
+        stored = _read_blocks(block_map, sorted({block for _, block in members}), raw)
         rows = {
             key: StoredRow(row, group, tuple(block for _, block in row_blocks))
             for key, row, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
         }
-        _write(store, rows, _grown(model, stored, members, keys, raw), state)
+        _write(store, block_map, rows, _grown(model, stored, members, keys, raw), state)
 
 
 # -- refit ------------------------------------------------------------------------------------
@@ -902,9 +907,8 @@ def refit_stored(store: Storage, where: str, key: str, batch_size: int = DEFAULT
         table = _key_columns(settings.columns, values)
         model, fresh = _learned(settings.key, table, keys, settings.threshold)
         groups, done = _stable_ids(keys, [row.group for row in rows.values()], fresh)
-        gone = [block for batch in store.scan_values(BLOCKS_MAP) for block, _ in batch]
-        for start in range(0, len(gone), batch_size * 10):
-            store.remove_values(BLOCKS_MAP, gone[start : start + batch_size * 10])
+        open_block_map(store, size.rows).clear()
+        block_map = new_block_map(store)  # a store made before runs gets them (but MongoDB)
         blocks = rows_block_keys(model, values)
         by_batch: dict[int, dict[tuple[int, int], list[int]]] = {}
         for pair, held in _members(blocks).items():  # a block is written with the batch of its first row
@@ -915,7 +919,7 @@ def refit_stored(store: Storage, where: str, key: str, batch_size: int = DEFAULT
                 keys[row]: StoredRow(values[row], groups[row], tuple(block for _, block in blocks[row]))
                 for row in chosen
             }
-            _write(store, part, _grown(model, {}, by_batch.get(start // batch_size, {}), keys))
+            _write(store, block_map, part, _grown(model, {}, by_batch.get(start // batch_size, {}), keys))
         state = {
             MODEL_ENTRY: json.dumps(model.to_meta(), ensure_ascii=False).encode(),
             SIZE_ENTRY: _Size(len(keys), generation).encode(),
@@ -971,12 +975,19 @@ class _Checker:
     """Checks batches of new rows against a store with its model (module docstring)."""
 
     def __init__(
-        self, store: Storage, model: RecordsModel, result: IndexedRecords, where: str, generation: int
+        self,
+        store: Storage,
+        model: RecordsModel,
+        result: IndexedRecords,
+        where: str,
+        generation: int,
+        blocks: BlockMap | None = None,
     ) -> None:
         self.store = store
         self.model = model
         self.result = result
         self.where = where
+        self.blocks = blocks if blocks is not None else open_block_map(store, _Size.read(store, where).rows)
         #: The model's generation (:class:`_Size`): another writer's refit is taken up.
         self.generation = generation
         self.seen: set[RecordKey] = set()
@@ -1070,7 +1081,7 @@ class _Checker:
             for key, row_values, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
         }
         grown = _grown(self.model, stored, members, keys, raw)
-        _write(self.store, added, grown, state)
+        _write(self.store, self.blocks, added, grown, state)
         self._note_over(block for block, data in grown.items() if data == _OVER_CAP_JSON)
         first = dict(zip(keys, new, strict=True))
         for row, key in enumerate(batch.keys):
@@ -1103,7 +1114,7 @@ class _Checker:
     ) -> dict[int, list[RecordKey] | None]:
         """:func:`_read_blocks` of the blocks not known to be over their cap (those are None)."""
         over = self.over
-        stored = _read_blocks(self.store, [block for block in blocks if block not in over], raw)
+        stored = _read_blocks(self.blocks, [block for block in blocks if block not in over], raw)
         self._note_over(block for block, held in stored.items() if held is None)
         stored.update(dict.fromkeys(blocks & over))
         return stored
@@ -1122,7 +1133,8 @@ class _Checker:
             if stored is None:
                 raise StorageDamagedError(f"{self.where}: the records index has gone from the store")
             self.model, self.generation = stored
-            self.over.clear()  # a refit rebuilt the blocks
+            self.over.clear()  # a refit rebuilt the blocks, maybe in another layout
+            self.blocks = open_block_map(self.store, size.rows)
             self.result.model = self.model
         return size
 

@@ -1,0 +1,379 @@
+"""Where a records index keeps its blocks: a map of 64-bit block keys to the JSON list of
+the stored rows holding each (:mod:`neardup.records.incremental`), in one of two layouts
+behind one interface (:class:`BlockMap`), chosen when the index is made.
+
+- **runs** (every store but MongoDB): the map is a few immutable runs, each a sorted array
+  of block keys in parts of :data:`PART_ENTRIES`, with their lists; a batch writes the blocks
+  it changed as a new run, and a newer run's entry hides an older one's. Runs merge
+  geometrically (a run is merged into the one before it while it is at least
+  1/:data:`MERGE_RATIO` of its size), so there are O(log N) runs and an entry is rewritten
+  O(log N) times. Why: a new row changes a block per key type, each on a random page of a
+  large store; a value per block made every batch read and write again most of a store's
+  pages, where a run is written once, in order, and read whole.
+- **documents** (MongoDB, seed 002's ``{"blockName", "info": [...]}`` layout, and stores
+  made before runs): one value per block.
+
+Both live in the store's ``blocks`` value map: a document under its block key (an int), a
+run's parts under ``run<id>.<part>`` and the list of runs under :data:`DIRECTORY` (texts).
+A part is ``count`` (uint32), the sorted keys (uint64), the end of each entry's bytes
+(uint32), then the bytes; the directory names each run's id, size and the first key of each
+of its parts, so a lookup reads only the parts its keys fall in, and a process keeps the
+parts it has read (they never change). A writer holds the store's writer lock: a new run's
+parts, then the directory, then what a merge retired, in the caller's transaction on SQL
+stores; elsewhere a crash leaves at worst parts no directory names, which the next run
+overwrites. A reader that finds a part retired by a merge since it read the directory reads
+the directory again.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import StorageDamagedError
+from ..storage.base import Storage
+
+BLOCKS_MAP = "blocks"
+#: The key of the list of runs in the blocks map.
+DIRECTORY = "runs"
+#: Entries per part of a run: a lookup of one row reads one part per key type (tens of KB).
+PART_ENTRIES = 4096
+#: A run is merged into the one before it while it holds at least 1/MERGE_RATIO of its entries.
+MERGE_RATIO = 4
+#: The stores whose indexes keep seed 002's layout of a document per block.
+DOCUMENT_STORES = frozenset({"mongodb"})
+#: Reads of the directory before a reader gives up on a part retired under it.
+READ_ATTEMPTS = 5
+
+UInt64Array = npt.NDArray[np.uint64]
+Int64Array = npt.NDArray[np.int64]
+
+
+class BlockMap(ABC):
+    """Block key -> the bytes of its list; written only under the store's writer lock."""
+
+    layout: str
+
+    def __init__(self, store: Storage) -> None:
+        self.store = store
+
+    @abstractmethod
+    def get(self, keys: Sequence[int]) -> list[bytes | None]:
+        """The stored bytes of each block (None: not stored)."""
+
+    @abstractmethod
+    def put(self, blocks: Mapping[int, bytes]) -> None:
+        """Store these blocks' bytes, replacing what each held."""
+
+    @abstractmethod
+    def clear(self) -> None:
+        """Remove every block."""
+
+    @abstractmethod
+    def items(self) -> Iterator[tuple[int, bytes]]:
+        """Every stored block and its bytes, in key order."""
+
+
+def open_block_map(store: Storage, rows_stored: int) -> BlockMap:
+    """The blocks of ``store`` in the layout they were made in; a new index (no rows stored)
+    gets runs, unless its store keeps seed 002's documents."""
+    if store.get_values(BLOCKS_MAP, [DIRECTORY])[0] is not None:
+        return BlockRuns(store)
+    if rows_stored or store.name in DOCUMENT_STORES:
+        return BlockDocuments(store)
+    return BlockRuns(store)
+
+
+def new_block_map(store: Storage) -> BlockMap:
+    """The layout a rebuild of the blocks (a refit) writes on ``store``."""
+    return BlockDocuments(store) if store.name in DOCUMENT_STORES else BlockRuns(store)
+
+
+def stored_blocks(store: Storage) -> dict[int, bytes]:
+    """Every block of a records index and its bytes, whatever its layout (for checks)."""
+    held = store.get_values(BLOCKS_MAP, [DIRECTORY])[0] is not None
+    blocks = BlockRuns(store) if held else BlockDocuments(store)
+    return dict(blocks.items())
+
+
+class BlockDocuments(BlockMap):
+    """A value per block (seed 002's layout)."""
+
+    layout = "documents"
+
+    def get(self, keys: Sequence[int]) -> list[bytes | None]:
+        return self.store.get_values(BLOCKS_MAP, list(keys))
+
+    def put(self, blocks: Mapping[int, bytes]) -> None:
+        keys = sorted(blocks)
+        self.store.put_values(BLOCKS_MAP, keys, [blocks[key] for key in keys])
+
+    def clear(self) -> None:
+        gone = [key for key, _ in self._entries()]
+        for start in range(0, len(gone), 100_000):
+            self.store.remove_values(BLOCKS_MAP, gone[start : start + 100_000])
+
+    def items(self) -> Iterator[tuple[int, bytes]]:
+        yield from sorted(self._entries())
+
+    def _entries(self) -> Iterator[tuple[int, bytes]]:
+        for batch in self.store.scan_values(BLOCKS_MAP):
+            for key, data in batch:
+                if isinstance(key, int):
+                    yield key, data
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part of a run: sorted keys, the end of each entry's bytes, the bytes."""
+
+    keys: UInt64Array
+    ends: npt.NDArray[np.uint32]
+    data: bytes | memoryview
+
+    def entry(self, index: int) -> bytes:
+        start = int(self.ends[index - 1]) if index else 0
+        return bytes(self.data[start : int(self.ends[index])])
+
+    def encode(self) -> bytes:
+        count = np.asarray([len(self.keys)], dtype="<u4").tobytes()
+        keys = self.keys.astype("<u8").tobytes()
+        return count + keys + self.ends.astype("<u4").tobytes() + self.data
+
+    @classmethod
+    def decode(cls, name: str, value: bytes) -> _Part:
+        count = int(np.frombuffer(value[:4], dtype="<u4")[0]) if len(value) >= 4 else -1
+        head = 4 + 12 * count
+        if count < 0 or len(value) < head:
+            raise _damaged(name)
+        # views of the stored value, which is kept once
+        keys = np.frombuffer(value, dtype="<u8", count=count, offset=4).astype(np.uint64, copy=False)
+        ends = np.frombuffer(value, dtype="<u4", count=count, offset=4 + 8 * count)
+        ends = ends.astype(np.uint32, copy=False)
+        data = memoryview(value)[head:]
+        unordered = np.any(ends[1:] < ends[:-1]) or np.any(keys[1:] <= keys[:-1])
+        if count and (int(ends[-1]) != len(data) or unordered):
+            raise _damaged(name)
+        return cls(keys, ends, data)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A run as the directory lists it."""
+
+    id: int
+    entries: int
+    fences: UInt64Array  # the first key of each part
+
+    def part_name(self, part: int) -> str:
+        return f"run{self.id}.{part}"
+
+    def to_json(self) -> dict[str, Any]:
+        fences = base64.b64encode(self.fences.astype("<u8").tobytes()).decode()
+        return {"id": self.id, "entries": self.entries, "fences": fences}
+
+    @classmethod
+    def from_json(cls, data: Any) -> _Run:
+        fences = np.frombuffer(base64.b64decode(data["fences"]), dtype="<u8").astype(np.uint64)
+        return cls(int(data["id"]), int(data["entries"]), fences)
+
+
+@dataclass(frozen=True)
+class _Directory:
+    runs: tuple[_Run, ...]
+    next: int
+
+    def encode(self) -> bytes:
+        return json.dumps({"next": self.next, "runs": [run.to_json() for run in self.runs]}).encode()
+
+    @classmethod
+    def decode(cls, value: bytes | None) -> _Directory:
+        if value is None:
+            return cls((), 0)
+        try:
+            data = json.loads(value)
+            return cls(tuple(_Run.from_json(run) for run in data["runs"]), int(data["next"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise _damaged(DIRECTORY) from exc
+
+
+class _PartGone(Exception):
+    """A part the directory named was retired by a merge since it was read."""
+
+
+class BlockRuns(BlockMap):
+    """Immutable sorted runs, newest first on lookup (module docstring)."""
+
+    layout = "runs"
+
+    def __init__(self, store: Storage) -> None:
+        super().__init__(store)
+        #: The parts read so far, by name (runs never change; a retired run's are dropped).
+        self._parts: dict[str, _Part] = {}
+
+    # -- reads ---------------------------------------------------------------------------
+    def get(self, keys: Sequence[int]) -> list[bytes | None]:
+        for _ in range(READ_ATTEMPTS):
+            directory = self._directory()
+            try:
+                return self._lookup(directory, keys)
+            except _PartGone:
+                continue
+        raise StorageDamagedError(
+            "the records index's blocks keep changing under this reader (a part its list of runs "
+            "names is gone each time); the store is damaged or rewritten without its writer lock"
+        )
+
+    def _lookup(self, directory: _Directory, keys: Sequence[int]) -> list[bytes | None]:
+        out: list[bytes | None] = [None] * len(keys)
+        wanted = np.asarray(keys, dtype=np.uint64)
+        pending = np.arange(len(keys), dtype=np.int64)
+        for run in reversed(directory.runs):
+            if not len(pending):
+                break
+            part_of = np.searchsorted(run.fences, wanted[pending], side="right") - 1
+            inside = part_of >= 0
+            pending_in, part_of = pending[inside], part_of[inside]
+            order = np.argsort(part_of, kind="stable")
+            pending_in, part_of = pending_in[order], part_of[order]
+            parts, starts = np.unique(part_of, return_index=True)
+            loaded = self._load(run, parts.tolist())
+            found = np.zeros(len(pending_in), dtype=bool)
+            bounds = [*starts.tolist(), len(part_of)]
+            for number, (start, end) in enumerate(itertools.pairwise(bounds)):
+                part = loaded[number]
+                asked = wanted[pending_in[start:end]]
+                index = np.minimum(np.searchsorted(part.keys, asked), len(part.keys) - 1)
+                hit = part.keys[index] == asked
+                found[start:end] = hit
+                for position, entry in zip(
+                    pending_in[start:end][hit].tolist(), index[hit].tolist(), strict=True
+                ):
+                    out[position] = part.entry(entry)
+            pending = np.setdiff1d(pending, pending_in[found], assume_unique=True)
+        return out
+
+    def _load(self, run: _Run, parts: list[int]) -> list[_Part]:
+        names = [run.part_name(part) for part in parts]
+        missing = [name for name in names if name not in self._parts]
+        if missing:
+            for name, value in zip(missing, self.store.get_values(BLOCKS_MAP, missing), strict=True):
+                if value is None:
+                    raise _PartGone(name)
+                self._parts[name] = _Part.decode(name, value)
+        return [self._parts[name] for name in names]
+
+    def _directory(self) -> _Directory:
+        directory = _Directory.decode(self.store.get_values(BLOCKS_MAP, [DIRECTORY])[0])
+        live = {f"run{run.id}." for run in directory.runs}
+        for name in [name for name in self._parts if name[: name.index(".") + 1] not in live]:
+            del self._parts[name]
+        return directory
+
+    def items(self) -> Iterator[tuple[int, bytes]]:
+        for _ in range(READ_ATTEMPTS):
+            directory = self._directory()
+            try:
+                keys, ends, data = self._merged(directory.runs)
+            except _PartGone:
+                continue
+            bounds = [0, *ends.tolist()]
+            yield from zip(keys.tolist(), (data[a:b] for a, b in itertools.pairwise(bounds)), strict=True)
+            return
+        raise StorageDamagedError("the records index's blocks keep changing under this reader")
+
+    # -- writes (under the writer lock) ---------------------------------------------------
+    def put(self, blocks: Mapping[int, bytes]) -> None:
+        if not blocks:
+            return
+        directory = self._directory()
+        keys = np.fromiter(blocks, dtype=np.uint64, count=len(blocks))
+        keys.sort()
+        values = [blocks[key] for key in keys.tolist()]
+        ends = np.cumsum([len(value) for value in values], dtype=np.int64)
+        runs = [*directory.runs, self._write_run(directory.next, keys, ends, b"".join(values))]
+        retired: list[_Run] = []
+        next_id = directory.next + 1
+        while len(runs) >= 2 and runs[-1].entries * MERGE_RATIO >= runs[-2].entries:
+            older, newer = runs[-2], runs[-1]
+            merged = self._write_run(next_id, *self._merged((older, newer)))
+            next_id += 1
+            retired += [older, newer]
+            runs[-2:] = [merged]
+        self.store.put_values(BLOCKS_MAP, [DIRECTORY], [_Directory(tuple(runs), next_id).encode()])
+        self._retire(retired)
+
+    def clear(self) -> None:
+        directory = self._directory()
+        self.store.put_values(BLOCKS_MAP, [DIRECTORY], [_Directory((), directory.next).encode()])
+        self._retire(list(directory.runs))
+
+    def _retire(self, runs: list[_Run]) -> None:
+        names = [run.part_name(part) for run in runs for part in range(len(run.fences))]
+        for name in names:
+            self._parts.pop(name, None)
+        for start in range(0, len(names), 10_000):
+            self.store.remove_values(BLOCKS_MAP, names[start : start + 10_000])
+
+    def _write_run(self, run_id: int, keys: UInt64Array, ends: Int64Array, data: bytes) -> _Run:
+        """Store sorted entries as run ``run_id``'s parts; the run as the directory lists it."""
+        names, values, fences = [], [], []
+        for number, first in enumerate(range(0, len(keys), PART_ENTRIES)):
+            last = min(first + PART_ENTRIES, len(keys))
+            base = int(ends[first - 1]) if first else 0
+            part_ends = (ends[first:last] - base).astype(np.uint32)
+            part = _Part(keys[first:last], part_ends, data[base : int(ends[last - 1])])
+            names.append(f"run{run_id}.{number}")
+            values.append(part.encode())
+            fences.append(int(keys[first]))
+            self._parts[names[-1]] = part
+        self.store.put_values(BLOCKS_MAP, names, values)
+        return _Run(run_id, len(keys), np.asarray(fences, dtype=np.uint64))
+
+    def _merged(self, runs: Sequence[_Run]) -> tuple[UInt64Array, Int64Array, bytes]:
+        """The entries of ``runs`` (oldest first) as one sorted run, the newest entry of each key."""
+        keys_, starts_, lengths_, datas = [], [], [], []
+        offset = 0
+        for run in runs:
+            for part in self._load(run, list(range(len(run.fences)))):
+                ends = part.ends.astype(np.int64)
+                begins = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+                keys_.append(part.keys)
+                starts_.append(begins + offset)
+                lengths_.append(ends - begins)
+                datas.append(part.data)
+                offset += len(part.data)
+        if not keys_:
+            return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64), b""
+        keys, starts, lengths = np.concatenate(keys_), np.concatenate(starts_), np.concatenate(lengths_)
+        order = np.argsort(keys, kind="stable")  # equal keys keep run order: the newest last
+        keys = keys[order]
+        newest = np.ones(len(keys), dtype=bool)
+        newest[:-1] = keys[:-1] != keys[1:]
+        chosen = order[newest]
+        joined = np.frombuffer(b"".join(datas), dtype=np.uint8)
+        starts, lengths = starts[chosen], lengths[chosen]
+        ends = np.cumsum(lengths)
+        pieces = []
+        for first in range(0, len(chosen), PART_ENTRIES):
+            last = min(first + PART_ENTRIES, len(chosen))
+            base = int(ends[first - 1]) if first else 0
+            written = np.concatenate([[base], ends[first : last - 1]]) - base  # where each goes
+            shift = np.repeat(starts[first:last] - written, lengths[first:last])
+            pieces.append(joined[shift + np.arange(len(shift))].tobytes())
+        return keys[newest], ends.astype(np.int64), b"".join(pieces)
+
+
+def _damaged(name: str) -> StorageDamagedError:
+    return StorageDamagedError(
+        f"block map entry {name!r} of the records index is not readable; the store is damaged: "
+        "build a new index or refit it (`neardup records SOURCE --index URL --refit`)"
+    )

@@ -1,0 +1,134 @@
+"""The records index's block map (neardup.records.block_map): both layouts against a plain
+dict on every store, the runs' merges, readers racing a merge, damage and the layout chosen."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from neardup.errors import StorageDamagedError
+from neardup.records import block_map as block_map_module
+from neardup.records.block_map import (
+    BLOCKS_MAP,
+    DIRECTORY,
+    BlockDocuments,
+    BlockMap,
+    BlockRuns,
+    new_block_map,
+    open_block_map,
+    stored_blocks,
+)
+from neardup.records.incremental import STORE_SHAPE
+from neardup.storage import open_storage
+from neardup.storage.base import Storage
+from tests.test_storage_conformance import backend, store_url  # noqa: F401 - fixtures
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Storage]:  # noqa: F811 - the imported fixture
+    opened = open_storage(store_url)
+    opened.attach(STORE_SHAPE)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _value(rng: random.Random) -> bytes:
+    return rng.choice([b'"*"', b"[]", f'["k{rng.randrange(10**6)}", {rng.randrange(99)}]'.encode()])
+
+
+def _check_against(blocks: BlockMap, expected: dict[int, bytes], rng: random.Random) -> None:
+    asked = rng.sample(sorted(expected), min(len(expected), 300)) + [rng.getrandbits(64) for _ in range(50)]
+    assert blocks.get(asked) == [expected.get(key) for key in asked]
+    assert list(blocks.items()) == sorted(expected.items())
+
+
+@pytest.mark.parametrize("layout", [BlockRuns, BlockDocuments])
+def test_a_block_map_reads_what_a_dict_holds_after_many_writes(
+    store: Storage, layout: type[BlockMap], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of new and rewritten keys (the newest value wins), checked against a dict
+    after each, with parts small enough that runs merge many times."""
+    monkeypatch.setattr(block_map_module, "PART_ENTRIES", 7)
+    rng = random.Random(5)
+    blocks, expected = layout(store), {}
+    for size in [40, 3, 3, 9, 1, 60, 2, 2, 30, 5]:
+        known = sorted(expected)
+        batch = {rng.getrandbits(64): _value(rng) for _ in range(size)}
+        batch.update({key: _value(rng) for key in rng.sample(known, min(len(known), size // 2))})
+        blocks.put(batch)
+        expected.update(batch)
+        _check_against(blocks, expected, rng)
+        _check_against(layout(store), expected, rng)  # a new reader: nothing cached
+    if layout is BlockRuns:
+        runs = BlockRuns(store)._directory().runs
+        assert 1 <= len(runs) <= 4  # merged geometrically
+        # no part of a merged-away run is left behind
+        parts = {key for batch in store.scan_values(BLOCKS_MAP) for key, _ in batch if key != DIRECTORY}
+        assert parts == {run.part_name(part) for run in runs for part in range(len(run.fences))}
+    blocks.clear()
+    assert list(layout(store).items()) == [] and blocks.get([1, 2]) == [None, None]
+
+
+def test_a_reader_whose_parts_a_merge_retired_reads_the_runs_again(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(block_map_module, "PART_ENTRIES", 4)
+    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
+    try:
+        store.attach(STORE_SHAPE)
+        writer, reader = BlockRuns(store), BlockRuns(store)
+        first = {key: f'["{key}"]'.encode() for key in range(1, 40)}
+        writer.put(first)
+        assert reader.get([5, 39]) == [first[5], first[39]]  # its parts are cached now
+        stale = reader._directory()
+        later = {key: b'"*"' for key in range(20, 60)}
+        writer.put(later)  # as large as the first: the two merge, the first run is retired
+        assert all(
+            value is None for value in store.get_values(BLOCKS_MAP, [run.part_name(0) for run in stale.runs])
+        )
+        reader._parts.clear()
+        directories = [stale]  # the list of runs it read before the merge, then the store's
+        monkeypatch.setattr(
+            reader, "_directory", lambda: directories.pop() if directories else BlockRuns._directory(reader)
+        )
+        assert reader.get([5, 39, 59, 70]) == [first[5], b'"*"', b'"*"', None]
+    finally:
+        store.close()
+
+
+def test_a_damaged_part_is_a_storage_error_naming_the_way_out(tmp_path: object) -> None:
+    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
+    try:
+        store.attach(STORE_SHAPE)
+        BlockRuns(store).put({7: b"[1]", 9: b"[2]"})
+        store.put_values(BLOCKS_MAP, ["run0.0"], [b"\x05\x00"])
+        with pytest.raises(StorageDamagedError, match=r"run0\.0.*--refit"):
+            BlockRuns(store).get([7])
+        store.put_values(BLOCKS_MAP, [DIRECTORY], [b"not json"])
+        with pytest.raises(StorageDamagedError, match="runs"):
+            BlockRuns(store).get([7])
+    finally:
+        store.close()
+
+
+def test_the_layout_is_the_one_the_index_was_made_in(tmp_path: object) -> None:
+    """A new index gets runs (MongoDB: seed 002's documents); one made before runs, with
+    rows stored and no list of runs, keeps a document per block until a refit."""
+    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
+    try:
+        store.attach(STORE_SHAPE)
+        assert isinstance(open_block_map(store, 0), BlockRuns)
+        assert isinstance(open_block_map(store, 10), BlockDocuments)
+        BlockDocuments(store).put({3: b"[1]"})
+        assert stored_blocks(store) == {3: b"[1]"}
+        BlockRuns(store).put({4: b"[2]"})
+        assert isinstance(open_block_map(store, 10), BlockRuns) and stored_blocks(store) == {4: b"[2]"}
+        assert isinstance(new_block_map(store), BlockRuns)
+        monkeypatched = type("Mongo", (), {"name": "mongodb"})()
+        assert isinstance(new_block_map(monkeypatched), BlockDocuments)  # type: ignore[arg-type]
+    finally:
+        store.close()
