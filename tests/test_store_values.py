@@ -128,9 +128,10 @@ def test_a_map_is_listed_whole_with_key_types_apart(opened: Callable[[], Simhash
     storage.put_values("rows", keys, [f"{key!r}".encode() for key in keys])
     storage.put_values("blocks", [1, "other map"], [b"x", b"y"])
     storage.remove_values("rows", [3, "4"])
-    listed = [pair for batch in storage.scan_values("rows", batch_size=64) for pair in batch]
-    assert dict(listed) == {key: f"{key!r}".encode() for key in keys if key not in (3, "4")}
-    assert sorted(map(repr, dict(listed))) == sorted(map(repr, (key for key, _ in listed)))  # each once
+    for size in (1, 64):  # a batch may end between int 5 and text "5", stored under one key text
+        listed = [pair for batch in storage.scan_values("rows", batch_size=size) for pair in batch]
+        assert dict(listed) == {key: f"{key!r}".encode() for key in keys if key not in (3, "4")}
+        assert sorted(map(repr, dict(listed))) == sorted(map(repr, (key for key, _ in listed)))  # once
     assert [pair for batch in storage.scan_values("state") for pair in batch] == []
 
 

@@ -579,14 +579,16 @@ class SqlStorage(Storage):
         return [None if columns is None else _as_bytes(both.get(columns)) for columns in wanted]
 
     def scan_values(self, name: str, batch_size: int = 10_000) -> Iterator[list[tuple[Key, bytes]]]:
-        """In key order, resuming after the last key read (one statement a batch)."""
+        """In key order, resuming after the last key read (one statement a batch). The resume
+        condition opens with ``key_text >= last`` so that every engine seeks the primary key
+        to it: ``key_text > last OR (…)`` alone is read from the map's first key each time."""
         check_value_map(name, [])
         if not self._values_table_ready():
             return
         p = self.dialect.placeholder
         last: tuple[str, int] | None = None
         while True:
-            after = "" if last is None else f" AND (key_text > {p} OR (key_text = {p} AND key_int > {p}))"
+            after = "" if last is None else f" AND key_text >= {p} AND (key_text > {p} OR key_int > {p})"
             parameters: list[Any] = [name] if last is None else [name, last[0], last[0], last[1]]
             with self._transaction() as cursor:
                 cursor.execute(
