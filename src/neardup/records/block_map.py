@@ -47,7 +47,7 @@ DIRECTORY = "runs"
 #: Entries per part of a run: a lookup of one row reads one part per key type (tens of KB).
 PART_ENTRIES = 4096
 #: A run is merged into the one before it while it holds at least 1/MERGE_RATIO of its entries.
-MERGE_RATIO = 4
+MERGE_RATIO = 8
 #: The stores whose indexes keep seed 002's layout of a document per block.
 DOCUMENT_STORES = frozenset({"mongodb"})
 #: Reads of the directory before a reader gives up on a part retired under it.
