@@ -26,6 +26,7 @@ from neardup.records.incremental import (
     BatchDone,
     CheckedRow,
     RecordsIndex,
+    StoredRow,
     block_keys,
     index_records,
     refit_stored,
@@ -115,18 +116,17 @@ def outcome(rows: list[CheckedRow]) -> list[tuple[Any, ...]]:
 def stored_digest(url: str) -> str:
     """A digest of every (map, key, value) a records index stores, in key order, but the
     refitted model: its term frequencies are kept by hash since commit 0000000 (the
-    decisions, which read them, are pinned by :data:`ADDED_DIGEST`)."""
+    decisions, which read them, are pinned by :data:`ADDED_DIGEST`). The blocks are read
+    whatever their layout, and each row as commit b10d33e wrote it, with its block keys
+    (``"b"``, left out since: they follow from its values and the stored model)."""
     store = open_storage(url)
     try:
+        model = stored_model(store, url)
         digest = hashlib.sha256()
         for name in (ROWS_MAP, BLOCKS_MAP, STATE_MAP):
-            held = (
-                [list(stored_blocks(store).items())]
-                if name == BLOCKS_MAP
-                else store.scan_values(name)  # the blocks whatever their layout
-            )
+            held = [list(stored_blocks(store).items())] if name == BLOCKS_MAP else store.scan_values(name)
             for key, value in sorted(
-                (repr(key), value)
+                (repr(key), _as_written_before(name, key, value, model))
                 for batch in held
                 for key, value in batch
                 if (name, key) != (STATE_MAP, MODEL_ENTRY)
@@ -135,6 +135,15 @@ def stored_digest(url: str) -> str:
         return digest.hexdigest()
     finally:
         store.close()
+
+
+def _as_written_before(name: str, key: Any, value: bytes, model: RecordsModel | None) -> bytes:
+    if name != ROWS_MAP or model is None:
+        return value
+    row = StoredRow.decode(value, key)
+    blocks = ", ".join(str(block) for _, block in block_keys(model, row.values))
+    values, group = json.dumps(row.values, ensure_ascii=False), json.dumps(row.group, ensure_ascii=False)
+    return f'{{"v": {values}, "g": {group}, "b": [{blocks}]}}'.encode("utf-8", "surrogatepass")
 
 
 @pytest.fixture(scope="module")

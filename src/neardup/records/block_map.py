@@ -15,7 +15,7 @@ behind one interface (:class:`BlockMap`), chosen when the index is made.
 
 Both live in the store's ``blocks`` value map: a document under its block key (an int), a
 run's parts under ``run<id>.<part>`` and the list of runs under :data:`DIRECTORY` (texts).
-A part is ``count`` (uint32), the sorted keys (uint64), the end of each entry's bytes
+A part is ``count`` (uint64), the sorted keys (uint64), the end of each entry's bytes
 (uint32), then the bytes; the directory names each run's id, size and the first key of each
 of its parts, so a lookup reads only the parts its keys fall in, and a process keeps the
 parts it has read (they never change). A writer holds the store's writer lock: a new run's
@@ -133,36 +133,33 @@ class BlockDocuments(BlockMap):
 
 @dataclass(frozen=True)
 class _Part:
-    """One part of a run: sorted keys, the end of each entry's bytes, the bytes."""
+    """One part of a run: sorted keys, the end of each entry's bytes, the bytes (from
+    ``data[base]`` on: a part read from a store is a view of its stored value, not a copy)."""
 
     keys: UInt64Array
     ends: npt.NDArray[np.uint32]
-    data: bytes | memoryview
-
-    def entry(self, index: int) -> bytes:
-        start = int(self.ends[index - 1]) if index else 0
-        return bytes(self.data[start : int(self.ends[index])])
+    data: bytes
+    base: int = 0
 
     def encode(self) -> bytes:
-        count = np.asarray([len(self.keys)], dtype="<u4").tobytes()
+        count = np.asarray([len(self.keys)], dtype="<u8").tobytes()
         keys = self.keys.astype("<u8").tobytes()
-        return count + keys + self.ends.astype("<u4").tobytes() + self.data
+        return count + keys + self.ends.astype("<u4").tobytes() + self.data[self.base :]
 
     @classmethod
     def decode(cls, name: str, value: bytes) -> _Part:
-        count = int(np.frombuffer(value[:4], dtype="<u4")[0]) if len(value) >= 4 else -1
-        head = 4 + 12 * count
+        count = int(np.frombuffer(value[:8], dtype="<u8")[0]) if len(value) >= 8 else -1
+        head = 8 + 12 * count
         if count < 0 or len(value) < head:
             raise _damaged(name)
-        # views of the stored value, which is kept once
-        keys = np.frombuffer(value, dtype="<u8", count=count, offset=4).astype(np.uint64, copy=False)
-        ends = np.frombuffer(value, dtype="<u4", count=count, offset=4 + 8 * count)
+        # views: the keys start 8 bytes in, aligned as the value's bytes are
+        keys = np.frombuffer(value, dtype="<u8", count=count, offset=8).astype(np.uint64, copy=False)
+        ends = np.frombuffer(value, dtype="<u4", count=count, offset=8 + 8 * count)
         ends = ends.astype(np.uint32, copy=False)
-        data = memoryview(value)[head:]
         unordered = np.any(ends[1:] < ends[:-1]) or np.any(keys[1:] <= keys[:-1])
-        if count and (int(ends[-1]) != len(data) or unordered):
+        if count and (int(ends[-1]) != len(value) - head or unordered):
             raise _damaged(name)
-        return cls(keys, ends, data)
+        return cls(keys, ends, value, head)
 
 
 @dataclass(frozen=True)
@@ -254,10 +251,13 @@ class BlockRuns(BlockMap):
                 index = np.minimum(np.searchsorted(part.keys, asked), len(part.keys) - 1)
                 hit = part.keys[index] == asked
                 found[start:end] = hit
-                for position, entry in zip(
-                    pending_in[start:end][hit].tolist(), index[hit].tolist(), strict=True
-                ):
-                    out[position] = part.entry(entry)
+                index = index[hit]
+                ends = part.ends[index].tolist()
+                begins = np.where(index > 0, part.ends[np.maximum(index - 1, 0)], 0).tolist()
+                data, base = part.data, part.base
+                positions = pending_in[start:end][hit].tolist()
+                for position, begin, stop in zip(positions, begins, ends, strict=True):
+                    out[position] = data[base + begin : base + stop]
             pending = np.setdiff1d(pending, pending_in[found], assume_unique=True)
         return out
 
@@ -349,8 +349,8 @@ class BlockRuns(BlockMap):
                 keys_.append(part.keys)
                 starts_.append(begins + offset)
                 lengths_.append(ends - begins)
-                datas.append(part.data)
-                offset += len(part.data)
+                datas.append(part.data[part.base :])
+                offset += len(datas[-1])
         if not keys_:
             return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64), b""
         keys, starts, lengths = np.concatenate(keys_), np.concatenate(starts_), np.concatenate(lengths_)

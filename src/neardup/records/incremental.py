@@ -30,10 +30,11 @@ probability (seed 002's two incremental modes).
 What a store holds (three value maps, :meth:`~neardup.storage.base.Storage.put_values`; the
 store knows nothing of what they mean): ``state`` holds the row count and which model decides
 (:class:`_Size`), and the latest refitted model; ``rows`` maps a row's key to JSON ``{"v": values,
-"g": group, "b": block keys}``; ``blocks`` maps a block key (a 64-bit hash of the key type
-and the key) to the JSON list of the stored rows holding it: seed 002's ``{"blockName",
-"info": [...]}`` documents. A key type's block that grows past the type's cap makes no pairs
-in the batch, and never will again (stores only grow), so its list is replaced by ``"*"``:
+"g": group}``; ``blocks`` maps a block key (a 64-bit hash of the key type and the key) to the
+JSON list of the stored rows holding it (:mod:`neardup.records.block_map`: sorted runs, or on
+MongoDB seed 002's ``{"blockName", "info": [...]}`` documents). A key type's block that
+grows past the type's cap makes no pairs in the batch, and never will again (stores only
+grow), so its list is replaced by ``"*"``:
 a common surname costs one short read, whatever the table's size, and one a run (its later
 batches know it, until a refit rebuilds the blocks). Exact copies (every
 compared value the same) share the block of their values' hash, which keeps only the first
@@ -552,24 +553,28 @@ def _block_hash(number: int, text: str) -> int:
 
 
 class StoredRow(NamedTuple):
-    """A stored row as the ``rows`` map keeps it (a named tuple: a batch makes thousands)."""
+    """A stored row as the ``rows`` map keeps it (a named tuple: a batch makes thousands). Its
+    block keys are not kept: they follow from its values and the model, and were most of its
+    bytes, which every check reads (stores made before wrote them as ``"b"``; they are passed
+    over)."""
 
     values: Values
     group: RecordKey
-    blocks: tuple[int, ...]
 
     def encode(self) -> bytes:
-        """``json.dumps({"v": values, "g": group, "b": blocks}, ensure_ascii=False)`` as bytes,
-        written out (a batch encodes thousands, and the blocks are plain ints)."""
-        blocks = ", ".join(map(str, self.blocks))
-        text = f'{{"v": {_json(self.values)}, "g": {_json(self.group)}, "b": [{blocks}]}}'
+        """``json.dumps({"v": values, "g": group}, ensure_ascii=False)`` as bytes, written out
+        (a batch encodes thousands)."""
+        text = f'{{"v": {_json(self.values)}, "g": {_json(self.group)}}}'
         return text.encode("utf-8", "surrogatepass")
 
     @classmethod
     def decode(cls, data: bytes, key: RecordKey) -> StoredRow:
         try:
             body = _loads(data)
-            return cls(list(body["v"]), body["g"], tuple(body["b"]))
+            group = body["g"]
+            if not isinstance(group, str | int):
+                raise TypeError(f"group {group!r}")
+            return cls(list(body["v"]), group)
         except (ValueError, KeyError, TypeError) as exc:
             raise StorageDamagedError(
                 f"stored row {shown_key(key)} of the records index is not readable ({exc!r}); the store "
@@ -578,17 +583,21 @@ class StoredRow(NamedTuple):
 
     @classmethod
     def decode_checked(cls, data: bytes, key: RecordKey) -> StoredRow:
-        """The row's values and group, its blocks left unread (``()``): a check reads thousands
-        of rows and never their blocks, which are most of a row's JSON. A row not laid out as
+        """:meth:`decode`, reading no further than the group: a check reads thousands of rows,
+        and a row stored before may hold its block keys after it. A row not laid out as
         :meth:`encode` writes it is decoded whole."""
         text = data.decode("utf-8", "surrogatepass")
-        if text.startswith('{"v": ') and text.endswith("]}"):
+        if text.startswith('{"v": '):
             try:
                 values, end = _DECODER.raw_decode(text, 6)
                 if isinstance(values, list) and text.startswith(', "g": ', end):
                     group, end = _DECODER.raw_decode(text, end + 7)
-                    if isinstance(group, str | int) and text.startswith(', "b": [', end):
-                        return cls(values, group, ())
+                    if (
+                        isinstance(group, str | int)
+                        and (end == len(text) - 1 or text.startswith(', "b": [', end))
+                        and text.endswith("}")
+                    ):
+                        return cls(values, group)
             except ValueError:
                 pass
         return cls.decode(data, key)
@@ -611,8 +620,11 @@ def _read_blocks(
     The lists are parsed as one JSON array of them (a batch reads thousands), each alone only
     where that fails, to name the damaged one."""
     held_keys, held_data = [], []
+    out: dict[int, list[RecordKey] | None] = {}
     for key, data in zip(keys, blocks.get(keys), strict=True):
-        if data is not None:
+        if data == _OVER_CAP_JSON:
+            out[key] = None  # most of a large store's blocks: no need to parse them
+        elif data is not None:
             held_keys.append(key)
             held_data.append(data)
     if raw is not None:
@@ -620,7 +632,8 @@ def _read_blocks(
     lists = _parsed_together(held_data, _looks_like_block)
     if lists is None:
         lists = [_block_list(key, data) for key, data in zip(held_keys, held_data, strict=True)]
-    return {key: None if held == OVER_CAP else held for key, held in zip(held_keys, lists, strict=True)}
+    out.update((key, None if held == OVER_CAP else held) for key, held in zip(held_keys, lists, strict=True))
+    return out
 
 
 def _looks_like_block(data: bytes) -> bool:
@@ -863,10 +876,7 @@ def _store_rows(
     with store.exclusive():
         raw: dict[int, bytes] = {}
         stored = _read_blocks(block_map, sorted({block for _, block in members}), raw)
-        rows = {
-            key: StoredRow(row, group, tuple(block for _, block in row_blocks))
-            for key, row, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
-        }
+        rows = {key: StoredRow(row, group) for key, row, group in zip(keys, values, groups, strict=True)}
         _write(store, block_map, rows, _grown(model, stored, members, keys, raw), state)
 
 
@@ -915,10 +925,7 @@ def refit_stored(store: Storage, where: str, key: str, batch_size: int = DEFAULT
             by_batch.setdefault(held[0] // batch_size, {})[pair] = held
         for start in range(0, len(keys), batch_size):
             chosen = range(start, min(start + batch_size, len(keys)))
-            part = {
-                keys[row]: StoredRow(values[row], groups[row], tuple(block for _, block in blocks[row]))
-                for row in chosen
-            }
+            part = {keys[row]: StoredRow(values[row], groups[row]) for row in chosen}
             _write(store, block_map, part, _grown(model, {}, by_batch.get(start // batch_size, {}), keys))
         state = {
             MODEL_ENTRY: json.dumps(model.to_meta(), ensure_ascii=False).encode(),
@@ -1077,8 +1084,8 @@ class _Checker:
         chances = self._probabilities(_table([*values, *(rows[other].values for other in others)]), i, j)
         groups = self._decide(keys, others, rows, i, j, chances)
         added = {
-            key: StoredRow(row_values, group, tuple(block for _, block in row_blocks))
-            for key, row_values, group, row_blocks in zip(keys, values, groups, blocks, strict=True)
+            key: StoredRow(row_values, group)
+            for key, row_values, group in zip(keys, values, groups, strict=True)
         }
         grown = _grown(self.model, stored, members, keys, raw)
         _write(self.store, self.blocks, added, grown, state)
