@@ -293,6 +293,8 @@ class BlockRuns(BlockMap):
     # -- writes (under the writer lock) ---------------------------------------------------
     def put(self, blocks: Mapping[int, bytes]) -> None:
         if not blocks:
+            if self.store.get_values(BLOCKS_MAP, [DIRECTORY])[0] is None:  # the layout is known
+                self.store.put_values(BLOCKS_MAP, [DIRECTORY], [_Directory((), 0).encode()])
             return
         directory = self._directory()
         keys = np.fromiter(blocks, dtype=np.uint64, count=len(blocks))
@@ -312,9 +314,13 @@ class BlockRuns(BlockMap):
         self._retire(retired)
 
     def clear(self) -> None:
+        """Every run, and any part a crash left behind that no list of runs names."""
         directory = self._directory()
         self.store.put_values(BLOCKS_MAP, [DIRECTORY], [_Directory((), directory.next).encode()])
         self._retire(list(directory.runs))
+        left = [key for batch in self.store.scan_values(BLOCKS_MAP) for key, _ in batch if key != DIRECTORY]
+        for start in range(0, len(left), 10_000):
+            self.store.remove_values(BLOCKS_MAP, left[start : start + 10_000])
 
     def _retire(self, runs: list[_Run]) -> None:
         names = [run.part_name(part) for run in runs for part in range(len(run.fences))]
