@@ -138,3 +138,24 @@ def test_the_layout_is_the_one_the_index_was_made_in(tmp_path: object) -> None:
         assert isinstance(new_block_map(monkeypatched), BlockDocuments)  # type: ignore[arg-type]
     finally:
         store.close()
+
+
+def test_a_reader_keeps_parts_within_its_cache_bound(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past CACHE_BYTES the least recently used parts are let go, and lookups stay right."""
+    monkeypatch.setattr(block_map_module, "PART_ENTRIES", 8)
+    monkeypatch.setattr(block_map_module, "CACHE_BYTES", 600)
+    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
+    try:
+        store.attach(STORE_SHAPE)
+        rng = random.Random(9)
+        expected = {rng.getrandbits(64): _value(rng) for _ in range(400)}
+        BlockRuns(store).put(expected)
+        reader = BlockRuns(store)
+        for _ in range(5):
+            _check_against(reader, expected, rng)
+            assert reader._cached <= 600
+            assert reader._cached == sum(len(part.data) for part in reader._parts.values())
+    finally:
+        store.close()

@@ -50,6 +50,9 @@ PART_ENTRIES = 4096
 MERGE_RATIO = 8
 #: The stores whose indexes keep seed 002's layout of a document per block.
 DOCUMENT_STORES = frozenset({"mongodb"})
+#: The bytes of parts a process keeps, the least recently used let go first: a long-lived
+#: service keeps what its checks read, within this.
+CACHE_BYTES = 1 << 30
 #: Reads of the directory before a reader gives up on a part retired under it.
 READ_ATTEMPTS = 5
 
@@ -213,8 +216,10 @@ class BlockRuns(BlockMap):
 
     def __init__(self, store: Storage) -> None:
         super().__init__(store)
-        #: The parts read so far, by name (runs never change; a retired run's are dropped).
+        #: The parts read so far, by name, least recently used first (runs never change; a
+        #: retired run's are dropped, and the oldest past :data:`CACHE_BYTES`).
         self._parts: dict[str, _Part] = {}
+        self._cached = 0
 
     # -- reads ---------------------------------------------------------------------------
     def get(self, keys: Sequence[int]) -> list[bytes | None]:
@@ -224,6 +229,8 @@ class BlockRuns(BlockMap):
                 return self._lookup(directory, keys)
             except _PartGone:
                 continue
+            finally:
+                self._trim()
         raise StorageDamagedError(
             "the records index's blocks keep changing under this reader (a part its list of runs "
             "names is gone each time); the store is damaged or rewritten without its writer lock"
@@ -263,19 +270,34 @@ class BlockRuns(BlockMap):
 
     def _load(self, run: _Run, parts: list[int]) -> list[_Part]:
         names = [run.part_name(part) for part in parts]
-        missing = [name for name in names if name not in self._parts]
+        cache = self._parts
+        found = {name: cache.pop(name) for name in names if name in cache}
+        missing = [name for name in names if name not in found]
         if missing:
             for name, value in zip(missing, self.store.get_values(BLOCKS_MAP, missing), strict=True):
                 if value is None:
                     raise _PartGone(name)
-                self._parts[name] = _Part.decode(name, value)
-        return [self._parts[name] for name in names]
+                found[name] = _Part.decode(name, value)
+                self._cached += len(value)
+        cache.update(found)  # the most recently used last
+        return [found[name] for name in names]
+
+    def _trim(self) -> None:
+        """Let go of the least recently used parts past :data:`CACHE_BYTES` (after a call:
+        the parts a call reads are kept while it runs)."""
+        while self._cached > CACHE_BYTES and self._parts:
+            self._forget(next(iter(self._parts)))
+
+    def _forget(self, name: str) -> None:
+        part = self._parts.pop(name, None)
+        if part is not None:
+            self._cached -= len(part.data)
 
     def _directory(self) -> _Directory:
         directory = _Directory.decode(self.store.get_values(BLOCKS_MAP, [DIRECTORY])[0])
         live = {f"run{run.id}." for run in directory.runs}
         for name in [name for name in self._parts if name[: name.index(".") + 1] not in live]:
-            del self._parts[name]
+            self._forget(name)
         return directory
 
     def items(self) -> Iterator[tuple[int, bytes]]:
@@ -285,6 +307,8 @@ class BlockRuns(BlockMap):
                 keys, ends, data = self._merged(directory.runs)
             except _PartGone:
                 continue
+            finally:
+                self._trim()
             bounds = [0, *ends.tolist()]
             yield from zip(keys.tolist(), (data[a:b] for a, b in itertools.pairwise(bounds)), strict=True)
             return
@@ -312,6 +336,7 @@ class BlockRuns(BlockMap):
             runs[-2:] = [merged]
         self.store.put_values(BLOCKS_MAP, [DIRECTORY], [_Directory(tuple(runs), next_id).encode()])
         self._retire(retired)
+        self._trim()
 
     def clear(self) -> None:
         """Every run, and any part a crash left behind that no list of runs names."""
@@ -325,7 +350,7 @@ class BlockRuns(BlockMap):
     def _retire(self, runs: list[_Run]) -> None:
         names = [run.part_name(part) for run in runs for part in range(len(run.fences))]
         for name in names:
-            self._parts.pop(name, None)
+            self._forget(name)
         for start in range(0, len(names), 10_000):
             self.store.remove_values(BLOCKS_MAP, names[start : start + 10_000])
 
@@ -340,7 +365,9 @@ class BlockRuns(BlockMap):
             names.append(f"run{run_id}.{number}")
             values.append(part.encode())
             fences.append(int(keys[first]))
+            self._forget(names[-1])
             self._parts[names[-1]] = part
+            self._cached += len(part.data)
         self.store.put_values(BLOCKS_MAP, names, values)
         return _Run(run_id, len(keys), np.asarray(fences, dtype=np.uint64))
 
