@@ -11,11 +11,11 @@ copy), beside the batch ``neardup records`` over the N stored rows in the same r
 
 Each store must be empty, or hold what an earlier run of this command with the same
 ``--stored`` left there (then its first run is not made again, and says so): ``sqlite`` is a
-new file in a temporary folder, or ``index.db`` in ``--keep``'s folder, kept for the next run
-(storing 10^6 rows takes a while). The new rows are half copies of stored rows under new keys
-and half rows of new entities; a run on a kept store takes other stored rows and other new
-entities than the runs before it (its "round", from the rows stored), so its check-and-add adds
-new rows too.
+new file in a temporary folder, or ``index-N.db`` (N: ``--stored``) in ``--keep``'s folder,
+kept for the next run (storing 10^6 rows takes a while). The new rows are half copies of
+stored rows under new keys and half rows of new entities; a run on a kept store takes other
+stored rows and other new entities than the runs before it (its "round", from the rows
+stored), so its check-and-add adds new rows too.
 
 Timed, per store: the first run (learning the model on the N rows and storing them; absent on a
 kept store), opening the index (its model read), each mode over the new rows (``any``, ``all``,
