@@ -666,7 +666,7 @@ def _block_list(key: int, data: bytes) -> list[RecordKey] | str:
 def _scan_rows(store: Storage) -> dict[RecordKey, StoredRow]:
     """Every stored row by key, in key order (whatever order the store lists them in)."""
     rows = {key: data for batch in store.scan_values(ROWS_MAP) for key, data in batch}
-    return {key: StoredRow.decode(rows[key], key) for key in sorted(rows, key=_order)}
+    return {key: StoredRow.decode(rows[key], key) for key in _in_order(rows)}
 
 
 def _key_columns(columns: Sequence[tuple[str, str]], rows: Sequence[Values]) -> list[KeyColumn]:
@@ -1077,7 +1077,7 @@ class _Checker:
             + _batch_candidates(shared, open_, blocks[position], position, keys)
             for position in range(len(keys))
         ]
-        others = sorted({other for row in candidates for other in row if other in rows}, key=_order)
+        others = _in_order({other for row in candidates for other in row if other in rows})
         node = {key: index for index, key in enumerate([*keys, *others])}
         i = np.repeat(np.arange(len(keys), dtype=np.int64), [len(row) for row in candidates])
         j = np.fromiter((node[other] for row in candidates for other in row), dtype=np.int64, count=len(i))
@@ -1296,6 +1296,17 @@ def _matches(
         if accepts(chance)
     ]
     return sorted(found, key=lambda match: -match.probability)
+
+
+def _in_order(keys: Iterable[RecordKey]) -> list[RecordKey]:
+    """``keys`` sorted, ints before texts: keys of one type (the usual table) sort as they
+    are; a mix fails to compare and is sorted again by type first."""
+    out = list(keys)
+    try:
+        out.sort()
+    except TypeError:
+        out.sort(key=_order)
+    return out
 
 
 def _order(key: RecordKey) -> tuple[bool, str | int]:
