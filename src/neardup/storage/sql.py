@@ -550,7 +550,9 @@ class SqlStorage(Storage):
             texts = list(map(str, plain)) if kind else plain
             found: dict[Any, Any] = {}
             with self._transaction() as cursor:
-                for chunk in _chunks(list(dict.fromkeys(texts)), self.dialect.values_per_read):
+                # in key order: each statement's keys then lie close together in the primary key,
+                # and a batch's statements walk it once, reading its pages in order
+                for chunk in _chunks(sorted(set(texts)), self.dialect.values_per_read):
                     condition, parameters = self.dialect.one_of_texts("key_text", chunk)
                     cursor.execute(
                         f"SELECT key_text, value FROM {self.values_table} "
