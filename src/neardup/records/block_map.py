@@ -44,8 +44,9 @@ from ..storage.base import Storage
 BLOCKS_MAP = "blocks"
 #: The key of the list of runs in the blocks map.
 DIRECTORY = "runs"
-#: Entries per part of a run: a lookup of one row reads one part per key type (tens of KB).
-PART_ENTRIES = 4096
+#: Entries per part of a run: a check of one row reads a part per key type (tens of KB each),
+#: and a batch's lookups pay a few numpy calls per part.
+PART_ENTRIES = 1024
 #: A run is merged into the one before it while it holds at least 1/MERGE_RATIO of its entries.
 MERGE_RATIO = 8
 #: The stores whose indexes keep seed 002's layout of a document per block.
@@ -220,6 +221,8 @@ class BlockRuns(BlockMap):
         #: retired run's are dropped, and the oldest past :data:`CACHE_BYTES`).
         self._parts: dict[str, _Part] = {}
         self._cached = 0
+        #: The stored list of runs last read, and what it says.
+        self._listed: tuple[bytes | None, _Directory] = (None, _Directory((), 0))
 
     # -- reads ---------------------------------------------------------------------------
     def get(self, keys: Sequence[int]) -> list[bytes | None]:
@@ -294,7 +297,12 @@ class BlockRuns(BlockMap):
             self._cached -= len(part.data)
 
     def _directory(self) -> _Directory:
-        directory = _Directory.decode(self.store.get_values(BLOCKS_MAP, [DIRECTORY])[0])
+        """The list of runs as stored now (parsed again only when it changed)."""
+        value = self.store.get_values(BLOCKS_MAP, [DIRECTORY])[0]
+        if value is not None and value == self._listed[0]:
+            return self._listed[1]
+        directory = _Directory.decode(value)
+        self._listed = (value, directory)
         live = {f"run{run.id}." for run in directory.runs}
         for name in [name for name in self._parts if name[: name.index(".") + 1] not in live]:
             self._forget(name)
