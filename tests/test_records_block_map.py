@@ -55,6 +55,7 @@ def test_a_block_map_reads_what_a_dict_holds_after_many_writes(
     monkeypatch.setattr(block_map_module, "PART_ENTRIES", 7)
     rng = random.Random(5)
     blocks, expected = layout(store), {}
+    reader = layout(store)  # another process's, reading all along
     for size in [40, 3, 3, 9, 1, 60, 2, 2, 30, 5]:
         known = sorted(expected)
         batch = {rng.getrandbits(64): _value(rng) for _ in range(size)}
@@ -63,6 +64,7 @@ def test_a_block_map_reads_what_a_dict_holds_after_many_writes(
         expected.update(batch)
         _check_against(blocks, expected, rng)
         _check_against(layout(store), expected, rng)  # a new reader: nothing cached
+        _check_against(reader, expected, rng)
     if layout is BlockRuns:
         runs = BlockRuns(store)._directory().runs
         assert 1 <= len(runs) <= 4  # merged geometrically
