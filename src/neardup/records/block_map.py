@@ -2,7 +2,8 @@
 the stored rows holding each (:mod:`neardup.records.incremental`), in one of two layouts
 behind one interface (:class:`BlockMap`), chosen when the index is made.
 
-- **runs** (every store but MongoDB): the map is a few immutable runs, each a sorted array
+- **runs** (the SQL stores: SQLite, PostgreSQL, MariaDB/MySQL): the map is a few immutable
+  runs, each a sorted array
   of block keys in parts of :data:`PART_ENTRIES`, with their lists; a batch writes the blocks
   it changed as a new run, and a newer run's entry hides an older one's. Runs merge
   geometrically (a run is merged into the one before it while it is at least
@@ -10,8 +11,9 @@ behind one interface (:class:`BlockMap`), chosen when the index is made.
   O(log N) times. Why: a new row changes a block per key type, each on a random page of a
   large store; a value per block made every batch read and write again most of a store's
   pages, where a run is written once, in order, and read whole.
-- **documents** (MongoDB, seed 002's ``{"blockName", "info": [...]}`` layout, and stores
-  made before runs): one value per block.
+- **documents** (MongoDB, seed 002's ``{"blockName", "info": [...]}`` layout; Redis, whose
+  hash fields are read and written in place, where runs only added the reading of whole
+  parts; and stores made before runs): one value per block.
 
 Both live in the store's ``blocks`` value map: a document under its block key (an int), a
 run's parts under ``run<id>.<part>`` and the list of runs under :data:`DIRECTORY` (texts).
@@ -50,7 +52,7 @@ PART_ENTRIES = 1024
 #: A run is merged into the one before it while it holds at least 1/MERGE_RATIO of its entries.
 MERGE_RATIO = 8
 #: The stores whose indexes keep seed 002's layout of a document per block.
-DOCUMENT_STORES = frozenset({"mongodb"})
+DOCUMENT_STORES = frozenset({"mongodb", "redis"})
 #: The bytes of parts a process keeps, the least recently used let go first: a long-lived
 #: service keeps what its checks read, within this.
 CACHE_BYTES = 1 << 30
