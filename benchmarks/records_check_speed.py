@@ -20,7 +20,9 @@ stored), so its check-and-add adds new rows too.
 Timed, per store: the first run (learning the model on the N rows and storing them; absent on a
 kept store), opening the index (its model read), each mode over the new rows (``any``, ``all``,
 then ``add``), each by the clock and by this process's CPU time (``cpu``), which a shared
-machine moves less; a database server's own CPU is in the clock time only. Once per run: the
+machine moves less; a database server's own CPU is in the clock time only; and ``--one`` of the
+new rows checked one call each (``one``, ms by the clock), as the service's
+``/v1/records/check`` is called, by an index opened for them. Once per run: the
 batch ``neardup records`` over the N stored rows (``--no-batch`` to skip it), rows/s by the
 clock and of CPU. The checks run ``--batch-size`` rows a transaction (the library's default
 unless given). At 10^6 rows give the database servers room: ``NEARDUP_POSTGRES_SETTINGS`` and
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import itertools
 import json
 import random
 import tempfile
@@ -141,6 +144,18 @@ def opened(url: str) -> None:
     RecordsIndex.open(url).close()
 
 
+def one_by_one(path: Path, url: str, count: int) -> float:
+    """Seconds by the clock per row of ``count`` new rows checked one call each ("all"), as the
+    service's ``/v1/records/check`` does, by one index opened for them (nothing read before)."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        wanted = list(itertools.islice(csv.DictReader(handle), count))
+    with RecordsIndex.open(url) as index:
+        started = time.perf_counter()
+        for row in wanted:
+            index.check_many([row], mode="all")
+        return (time.perf_counter() - started) / max(1, len(wanted))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -161,6 +176,12 @@ def main() -> None:
         type=int,
         default=DEFAULT_BATCH_SIZE,
         help=f"rows a transaction in the later runs (default {DEFAULT_BATCH_SIZE:,}, the library's)",
+    )
+    parser.add_argument(
+        "--one",
+        type=int,
+        default=100,
+        help="new rows also checked one call each, by a newly opened index (0: none)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
@@ -192,7 +213,7 @@ def main() -> None:
             gc.collect()
         columns = (
             "first s", "open s", "round", "any ms/row", "all ms/row", "add ms/row", "add rows/s",
-            "any cpu ms", "all cpu ms", "add cpu ms", "add cpu rows/s", "duplicates",
+            "any cpu ms", "all cpu ms", "add cpu ms", "add cpu rows/s", "duplicates", "one ms/row",
         )  # fmt: skip
         print(f"{'store':<34} " + " ".join(f"{name:>11}" for name in columns))
         for store in args.store or ["sqlite"]:
@@ -212,6 +233,7 @@ def main() -> None:
             size = args.batch_size
             any_s, any_cpu, found = timed(lambda: check(new, url, "any", size))  # noqa: B023
             all_s, all_cpu, _ = timed(lambda: check(new, url, "all", size))  # noqa: B023
+            one = one_by_one(new, url, args.one) if args.one else None
             add_s, add_cpu, added = timed(lambda: check(new, url, "add", size))  # noqa: B023
             per = 1000 / args.new
             shown = store if "@" not in store else store.split("@", 1)[1]
@@ -219,7 +241,7 @@ def main() -> None:
                 first, f"{open_s:.2f}", f"{round_}", f"{any_s * per:.3f}", f"{all_s * per:.3f}",
                 f"{add_s * per:.3f}", f"{args.new / add_s:,.0f}", f"{any_cpu * per:.3f}",
                 f"{all_cpu * per:.3f}", f"{add_cpu * per:.3f}", f"{args.new / add_cpu:,.0f}",
-                f"{found.duplicates}",
+                f"{found.duplicates}", "-" if one is None else f"{one * 1000:.2f}",
             )  # fmt: skip
             print(f"{shown:<34} " + " ".join(f"{figure:>11}" for figure in figures), flush=True)
             if added.added != args.new:
