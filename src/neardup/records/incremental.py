@@ -1072,15 +1072,11 @@ class _Checker:
         found = [_stored_candidates(open_, row, key) for row, key in zip(blocks, keys, strict=True)]
         rows = _read_rows(self.store, list({key: None for keys_ in found for key in keys_}))
         shared = {pair: held for pair, held in members.items() if len(held) > 1 and open_[pair] is not None}
-        sharing = {position for held in shared.values() for position in held[1:]}  # a new row before
+        later = {position for held in shared.values() for position in held[1:]}  # a new row before
         candidates = [
-            [other for other in found[position] if other in rows]
-            + (
-                _batch_candidates(shared, open_, blocks[position], position, keys)
-                if position in sharing
-                else []
-            )
-            for position in range(len(keys))
+            [other for other in found[at] if other in rows]
+            + (_batch_candidates(shared, open_, blocks[at], at, keys) if at in later else [])
+            for at in range(len(keys))
         ]
         others = _in_order({other for row in candidates for other in row if other in rows})
         node = {key: index for index, key in enumerate([*keys, *others])}
