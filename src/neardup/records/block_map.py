@@ -66,8 +66,6 @@ Int64Array = npt.NDArray[np.int64]
 class BlockMap(ABC):
     """Block key -> the bytes of its list; written only under the store's writer lock."""
 
-    layout: str
-
     def __init__(self, store: Storage) -> None:
         self.store = store
 
@@ -112,8 +110,6 @@ def stored_blocks(store: Storage) -> dict[int, bytes]:
 
 class BlockDocuments(BlockMap):
     """A value per block (seed 002's layout)."""
-
-    layout = "documents"
 
     def get(self, keys: Sequence[int]) -> list[bytes | None]:
         return self.store.get_values(BLOCKS_MAP, list(keys))
@@ -214,8 +210,6 @@ class _PartGone(Exception):
 
 class BlockRuns(BlockMap):
     """Immutable sorted runs, newest first on lookup (module docstring)."""
-
-    layout = "runs"
 
     def __init__(self, store: Storage) -> None:
         super().__init__(store)

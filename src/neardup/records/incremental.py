@@ -31,8 +31,9 @@ What a store holds (three value maps, :meth:`~neardup.storage.base.Storage.put_v
 store knows nothing of what they mean): ``state`` holds the row count and which model decides
 (:class:`_Size`), and the latest refitted model; ``rows`` maps a row's key to JSON ``{"v": values,
 "g": group}``; ``blocks`` maps a block key (a 64-bit hash of the key type and the key) to the
-JSON list of the stored rows holding it (:mod:`neardup.records.block_map`: sorted runs, or on
-MongoDB seed 002's ``{"blockName", "info": [...]}`` documents). A key type's block that
+JSON list of the stored rows holding it (:mod:`neardup.records.block_map`: sorted runs on the
+SQL stores, a document per block on Redis and on MongoDB, seed 002's ``{"blockName", "info":
+[...]}``). A key type's block that
 grows past the type's cap makes no pairs in the batch, and never will again (stores only
 grow), so its list is replaced by ``"*"``:
 a common surname costs one short read, whatever the table's size, and one a run (its later
