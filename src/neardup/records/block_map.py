@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import StorageDamagedError
-from ..storage.base import Storage
+from ..storage.base import Key, Storage
 
 BLOCKS_MAP = "blocks"
 #: The key of the list of runs in the blocks map.
@@ -103,9 +103,7 @@ def new_block_map(store: Storage) -> BlockMap:
 
 def stored_blocks(store: Storage) -> dict[int, bytes]:
     """Every block of a records index and its bytes, whatever its layout (for checks)."""
-    held = store.get_values(BLOCKS_MAP, [DIRECTORY])[0] is not None
-    blocks = BlockRuns(store) if held else BlockDocuments(store)
-    return dict(blocks.items())
+    return dict(open_block_map(store, rows_stored=1).items())  # an index with rows: as made
 
 
 class BlockDocuments(BlockMap):
@@ -173,7 +171,7 @@ class _Run:
     fences: UInt64Array  # the first key of each part
 
     def part_name(self, part: int) -> str:
-        return f"run{self.id}.{part}"
+        return _part_name(self.id, part)
 
     def to_json(self) -> dict[str, Any]:
         fences = base64.b64encode(self.fences.astype("<u8").tobytes()).decode()
@@ -204,6 +202,11 @@ class _Directory:
             raise _damaged(DIRECTORY) from exc
 
 
+def _part_name(run_id: int, part: int) -> str:
+    """The key of a run's part in the blocks map."""
+    return f"run{run_id}.{part}"
+
+
 class _PartGone(Exception):
     """A part the directory named was retired by a merge since it was read."""
 
@@ -213,9 +216,9 @@ class BlockRuns(BlockMap):
 
     def __init__(self, store: Storage) -> None:
         super().__init__(store)
-        #: The parts read so far, by name, least recently used first (runs never change; a
-        #: retired run's are dropped, and the oldest past :data:`CACHE_BYTES`).
-        self._parts: dict[str, _Part] = {}
+        #: The parts read so far by (run id, part), least recently used first (runs never
+        #: change; a retired run's are dropped, and the oldest past :data:`CACHE_BYTES`).
+        self._parts: dict[tuple[int, int], _Part] = {}
         self._cached = 0
         #: The stored list of runs last read, and what it says.
         self._listed: tuple[bytes | None, _Directory] = (None, _Directory((), 0))
@@ -268,18 +271,20 @@ class BlockRuns(BlockMap):
         return out
 
     def _load(self, run: _Run, parts: list[int]) -> list[_Part]:
-        names = [run.part_name(part) for part in parts]
+        wanted = [(run.id, part) for part in parts]
         cache = self._parts
-        found = {name: cache.pop(name) for name in names if name in cache}
-        missing = [name for name in names if name not in found]
+        found = {key: cache.pop(key) for key in wanted if key in cache}
+        missing = [key for key in wanted if key not in found]
         if missing:
-            for name, value in zip(missing, self.store.get_values(BLOCKS_MAP, missing), strict=True):
+            names = [_part_name(*key) for key in missing]
+            values = self.store.get_values(BLOCKS_MAP, names)
+            for key, name, value in zip(missing, names, values, strict=True):
                 if value is None:
                     raise _PartGone(name)
-                found[name] = _Part.decode(name, value)
+                found[key] = _Part.decode(name, value)
                 self._cached += len(value)
         cache.update(found)  # the most recently used last
-        return [found[name] for name in names]
+        return [found[key] for key in wanted]
 
     def _trim(self) -> None:
         """Let go of the least recently used parts past :data:`CACHE_BYTES` (after a call:
@@ -287,8 +292,8 @@ class BlockRuns(BlockMap):
         while self._cached > CACHE_BYTES and self._parts:
             self._forget(next(iter(self._parts)))
 
-    def _forget(self, name: str) -> None:
-        part = self._parts.pop(name, None)
+    def _forget(self, key: tuple[int, int]) -> None:
+        part = self._parts.pop(key, None)
         if part is not None:
             self._cached -= len(part.data)
 
@@ -299,9 +304,9 @@ class BlockRuns(BlockMap):
             return self._listed[1]
         directory = _Directory.decode(value)
         self._listed = (value, directory)
-        live = {f"run{run.id}." for run in directory.runs}
-        for name in [name for name in self._parts if name[: name.index(".") + 1] not in live]:
-            self._forget(name)
+        live = {run.id for run in directory.runs}
+        for key in [key for key in self._parts if key[0] not in live]:
+            self._forget(key)
         return directory
 
     def items(self) -> Iterator[tuple[int, bytes]]:
@@ -346,15 +351,18 @@ class BlockRuns(BlockMap):
         """Every run, and any part a crash left behind that no list of runs names."""
         directory = self._directory()
         self.store.put_values(BLOCKS_MAP, [DIRECTORY], [_Directory((), directory.next).encode()])
-        self._retire(list(directory.runs))
+        self._parts.clear()
+        self._cached = 0
         left = [key for batch in self.store.scan_values(BLOCKS_MAP) for key, _ in batch if key != DIRECTORY]
-        for start in range(0, len(left), 10_000):
-            self.store.remove_values(BLOCKS_MAP, left[start : start + 10_000])
+        self._remove(left)
 
     def _retire(self, runs: list[_Run]) -> None:
-        names = [run.part_name(part) for run in runs for part in range(len(run.fences))]
-        for name in names:
-            self._forget(name)
+        keys = [(run.id, part) for run in runs for part in range(len(run.fences))]
+        for key in keys:
+            self._forget(key)
+        self._remove([_part_name(*key) for key in keys])
+
+    def _remove(self, names: Sequence[Key]) -> None:
         for start in range(0, len(names), 10_000):
             self.store.remove_values(BLOCKS_MAP, names[start : start + 10_000])
 
@@ -366,11 +374,11 @@ class BlockRuns(BlockMap):
             base = int(ends[first - 1]) if first else 0
             part_ends = (ends[first:last] - base).astype(np.uint32)
             part = _Part(keys[first:last], part_ends, data[base : int(ends[last - 1])])
-            names.append(f"run{run_id}.{number}")
+            names.append(_part_name(run_id, number))
             values.append(part.encode())
             fences.append(int(keys[first]))
-            self._forget(names[-1])
-            self._parts[names[-1]] = part
+            self._forget((run_id, number))
+            self._parts[run_id, number] = part
             self._cached += len(part.data)
         self.store.put_values(BLOCKS_MAP, names, values)
         return _Run(run_id, len(keys), np.asarray(fences, dtype=np.uint64))
