@@ -148,7 +148,7 @@ class _Part:
 
     @classmethod
     def decode(cls, name: str, value: bytes) -> _Part:
-        count = int(np.frombuffer(value[:8], dtype="<u8")[0]) if len(value) >= 8 else -1
+        count = int.from_bytes(value[:8], "little") if len(value) >= 8 else -1
         head = 8 + 12 * count
         if count < 0 or len(value) < head:
             raise _damaged(name)
@@ -156,8 +156,11 @@ class _Part:
         keys = np.frombuffer(value, dtype="<u8", count=count, offset=8).astype(np.uint64, copy=False)
         ends = np.frombuffer(value, dtype="<u4", count=count, offset=8 + 8 * count)
         ends = ends.astype(np.uint32, copy=False)
-        unordered = np.any(ends[1:] < ends[:-1]) or np.any(keys[1:] <= keys[:-1])
-        if count and (int(ends[-1]) != len(value) - head or unordered):
+        if count and (
+            int(ends[-1]) != len(value) - head
+            or not (keys[1:] > keys[:-1]).all()
+            or not (ends[1:] >= ends[:-1]).all()
+        ):
             raise _damaged(name)
         return cls(keys, ends, value, head)
 
@@ -239,34 +242,45 @@ class BlockRuns(BlockMap):
         )
 
     def _lookup(self, directory: _Directory, keys: Sequence[int]) -> list[bytes | None]:
+        """Each key's entry in the newest run holding it: per run, one search over the keys of
+        the parts the pending keys fall in, laid end to end (they are in order, and a key
+        searched for lies in its own part's range, so it cannot land in another part)."""
         out: list[bytes | None] = [None] * len(keys)
         wanted = np.asarray(keys, dtype=np.uint64)
         pending = np.arange(len(keys), dtype=np.int64)
         for run in reversed(directory.runs):
             if not len(pending):
                 break
+            # in key order: each search then starts where the one before ended, in cache
+            pending = pending[np.argsort(wanted[pending], kind="stable")]
             part_of = np.searchsorted(run.fences, wanted[pending], side="right") - 1
             inside = part_of >= 0
             pending_in, part_of = pending[inside], part_of[inside]
-            order = np.argsort(part_of, kind="stable")
-            pending_in, part_of = pending_in[order], part_of[order]
-            parts, starts = np.unique(part_of, return_index=True)
-            loaded = self._load(run, parts.tolist())
-            found = np.zeros(len(pending_in), dtype=bool)
-            bounds = [*starts.tolist(), len(part_of)]
-            for number, (start, end) in enumerate(itertools.pairwise(bounds)):
-                part = loaded[number]
-                asked = wanted[pending_in[start:end]]
-                index = np.minimum(np.searchsorted(part.keys, asked), len(part.keys) - 1)
-                hit = part.keys[index] == asked
-                found[start:end] = hit
-                index = index[hit]
-                ends = part.ends[index].tolist()
-                begins = np.where(index > 0, part.ends[np.maximum(index - 1, 0)], 0).tolist()
-                data, base = part.data, part.base
-                positions = pending_in[start:end][hit].tolist()
-                for position, begin, stop in zip(positions, begins, ends, strict=True):
-                    out[position] = data[base + begin : base + stop]
+            if not len(pending_in):
+                continue
+            numbers, local_part = np.unique(part_of, return_inverse=True)
+            loaded = self._load(run, numbers.tolist())
+            sizes = np.fromiter((len(part.keys) for part in loaded), dtype=np.int64, count=len(loaded))
+            firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            laid = np.concatenate([part.keys for part in loaded])
+            if not len(laid):
+                raise _damaged(run.part_name(int(numbers[0])))  # a part the directory names is empty
+            asked = wanted[pending_in]
+            index = np.searchsorted(laid, asked)
+            # past its own part (or the end): a miss, whatever the next part's first key is
+            inside_part = index < firsts[local_part] + sizes[local_part]
+            index = np.minimum(index, len(laid) - 1)
+            found = inside_part & (laid[index] == asked)
+            hits, part_hit = index[found], local_part[found]
+            local = hits - firsts[part_hit]
+            ends = np.concatenate([part.ends for part in loaded])
+            begins = np.where(local > 0, ends[np.maximum(hits - 1, 0)], 0).tolist()
+            datas = [(part.data, part.base) for part in loaded]
+            for position, number, begin, stop in zip(
+                pending_in[found].tolist(), part_hit.tolist(), begins, ends[hits].tolist(), strict=True
+            ):
+                data, base = datas[number]
+                out[position] = data[base + begin : base + stop]
             pending = np.setdiff1d(pending, pending_in[found], assume_unique=True)
         return out
 
