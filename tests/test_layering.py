@@ -19,11 +19,13 @@ SOURCE = Path(neardup.__file__).resolve().parent
 
 #: Low to high. A package may import the packages listed for it (and itself), nothing else.
 #: ``io`` sits at the bottom because it owns the Record type every pipeline reads (it imports
-#: only errors); ``arrays`` is a numpy helper of the same rank as errors.
-BASE = {"errors", "arrays"}
+#: only errors); ``arrays`` (numpy helpers) and ``collector`` (the garbage collector paused for
+#: a batch) are of the same rank as errors.
+BASE = {"errors", "arrays", "collector"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "arrays": set(),
+    "collector": set(),
     "distance": {"errors"},
     "blocks": {"errors", "distance"},
     "text": {"errors"},

@@ -61,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
+from ..collector import collector_paused
 from ..dedup.clusters import cluster_records
 from ..errors import ConfigError, InputError, StorageDamagedError
 from ..io.record import ErrorReport
@@ -1007,12 +1008,12 @@ class _Checker:
         self.tops = np.asarray([len(LEVELS[kind]) - 1 for kind in model.kinds], dtype=np.int8)
 
     def run(self, batch: _Batch) -> None:
-        adding = self.result.mode == "add"
-        if adding:
-            with self.store.exclusive():
-                self._add(batch)
-        else:
-            self._query(batch)
+        with collector_paused():
+            if self.result.mode == "add":
+                with self.store.exclusive():
+                    self._add(batch)
+            else:
+                self._query(batch)
 
     def _query(self, batch: _Batch) -> None:
         """One read of the blocks and one of the stored rows for the whole batch, every
