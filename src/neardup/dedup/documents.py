@@ -59,6 +59,7 @@ import numpy.typing as npt
 
 from ..arrays import sorted_unique
 from ..blocks import BlockScheme
+from ..collector import collector_paused
 from ..distance import row_distances, to_ints
 from ..errors import ConfigError, IndexNotFoundError, InputError, KeyExistsError
 from ..fingerprint.config import FingerprintConfig
@@ -907,7 +908,7 @@ class IncrementalDeduper:
         values = [int(value) for value in _ints(words)]
         sig_rows = self._checked_signatures(signatures, digests, len(listed))
         blank, check = _empty_mask(empty, len(listed)), self._text_check(texts, len(listed))
-        with index.exclusive():
+        with index.exclusive(), collector_paused():
             first_row = _first_rows(listed, values, where, digests)
             unique_rows = sorted(first_row.values())
             stored = dict(zip(first_row, index.get_many(list(first_row)), strict=True))
