@@ -14,8 +14,10 @@ Each store must be empty, or hold what an earlier run of this command with the s
 new file in a temporary folder, or ``index-N.db`` (N: ``--stored``) in ``--keep``'s folder,
 kept for the next run (storing 10^6 rows takes a while). The new rows are half copies of
 stored rows under new keys and half rows of new entities; a run on a kept store takes other
-stored rows and other new entities than the runs before it (its "round", from the rows
-stored), so its check-and-add adds new rows too.
+stored rows and other new entities than the runs before it (its "round": the rows stored
+beyond ``--stored``, in hundreds, which every run's adds move on whatever its ``--new``), so its
+check-and-add adds new rows too. A longer ``--new`` (50,000: five batches) shows a long run,
+where the blocks a process reads at its first batch serve the next ones.
 
 Timed, per store: the first run (learning the model on the N rows and storing them; absent on a
 kept store), opening the index (its model read), each mode over the new rows (``any``, ``all``,
@@ -94,6 +96,10 @@ def write(path: Path, body: list[list[str]]) -> Path:
         writer.writerow(HEADER)
         writer.writerows(body)
     return path
+
+
+#: Rows added per round: runs of any ``--new`` (of at least this many) never repeat a round.
+ROUND_ROWS = 100
 
 
 def new_rows(stored: list[list[str]], count: int, round_: int) -> list[list[str]]:
@@ -227,7 +233,7 @@ def main() -> None:
                 raise SystemExit(
                     f"{store} holds {held:,} rows, fewer than --stored {args.stored:,}: empty it"
                 )
-            round_ = (held - args.stored) // max(1, args.new)
+            round_ = (held - args.stored) // ROUND_ROWS
             new = write(work / "new.csv", new_rows(stored, args.new, round_))
             open_s = timed(lambda: opened(url))[0]  # noqa: B023
             size = args.batch_size

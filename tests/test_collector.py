@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from neardup import Index
 from neardup.collector import collector_paused
+from neardup.dedup.documents import IncrementalDeduper
+from neardup.records.incremental import _Checker
+from tests.test_records_incremental import feed, people_rows, write_csv
 
 
 @pytest.fixture(autouse=True)
@@ -66,4 +72,28 @@ def test_overlapping_pauses_on_threads_resume_when_the_last_ends() -> None:
     for thread in threads:
         thread.join(10)
     assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_a_records_batch_and_an_index_batch_are_checked_with_the_collector_paused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two checks that pause it (records and documents), seen from inside their batch."""
+    gc.enable()
+    seen: dict[str, bool] = {}
+
+    def spy(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def inside(*args: Any, **kwargs: Any) -> Any:
+            seen[name] = gc.isenabled()
+            return method(*args, **kwargs)
+
+        return inside
+
+    monkeypatch.setattr(_Checker, "_add", spy("records", _Checker._add))
+    monkeypatch.setattr(IncrementalDeduper, "_query_rows", spy("documents", IncrementalDeduper._query_rows))
+    feed(write_csv(tmp_path / "first.csv", people_rows(2, 1, "a")), str(tmp_path / "records.db"))
+    feed(write_csv(tmp_path / "later.csv", people_rows(1, 2, "b")), str(tmp_path / "records.db"))  # checked
+    with Index.open(str(tmp_path / "texts.db")) as index:
+        index.check_and_add_texts([("a", "the same words again and again"), ("b", "other words")])
+    assert seen == {"records": False, "documents": False}
     assert gc.isenabled()
