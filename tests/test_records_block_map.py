@@ -162,3 +162,26 @@ def test_a_reader_keeps_parts_within_its_cache_bound(
             assert reader._cached == sum(len(part.data) for part in reader._parts.values())
     finally:
         store.close()
+
+
+@pytest.mark.servers
+def test_postgresql_stores_values_uncompressed(fresh_postgres_url: str) -> None:
+    """Block runs barely compress, so PostgreSQL is told not to try (its attempt on every
+    value over 2 kB made writing runs several times slower); they read back the same."""
+    store = open_storage(fresh_postgres_url)
+    store.attach(STORE_SHAPE)
+    try:
+        blocks = BlockRuns(store)
+        entries = {random.Random(7).getrandbits(64) + n: f'["row {n}"]'.encode() for n in range(5000)}
+        blocks.put(entries)
+        assert dict(BlockRuns(store).items()) == entries
+        psycopg = pytest.importorskip("psycopg")
+        with psycopg.connect(fresh_postgres_url) as connection:
+            table = store.values_table  # type: ignore[attr-defined]
+            storage = connection.execute(
+                "SELECT attstorage FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'value'",
+                [table],
+            ).fetchone()
+        assert storage == ("e",)  # EXTERNAL: out of line, never compressed
+    finally:
+        store.close()

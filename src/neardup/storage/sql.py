@@ -340,7 +340,7 @@ class SqlStorage(Storage):
                 f"{self.dialect.table_options()}"
             )
             NEW_LAYOUTS[self.new_layout](self).create(cursor)
-            cursor.execute(self._values_table_statement())
+            self._make_values_table_in(cursor)
             cursor.execute(
                 f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p}), ({p}, {p})",
                 ("config", config, DIGESTS_ROW, DIGEST_KIND),
@@ -626,14 +626,16 @@ class SqlStorage(Storage):
                     [name, is_int, *parameters],
                 )
 
-    def _values_table_statement(self) -> str:
+    def _make_values_table_in(self, cursor: Any) -> None:
         dialect = self.dialect
-        return (
+        cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {self.values_table} (name VARCHAR(32) NOT NULL, "
             f"key_text {dialect.key_type} NOT NULL, key_int SMALLINT NOT NULL, value {dialect.value_type()} "
             f"NOT NULL, PRIMARY KEY (name, key_text, key_int)){dialect.table_options()}"
             f"{dialect.values_table_options()}"
         )
+        for statement in dialect.values_table_made(self.values_table):
+            cursor.execute(statement)
 
     def _values_table_ready(self) -> bool:
         """Whether the values table exists (asked until it is found)."""
@@ -666,7 +668,7 @@ class SqlStorage(Storage):
                 connection = self.dialect.connect(RECONNECT_TIMEOUT_S)
                 try:
                     cursor = connection.cursor()
-                    cursor.execute(self._values_table_statement())
+                    self._make_values_table_in(cursor)
                     cursor.close()
                 finally:
                     connection.close()
@@ -674,7 +676,7 @@ class SqlStorage(Storage):
             return
         try:
             with self._transaction(write=True) as cursor:
-                cursor.execute(self._values_table_statement())
+                self._make_values_table_in(cursor)
                 self._note_values_table(True)
         except Exception:
             # Another process may have made it meanwhile (PostgreSQL refuses one of two

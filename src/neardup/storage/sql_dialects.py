@@ -210,6 +210,10 @@ class SqlDialect:
         """Options of the values table of a new store, after :meth:`table_options`."""
         return ""
 
+    def values_table_made(self, table: str) -> list[str]:
+        """Statements that finish the values table just created, in its transaction."""
+        return []
+
     def empty_table(self, cursor: Any, table: str) -> None:
         """Delete every row, inside the transaction (MySQL's TRUNCATE would commit)."""
         cursor.execute(f"DELETE FROM {table}")
