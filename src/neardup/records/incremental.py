@@ -709,25 +709,26 @@ _OVER_CAP_JSON = json.dumps(OVER_CAP).encode()
 
 def _grown(
     model: RecordsModel,
-    stored: dict[int, list[RecordKey] | None],
-    members: Mapping[tuple[int, int], list[int]],
+    stored: Mapping[int, list[RecordKey] | None],
+    blocks: Iterable[tuple[int, int, Sequence[int]]],
     keys: Sequence[RecordKey],
     raw: Mapping[int, bytes] | None = None,
 ) -> dict[int, bytes]:
-    """The blocks after adding ``members`` (per (type, block), the new rows in it: positions
-    in ``keys``) as JSON to store: appended, replaced by the over-cap mark past the type's cap;
-    the copies block keeps its first row only. A stored list whose bytes are in ``raw`` is
-    extended on them: a batch rewrites thousands of blocks, most of whose keys were encoded
-    when first stored."""
+    """The blocks after adding their new rows (``blocks``: key type, block, the new rows in it
+    as positions in ``keys``) as JSON to store: appended, replaced by the over-cap mark past
+    the type's cap; the copies block keeps its first row only. A stored list whose bytes are in
+    ``raw`` is extended on them: a batch rewrites thousands of blocks, most of whose keys were
+    encoded when first stored."""
+    blocks = list(blocks)
     # the JSON of each list (json.dumps's), built from each new key's JSON made once
     texts = {
         position: _json_bytes(keys[position])
-        for position in dict.fromkeys(itertools.chain.from_iterable(members.values()))
+        for position in dict.fromkeys(itertools.chain.from_iterable(positions for _, _, positions in blocks))
     }
     before = raw or {}
     copies, caps = len(model.specs), model.caps
     out: dict[int, bytes] = {}
-    for (number, block), positions in members.items():
+    for number, block, positions in blocks:
         held = stored.get(block, _NOTHING)
         if held is None:
             continue  # over its cap for good
@@ -751,17 +752,99 @@ def _grown(
     return out
 
 
-def _members(blocks: Sequence[Sequence[tuple[int, int]]]) -> dict[tuple[int, int], list[int]]:
-    """Per (key type, block), the rows (positions in ``blocks``) holding it, in order."""
-    members: dict[tuple[int, int], list[int]] = {}
-    for position, row_blocks in enumerate(blocks):
-        for pair in row_blocks:
-            held = members.get(pair)
-            if held is None:
-                members[pair] = [position]
-            else:
-                held.append(position)
-    return members
+@dataclass(frozen=True)
+class _BlockPairs:
+    """A batch's blocks as arrays: each (row, block) pair of :func:`rows_block_keys`, row by
+    row, and the distinct blocks they name (ascending), each with its key type and the number
+    of rows holding it. A batch has about 20 pairs a row: a dict or list per pair was most of
+    a check's own time."""
+
+    rows: npt.NDArray[np.int64]  # the row of each pair
+    offsets: npt.NDArray[np.int64]  # row r's pairs are offsets[r]:offsets[r + 1]
+    of_pair: npt.NDArray[np.int64]  # each pair's distinct block (an index into ``distinct``)
+    distinct: list[int]
+    types: list[int]
+    counts: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, blocks: Sequence[Sequence[tuple[int, int]]]) -> _BlockPairs:
+        sizes = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks))
+        total = int(sizes.sum())
+        chained = itertools.chain.from_iterable
+        keys = np.fromiter((block for _, block in chained(blocks)), dtype=np.uint64, count=total)
+        kinds = np.fromiter((kind for kind, _ in chained(blocks)), dtype=np.int64, count=total)
+        distinct, first, of_pair, counts = np.unique(
+            keys, return_index=True, return_inverse=True, return_counts=True
+        )
+        return cls(
+            np.repeat(np.arange(len(blocks), dtype=np.int64), sizes),
+            np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+            of_pair.reshape(-1).astype(np.int64),
+            distinct.tolist(),
+            kinds[first].tolist(),
+            counts.astype(np.int64),
+        )
+
+    def members(self) -> list[list[int]]:
+        """The rows holding each distinct block, in order."""
+        order = np.argsort(self.of_pair, kind="stable")
+        rows = self.rows[order].tolist()
+        bounds = [0, *np.cumsum(self.counts).tolist()]
+        return [rows[start:end] for start, end in itertools.pairwise(bounds)]
+
+    def blocks_of(self, row: int) -> list[int]:
+        """The distinct blocks (indexes) of a row, in its order."""
+        return self.of_pair[self.offsets[row] : self.offsets[row + 1]].tolist()  # type: ignore[no-any-return]
+
+
+def _stored_pairs(
+    pairs: _BlockPairs, open_: Sequence[list[RecordKey] | None], keys: Sequence[RecordKey]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[RecordKey]]:
+    """Each row's stored candidates: the stored rows its open blocks list (``open_``, per
+    distinct block), in the order of its blocks and of their lists, each once, never the row
+    itself. Returned as (row, name) pairs in that order, row by row, a name an index into the
+    returned list of the names listed."""
+    lengths = np.fromiter((len(held) if held else 0 for held in open_), dtype=np.int64, count=len(open_))
+    listed = list(itertools.chain.from_iterable(held for held in open_ if held))
+    index = {name: number for number, name in enumerate(dict.fromkeys(listed))}
+    flat = np.fromiter(map(index.__getitem__, listed), dtype=np.int64, count=len(listed))
+    starts = np.cumsum(lengths) - lengths  # each block's first name in ``flat``
+    per_pair = lengths[pairs.of_pair]
+    chosen = np.flatnonzero(per_pair)
+    repeat = per_pair[chosen]
+    rows = np.repeat(pairs.rows[chosen], repeat)
+    within = np.arange(int(repeat.sum()), dtype=np.int64) - np.repeat(np.cumsum(repeat) - repeat, repeat)
+    names = flat[np.repeat(starts[pairs.of_pair[chosen]], repeat) + within]
+    _, first = np.unique(rows * max(len(index), 1) + names, return_index=True)  # each once a row
+    first.sort()
+    rows, names = rows[first], names[first]
+    own = np.fromiter((index.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+    others = names != own[rows]
+    return rows[others], names[others], list(index)
+
+
+def _batch_candidates(
+    pairs: _BlockPairs,
+    shared: dict[int, list[int]],
+    open_: Sequence[list[RecordKey] | None],
+    position: int,
+    keys: list[RecordKey],
+) -> list[int]:
+    """The new rows (positions) before the one at ``position`` that share an open block with
+    it (``shared``: the open distinct blocks holding two new rows or more, their rows in
+    order) and that the block's stored list does not name already."""
+    found: dict[int, None] = {}
+    for block in pairs.blocks_of(position):
+        held = shared.get(block)
+        if held is None:
+            continue
+        named = open_[block] or ()
+        for other in held:
+            if other == position:
+                break
+            if keys[other] not in named:
+                found[other] = None
+    return list(found)
 
 
 _NOTHING: list[RecordKey] = []
@@ -873,13 +956,15 @@ def _store_rows(
     state: dict[str, bytes],
 ) -> None:
     """Store rows whose groups are decided, with their blocks, in one transaction."""
-    blocks = rows_block_keys(model, values)
-    members = _members(blocks)
+    pairs = _BlockPairs.of(rows_block_keys(model, values))
     with store.exclusive():
         raw: dict[int, bytes] = {}
-        stored = _read_blocks(block_map, sorted({block for _, block in members}), raw)
+        stored = _read_blocks(block_map, pairs.distinct, raw)
         rows = {key: StoredRow(row, group) for key, row, group in zip(keys, values, groups, strict=True)}
-        _write(store, block_map, rows, _grown(model, stored, members, keys, raw), state)
+        grown = _grown(
+            model, stored, zip(pairs.types, pairs.distinct, pairs.members(), strict=True), keys, raw
+        )
+        _write(store, block_map, rows, grown, state)
 
 
 # -- refit ------------------------------------------------------------------------------------
@@ -921,14 +1006,14 @@ def refit_stored(store: Storage, where: str, key: str, batch_size: int = DEFAULT
         groups, done = _stable_ids(keys, [row.group for row in rows.values()], fresh)
         open_block_map(store, size.rows).clear()
         block_map = new_block_map(store)  # a store made before runs gets them (but MongoDB)
-        blocks = rows_block_keys(model, values)
-        by_batch: dict[int, dict[tuple[int, int], list[int]]] = {}
-        for pair, held in _members(blocks).items():  # a block is written with the batch of its first row
-            by_batch.setdefault(held[0] // batch_size, {})[pair] = held
+        pairs = _BlockPairs.of(rows_block_keys(model, values))
+        by_batch: dict[int, list[tuple[int, int, list[int]]]] = {}
+        for block in zip(pairs.types, pairs.distinct, pairs.members(), strict=True):
+            by_batch.setdefault(block[2][0] // batch_size, []).append(block)  # with its first row
         for start in range(0, len(keys), batch_size):
             chosen = range(start, min(start + batch_size, len(keys)))
             part = {keys[row]: StoredRow(values[row], groups[row]) for row in chosen}
-            _write(store, block_map, part, _grown(model, {}, by_batch.get(start // batch_size, {}), keys))
+            _write(store, block_map, part, _grown(model, {}, by_batch.get(start // batch_size, []), keys))
         state = {
             MODEL_ENTRY: json.dumps(model.to_meta(), ensure_ascii=False).encode(),
             SIZE_ENTRY: _Size(len(keys), generation).encode(),
@@ -1019,25 +1104,22 @@ class _Checker:
         """One read of the blocks and one of the stored rows for the whole batch, every
         candidate pair scored at once; nothing is written."""
         self._follow()
-        blocks = rows_block_keys(self.model, batch.values)
-        stored = self._read_blocks({block for row in blocks for _, block in row})
-        open_ = self._open(stored, {pair: 1 for row in blocks for pair in row})
-        found = [_stored_candidates(open_, row, key) for row, key in zip(blocks, batch.keys, strict=True)]
-        rows = _read_rows(self.store, list({key: None for keys in found for key in keys}))
-        found = [[other for other in keys if other in rows] for keys in found]
-        others = list({other: None for keys in found for other in keys})
-        node = {other: index for index, other in enumerate(others, len(batch.keys))}
-        i = np.repeat(np.arange(len(found), dtype=np.int64), [len(keys) for keys in found])
-        j = np.fromiter((node[other] for keys in found for other in keys), dtype=np.int64, count=len(i))
+        pairs = _BlockPairs.of(rows_block_keys(self.model, batch.values))
+        stored = self._read_blocks(set(pairs.distinct))
+        lists = [stored.get(block, _NOTHING) for block in pairs.distinct]
+        open_ = self._open(lists, pairs.types, [1] * len(lists))  # a row is checked alone
+        found, names, rows = self._stored_candidates(pairs, open_, batch.keys)
+        nodes, others = _nodes(found[1], names, len(batch.keys))
+        i, j = found[0], nodes
         chances = self._probabilities(
             _table([*batch.values, *(rows[other].values for other in others)]), i, j
         )
         every = self.result.mode == "all"
-        start = 0
+        bounds = np.searchsorted(i, np.arange(len(batch.keys) + 1)).tolist()
+        named = [names[number] for number in found[1].tolist()]
         for row, key in enumerate(batch.keys):
-            candidates = found[row]
-            mine = chances[start : start + len(candidates)]
-            start += len(candidates)
+            candidates = named[bounds[row] : bounds[row + 1]]
+            mine = chances[bounds[row] : bounds[row + 1]]
             matches = _matches(candidates, [rows[other].group for other in candidates], mine, self._accepts)
             self.result.rows.append(
                 CheckedRow(key, "checked", None, tuple(matches if every else matches[:1]))
@@ -1066,31 +1148,21 @@ class _Checker:
         state[SIZE_ENTRY] = size.encode()
         keys = [batch.keys[row] for row in new]
         values = [batch.values[row] for row in new]
-        blocks = rows_block_keys(self.model, values)
-        members = _members(blocks)  # the new rows (positions in keys) of each block
+        pairs = _BlockPairs.of(rows_block_keys(self.model, values))
         raw: dict[int, bytes] = {}
-        stored = self._read_blocks({block for _, block in members}, raw)
-        open_ = self._open(stored, {pair: len(held) for pair, held in members.items()})
-        found = [_stored_candidates(open_, row, key) for row, key in zip(blocks, keys, strict=True)]
-        rows = _read_rows(self.store, list({key: None for keys_ in found for key in keys_}))
-        shared = {pair: held for pair, held in members.items() if len(held) > 1 and open_[pair] is not None}
-        later = {position for held in shared.values() for position in held[1:]}  # a new row before
-        candidates = [
-            [other for other in found[at] if other in rows]
-            + (_batch_candidates(shared, open_, blocks[at], at, keys) if at in later else [])
-            for at in range(len(keys))
-        ]
-        others = _in_order({other for row in candidates for other in row if other in rows})
-        node = {key: index for index, key in enumerate([*keys, *others])}
-        i = np.repeat(np.arange(len(keys), dtype=np.int64), [len(row) for row in candidates])
-        j = np.fromiter((node[other] for row in candidates for other in row), dtype=np.int64, count=len(i))
+        stored = self._read_blocks(set(pairs.distinct), raw)
+        lists = [stored.get(block, _NOTHING) for block in pairs.distinct]
+        open_ = self._open(lists, pairs.types, pairs.counts.tolist())
+        found, names, rows = self._stored_candidates(pairs, open_, keys)
+        members = pairs.members()  # the new rows (positions in keys) of each block
+        i, j, others = self._candidate_pairs(pairs, open_, members, found, names, keys)
         chances = self._probabilities(_table([*values, *(rows[other].values for other in others)]), i, j)
         groups = self._decide(keys, others, rows, i, j, chances)
         added = {
             key: StoredRow(row_values, group)
             for key, row_values, group in zip(keys, values, groups, strict=True)
         }
-        grown = _grown(self.model, stored, members, keys, raw)
+        grown = _grown(self.model, stored, zip(pairs.types, pairs.distinct, members, strict=True), keys, raw)
         _write(self.store, self.blocks, added, grown, state)
         self._note_over(block for block, data in grown.items() if data == _OVER_CAP_JSON)
         first = dict(zip(keys, new, strict=True))
@@ -1103,21 +1175,60 @@ class _Checker:
                 self.result.rows.append(CheckedRow(key, "stored", before))
                 self.result.skipped += 1
 
+    def _stored_candidates(
+        self, pairs: _BlockPairs, open_: Sequence[list[RecordKey] | None], keys: Sequence[RecordKey]
+    ) -> tuple[
+        tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]], list[RecordKey], dict[RecordKey, StoredRow]
+    ]:
+        """:func:`_stored_pairs` of the rows still stored (a block may name a row a crash cut
+        short), with those rows read."""
+        found, named, names = _stored_pairs(pairs, open_, keys)
+        used = np.unique(named).tolist()
+        rows = _read_rows(self.store, [names[number] for number in used])
+        stored = np.zeros(len(names), dtype=bool)
+        stored[[number for number in used if names[number] in rows]] = True
+        kept = stored[named]
+        return (found[kept], named[kept]), names, rows
+
+    def _candidate_pairs(
+        self,
+        pairs: _BlockPairs,
+        open_: Sequence[list[RecordKey] | None],
+        members: list[list[int]],
+        found: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+        names: list[RecordKey],
+        keys: list[RecordKey],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[RecordKey]]:
+        """Every candidate pair of the batch's new rows, row by row: its stored candidates
+        (``found``), then the new rows before it that share an open block with it. As
+        (new row, node) with nodes the new rows then the stored candidates (returned, in key
+        order)."""
+        shared = {
+            block: members[block]
+            for block in np.flatnonzero(pairs.counts > 1).tolist()
+            if open_[block] is not None
+        }
+        later = sorted({position for held in shared.values() for position in held[1:]})  # a new row before
+        earlier = [_batch_candidates(pairs, shared, open_, at, keys) for at in later]
+        nodes, others = _nodes(found[1], names, len(keys))
+        i = np.concatenate(
+            [found[0], np.repeat(np.asarray(later, dtype=np.int64), [len(rows) for rows in earlier])]
+        )
+        j = np.concatenate([nodes, np.fromiter(itertools.chain.from_iterable(earlier), dtype=np.int64)])
+        order = np.argsort(i, kind="stable")  # a row's stored candidates, then its earlier rows
+        return i[order], j[order], others
+
     def _open(
-        self, stored: dict[int, list[RecordKey] | None], counts: dict[tuple[int, int], int]
-    ) -> dict[tuple[int, int], list[RecordKey] | None]:
-        """Per (key type, block) of the batch, its stored rows, or None where it makes no pairs:
+        self, lists: Sequence[list[RecordKey] | None], types: Sequence[int], counts: Sequence[int]
+    ) -> list[list[RecordKey] | None]:
+        """Per distinct block of the batch, its stored rows, or None where it makes no pairs:
         over its cap for good, or past its type's cap with ``counts`` rows of the batch (the
         batch's new rows in it, or the row itself in a query). The copies block has no cap."""
         specs, caps = len(self.model.specs), self.model.caps
-        out: dict[tuple[int, int], list[RecordKey] | None] = {}
-        held_by = stored.get
-        for pair, count in counts.items():
-            held = held_by(pair[1], _NOTHING)
-            if held is not None and pair[0] < specs and len(held) + count > caps[pair[0]]:
-                held = None
-            out[pair] = held
-        return out
+        return [
+            None if held is None or (kind < specs and len(held) + count > caps[kind]) else held
+            for held, kind, count in zip(lists, types, counts, strict=True)
+        ]
 
     def _read_blocks(
         self, blocks: set[int], raw: dict[int, bytes] | None = None
@@ -1243,38 +1354,17 @@ class _Checker:
         return probability >= self._limit()
 
 
-def _stored_candidates(
-    open_: dict[tuple[int, int], list[RecordKey] | None], blocks: list[tuple[int, int]], key: RecordKey
-) -> list[RecordKey]:
-    """The stored rows sharing an open block (:meth:`_Checker._open`) with a row, in the order
-    of its blocks and of their lists, each once, never the row itself."""
-    found = dict.fromkeys(itertools.chain.from_iterable([open_[pair] or () for pair in blocks]))
-    found.pop(key, None)
-    return list(found)
-
-
-def _batch_candidates(
-    shared: dict[tuple[int, int], list[int]],
-    open_: dict[tuple[int, int], list[RecordKey] | None],
-    blocks: list[tuple[int, int]],
-    position: int,
-    keys: list[RecordKey],
-) -> list[RecordKey]:
-    """The new rows before the one at ``position`` that share an open block with it (``shared``:
-    the open blocks holding two new rows or more, their rows in order) and that the block's
-    stored list does not name already."""
-    found: dict[RecordKey, None] = {}
-    for pair in blocks:
-        held = shared.get(pair)
-        if held is None:
-            continue
-        named = open_[pair] or ()
-        for other in held:
-            if other == position:
-                break
-            if keys[other] not in named:
-                found[keys[other]] = None
-    return list(found)
+def _nodes(
+    named: npt.NDArray[np.int64], names: list[RecordKey], first: int
+) -> tuple[npt.NDArray[np.int64], list[RecordKey]]:
+    """The node of each candidate (``names[named[k]]``): ``first`` plus its place among the
+    distinct candidates in key order (the nodes before are the batch's rows); and those."""
+    used = np.unique(named).tolist()
+    others = _in_order(names[number] for number in used)
+    place = {name: number for number, name in enumerate(others, first)}
+    node_of = np.zeros(len(names), dtype=np.int64)
+    node_of[used] = [place[names[number]] for number in used]
+    return node_of[named], others
 
 
 def _table(rows: Sequence[Values]) -> npt.NDArray[np.object_]:
