@@ -515,11 +515,20 @@ def block_keys(model: RecordsModel, values: Values) -> list[tuple[int, int]]:
 
 
 def rows_block_keys(model: RecordsModel, rows: Sequence[Values]) -> list[list[tuple[int, int]]]:
-    """:func:`block_keys` of many rows, a key type at a time: a batch asks for the blocks of
-    all its rows at once, and a derived form is computed once per distinct value."""
+    """:func:`block_keys` of many rows (:func:`_block_columns`)."""
     out: list[list[tuple[int, int]]] = [[] for _ in rows]
+    for number, held, keys in _block_columns(model, rows):
+        for row, key in zip(held, keys, strict=True):
+            out[row].append((number, key))
+    return out
+
+
+def _block_columns(model: RecordsModel, rows: Sequence[Values]) -> Iterator[tuple[int, list[int], list[int]]]:
+    """The blocks of many rows a key type at a time, the copies last: (key type, the rows with
+    a key of that type, their block keys). A batch asks for the blocks of all its rows at once,
+    and a derived form and a block key are computed once per distinct value."""
     if not rows:
-        return out
+        return
     columns = list(zip(*rows, strict=True))
     kinds = model.kinds
     for number, spec in enumerate(model.specs):
@@ -534,14 +543,15 @@ def rows_block_keys(model: RecordsModel, rows: Sequence[Values]) -> list[list[tu
             forms = {text: function(text) or None for text in set(texts) if text is not None}
             texts = [None if text is None else forms[text] for text in texts]
         prefix, hash_ = f"{number}\x1e", _hash
-        for blocks, text in zip(out, texts, strict=True):
-            if text is not None:
-                blocks.append((number, hash_((prefix + text).encode("utf-8", "surrogatepass"))))
-    copies = len(model.specs)
-    for blocks, values in zip(out, rows, strict=True):
-        if any(value is not None for value in values):
-            blocks.append((copies, _block_hash(-1, _json(values))))
-    return out
+        hashed = {
+            text: hash_((prefix + text).encode("utf-8", "surrogatepass"))
+            for text in set(texts)
+            if text is not None
+        }
+        held = [row for row, text in enumerate(texts) if text is not None]
+        yield number, held, [hashed[texts[row]] for row in held]
+    held = [row for row, values in enumerate(rows) if any(value is not None for value in values)]
+    yield len(model.specs), held, [_block_hash(-1, _json(rows[row])) for row in held]
 
 
 _hash = xxhash.xxh3_64_intdigest
@@ -754,10 +764,10 @@ def _grown(
 
 @dataclass(frozen=True)
 class _BlockPairs:
-    """A batch's blocks as arrays: each (row, block) pair of :func:`rows_block_keys`, row by
+    """A batch's blocks as arrays: each (row, block) pair of :func:`_block_columns`, row by
     row, and the distinct blocks they name (ascending), each with its key type and the number
-    of rows holding it. A batch has about 20 pairs a row: a dict or list per pair was most of
-    a check's own time."""
+    of rows holding it. A batch has about 20 pairs a row, so they are kept in arrays, not in a
+    dict or list each."""
 
     rows: npt.NDArray[np.int64]  # the row of each pair
     offsets: npt.NDArray[np.int64]  # row r's pairs are offsets[r]:offsets[r + 1]
@@ -767,21 +777,27 @@ class _BlockPairs:
     counts: npt.NDArray[np.int64]
 
     @classmethod
-    def of(cls, blocks: Sequence[Sequence[tuple[int, int]]]) -> _BlockPairs:
-        sizes = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks))
-        total = int(sizes.sum())
-        chained = itertools.chain.from_iterable
-        keys = np.fromiter((block for _, block in chained(blocks)), dtype=np.uint64, count=total)
-        kinds = np.fromiter((kind for kind, _ in chained(blocks)), dtype=np.int64, count=total)
+    def of(cls, model: RecordsModel, rows: Sequence[Values]) -> _BlockPairs:
+        """The blocks of ``rows`` (:func:`_block_columns`)."""
+        held_rows, kinds, keys = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], []
+        for number, held, found in _block_columns(model, rows):
+            held_rows.append(np.asarray(held, dtype=np.int64))
+            kinds.append(np.full(len(held), number, dtype=np.int64))
+            keys.append(np.asarray(found, dtype=np.uint64))
+        row_of = np.concatenate(held_rows)
+        order = np.argsort(row_of, kind="stable")  # row by row, each row's key types in order
         distinct, first, of_pair, counts = np.unique(
-            keys, return_index=True, return_inverse=True, return_counts=True
+            np.concatenate([np.zeros(0, dtype=np.uint64), *keys])[order],
+            return_index=True,
+            return_inverse=True,
+            return_counts=True,
         )
         return cls(
-            np.repeat(np.arange(len(blocks), dtype=np.int64), sizes),
-            np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+            row_of[order],
+            np.searchsorted(row_of[order], np.arange(len(rows) + 1)).astype(np.int64),
             of_pair.reshape(-1).astype(np.int64),
             distinct.tolist(),
-            kinds[first].tolist(),
+            np.concatenate(kinds)[order][first].tolist(),
             counts.astype(np.int64),
         )
 
@@ -956,7 +972,7 @@ def _store_rows(
     state: dict[str, bytes],
 ) -> None:
     """Store rows whose groups are decided, with their blocks, in one transaction."""
-    pairs = _BlockPairs.of(rows_block_keys(model, values))
+    pairs = _BlockPairs.of(model, values)
     with store.exclusive():
         raw: dict[int, bytes] = {}
         stored = _read_blocks(block_map, pairs.distinct, raw)
@@ -1006,7 +1022,7 @@ def refit_stored(store: Storage, where: str, key: str, batch_size: int = DEFAULT
         groups, done = _stable_ids(keys, [row.group for row in rows.values()], fresh)
         open_block_map(store, size.rows).clear()
         block_map = new_block_map(store)  # a store made before runs gets them (but MongoDB)
-        pairs = _BlockPairs.of(rows_block_keys(model, values))
+        pairs = _BlockPairs.of(model, values)
         by_batch: dict[int, list[tuple[int, int, list[int]]]] = {}
         for block in zip(pairs.types, pairs.distinct, pairs.members(), strict=True):
             by_batch.setdefault(block[2][0] // batch_size, []).append(block)  # with its first row
@@ -1104,7 +1120,7 @@ class _Checker:
         """One read of the blocks and one of the stored rows for the whole batch, every
         candidate pair scored at once; nothing is written."""
         self._follow()
-        pairs = _BlockPairs.of(rows_block_keys(self.model, batch.values))
+        pairs = _BlockPairs.of(self.model, batch.values)
         stored = self._read_blocks(set(pairs.distinct))
         lists = [stored.get(block, _NOTHING) for block in pairs.distinct]
         open_ = self._open(lists, pairs.types, [1] * len(lists))  # a row is checked alone
@@ -1148,7 +1164,7 @@ class _Checker:
         state[SIZE_ENTRY] = size.encode()
         keys = [batch.keys[row] for row in new]
         values = [batch.values[row] for row in new]
-        pairs = _BlockPairs.of(rows_block_keys(self.model, values))
+        pairs = _BlockPairs.of(self.model, values)
         raw: dict[int, bytes] = {}
         stored = self._read_blocks(set(pairs.distinct), raw)
         lists = [stored.get(block, _NOTHING) for block in pairs.distinct]
