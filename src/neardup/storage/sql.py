@@ -437,11 +437,12 @@ class SqlStorage(Storage):
                     "key_text", list({key_columns(key)[0] for key in chunk})
                 )
                 for name in self.tables:
-                    cursor.execute(
+                    rows = self.dialect.fetch(
+                        cursor,
                         f"SELECT key_text, key_int, fingerprint, {fields} FROM {name} WHERE {condition}",
                         values,
                     )
-                    for record in self.records_of(cursor.fetchall()):
+                    for record in self.records_of(rows):
                         found[record.key] = record
         return [found.get(key) for key in keys]
 
@@ -466,12 +467,12 @@ class SqlStorage(Storage):
             last = -1
             while True:
                 with self._transaction() as cursor:
-                    cursor.execute(
+                    rows = self.dialect.fetch(
+                        cursor,
                         f"SELECT key_text, key_int, fingerprint, {fields}, id FROM {name} "
                         f"WHERE id > {self.dialect.placeholder} ORDER BY id LIMIT {int(batch_size)}",
                         (last,),
                     )
-                    rows = cursor.fetchall()
                 if not rows:
                     break
                 last = int(rows[-1][-1])
@@ -554,12 +555,11 @@ class SqlStorage(Storage):
                 # and a batch's statements walk it once, reading its pages in order
                 for chunk in _chunks(sorted(set(texts)), self.dialect.values_per_read):
                     condition, parameters = self.dialect.one_of_texts("key_text", chunk)
-                    cursor.execute(
+                    statement = (
                         f"SELECT key_text, value FROM {self.values_table} "
-                        f"WHERE name = {p} AND key_int = {p} AND {condition}",
-                        [name, kind, *parameters],
+                        f"WHERE name = {p} AND key_int = {p} AND {condition}"
                     )
-                    found.update(cursor.fetchall())
+                    found.update(self.dialect.fetch(cursor, statement, [name, kind, *parameters]))
             if set(map(type, found.values())) - {bytes}:
                 found = {text: bytes(value) for text, value in found.items()}
             return [found.get(text) for text in texts]
@@ -571,12 +571,11 @@ class SqlStorage(Storage):
                 self.dialect.values_per_read,
             ):
                 condition, parameters = self.dialect.one_of_texts("key_text", chunk)
-                cursor.execute(
+                statement = (
                     f"SELECT key_text, key_int, value FROM {self.values_table} "
-                    f"WHERE name = {p} AND {condition}",
-                    [name, *parameters],
+                    f"WHERE name = {p} AND {condition}"
                 )
-                for text, is_int, value in cursor.fetchall():
+                for text, is_int, value in self.dialect.fetch(cursor, statement, [name, *parameters]):
                     both[text, int(is_int)] = value
         return [None if columns is None else _as_bytes(both.get(columns)) for columns in wanted]
 
@@ -593,12 +592,12 @@ class SqlStorage(Storage):
             after = "" if last is None else f" AND key_text >= {p} AND (key_text > {p} OR key_int > {p})"
             parameters: list[Any] = [name] if last is None else [name, last[0], last[0], last[1]]
             with self._transaction() as cursor:
-                cursor.execute(
+                rows = self.dialect.fetch(
+                    cursor,
                     f"SELECT key_text, key_int, value FROM {self.values_table} WHERE name = {p}{after} "
                     f"ORDER BY key_text, key_int LIMIT {int(batch_size)}",
                     parameters,
                 )
-                rows = cursor.fetchall()
             if not rows:
                 return
             last = (rows[-1][0], int(rows[-1][1]))
