@@ -149,16 +149,17 @@ class PostgresDialect(SqlDialect):
     def upsert_values(
         self, cursor: Any, table: str, name: str, rows: Sequence[tuple[str, int, bytes]]
     ) -> None:
-        """One statement of three array literals (keys, key types, values as hex): psycopg
-        binds four parameters a row in Python, which cost ten times what the server takes."""
+        """One statement of three arrays (keys and key types as literals, values as one binary
+        array): psycopg binds four parameters a row in Python, which cost ten times what the
+        server takes, and values written as hex text cost three times what binary does."""
         cursor.execute(
             f"INSERT INTO {table} (name, key_text, key_int, value) SELECT %s, k, i, v "
-            f"FROM unnest(%s::text[], %s::smallint[], %s::bytea[]) AS u(k, i, v){self.upsert_clause()}",
+            f"FROM unnest(%s::text[], %s::smallint[], %b::bytea[]) AS u(k, i, v){self.upsert_clause()}",
             [
                 name,
                 _text_array([text for text, _, _ in rows]),
                 "{" + ",".join(str(kind) for _, kind, _ in rows) + "}",
-                "{" + ",".join(['"\\\\x' + value.hex() + '"' for _, _, value in rows]) + "}",
+                [value for _, _, value in rows],
             ],
         )
 
