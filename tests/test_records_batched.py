@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import xxhash
 
@@ -27,6 +28,8 @@ from neardup.records.incremental import (
     CheckedRow,
     RecordsIndex,
     StoredRow,
+    _BlockPairs,
+    _stored_pairs,
     block_keys,
     index_records,
     refit_stored,
@@ -303,3 +306,39 @@ def test_a_refit_by_another_writer_makes_the_run_read_the_blocks_again(
         store.close()
     assert result.added == NEW and over
     assert max(asked[block] for block in over) == 2  # before the refit, and once after it
+
+
+def test_stored_candidates_of_a_batch_are_each_rows_own_in_its_order() -> None:
+    """The array gathering of a batch's stored candidates against the row-by-row rule it
+    replaced: the lists of a row's open blocks in the order of its blocks and of each list,
+    every name once, never the row's own key; over random blocks shared by rows, lists shared
+    by blocks, closed (None) and empty blocks, and rows whose key a list names."""
+    rng = random.Random(3)
+    for _ in range(30):
+        keys: list[Any] = [f"new{n}" for n in range(rng.randrange(1, 40))]
+        names = [rng.choice([f"s{n}", n]) for n in range(rng.randrange(1, 30))] + keys[:3]
+        blocks = [
+            [(kind, rng.randrange(12)) for kind in sorted(rng.sample(range(6), rng.randrange(0, 5)))]
+            for _ in keys
+        ]
+        lists: dict[int, list[Any] | None] = {
+            block: rng.choice([None, [], rng.sample(names, rng.randrange(1, 6))]) for block in range(12)
+        }
+        pairs = _BlockPairs(
+            np.asarray([row for row, held in enumerate(blocks) for _ in held], dtype=np.int64),
+            np.cumsum([0, *map(len, blocks)]).astype(np.int64),
+            np.asarray([block for held in blocks for _, block in held], dtype=np.int64),
+            list(range(12)),
+            [0] * 12,
+            np.bincount([block for held in blocks for _, block in held], minlength=12).astype(np.int64),
+        )
+        found, named, listed = _stored_pairs(pairs, [lists[block] for block in range(12)], keys)
+        got: list[list[Any]] = [[] for _ in keys]
+        for row, name in zip(found.tolist(), named.tolist(), strict=True):
+            got[row].append(listed[name])
+        expected = []
+        for key, held in zip(keys, blocks, strict=True):
+            once = dict.fromkeys(name for _, block in held for name in lists[block] or ())
+            once.pop(key, None)
+            expected.append(list(once))
+        assert got == expected
