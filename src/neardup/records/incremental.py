@@ -719,47 +719,64 @@ _OVER_CAP_JSON = json.dumps(OVER_CAP).encode()
 
 def _grown(
     model: RecordsModel,
-    stored: Mapping[int, list[RecordKey] | None],
-    blocks: Iterable[tuple[int, int, Sequence[int]]],
+    blocks: Iterable[tuple[int, int, list[RecordKey] | None, Sequence[int]]],
     keys: Sequence[RecordKey],
+    texts: Sequence[bytes],
     raw: Mapping[int, bytes] | None = None,
 ) -> dict[int, bytes]:
-    """The blocks after adding their new rows (``blocks``: key type, block, the new rows in it
-    as positions in ``keys``) as JSON to store: appended, replaced by the over-cap mark past
-    the type's cap; the copies block keeps its first row only. A stored list whose bytes are in
-    ``raw`` is extended on them: a batch rewrites thousands of blocks, most of whose keys were
-    encoded when first stored."""
-    blocks = list(blocks)
-    # the JSON of each list (json.dumps's), built from each new key's JSON made once
-    texts = {
-        position: _json_bytes(keys[position])
-        for position in dict.fromkeys(itertools.chain.from_iterable(positions for _, _, positions in blocks))
-    }
+    """The blocks after adding their new rows (``blocks``: key type, block, its stored list
+    (None: over its cap for good), the new rows in it as positions in ``keys``, whose JSON is
+    ``texts``) as JSON to store: appended, replaced by the over-cap mark past the type's cap;
+    the copies block keeps its first row only. A stored list whose bytes are in ``raw`` is
+    extended on them: a batch rewrites thousands of blocks, most of whose keys were encoded
+    when first stored."""
     before = raw or {}
     copies, caps = len(model.specs), model.caps
     out: dict[int, bytes] = {}
-    for number, block, positions in blocks:
-        held = stored.get(block, _NOTHING)
+    for number, block, held, positions in blocks:
         if held is None:
-            continue  # over its cap for good
+            continue
         if number == copies:
             if not held:
                 out[block] = b"[" + texts[positions[0]] + b"]"
-            continue
-        # a stored list holds at most its type's cap of keys: looked through, not hashed
-        added = [position for position in positions if keys[position] not in held] if held else positions
-        if len(held) + len(added) > caps[number]:
-            out[block] = _OVER_CAP_JSON
-        elif not added:
-            continue  # its rows are listed already (by a batch a crash cut short)
-        elif not held:
-            out[block] = b"[" + b", ".join([texts[position] for position in added]) + b"]"
-        elif block in before and before[block][-1:] == b"]":
-            tail = b", ".join([texts[position] for position in added])
-            out[block] = before[block][:-1] + b", " + tail + b"]"
+        elif not held:  # most blocks: new to the store
+            if len(positions) > caps[number]:
+                out[block] = _OVER_CAP_JSON
+            elif len(positions) == 1:
+                out[block] = b"[" + texts[positions[0]] + b"]"
+            else:
+                out[block] = b"[" + b", ".join([texts[position] for position in positions]) + b"]"
         else:
-            out[block] = _json_bytes([*held, *(keys[position] for position in added)])
+            out.update(_extended(block, held, positions, keys, texts, caps[number], before))
     return out
+
+
+def _extended(
+    block: int,
+    held: list[RecordKey],
+    positions: Sequence[int],
+    keys: Sequence[RecordKey],
+    texts: Sequence[bytes],
+    cap: int,
+    raw: Mapping[int, bytes],
+) -> dict[int, bytes]:
+    """:func:`_grown` of a stored list: nothing where its new rows are listed already (by a
+    batch a crash cut short)."""
+    # a stored list holds at most its type's cap of keys: looked through, not hashed
+    added = [position for position in positions if keys[position] not in held]
+    if len(held) + len(added) > cap:
+        return {block: _OVER_CAP_JSON}
+    if not added:
+        return {}
+    stored = raw.get(block)
+    if stored is not None and stored[-1:] == b"]":
+        return {block: stored[:-1] + b", " + b", ".join([texts[position] for position in added]) + b"]"}
+    return {block: _json_bytes([*held, *(keys[position] for position in added)])}
+
+
+def _key_texts(keys: Sequence[RecordKey]) -> list[bytes]:
+    """Each key's JSON as a block list holds it (``json.dumps``'s)."""
+    return [_json_bytes(key) for key in keys]
 
 
 @dataclass(frozen=True)
@@ -977,10 +994,9 @@ def _store_rows(
         raw: dict[int, bytes] = {}
         stored = _read_blocks(block_map, pairs.distinct, raw)
         rows = {key: StoredRow(row, group) for key, row, group in zip(keys, values, groups, strict=True)}
-        grown = _grown(
-            model, stored, zip(pairs.types, pairs.distinct, pairs.members(), strict=True), keys, raw
-        )
-        _write(store, block_map, rows, grown, state)
+        lists = [stored.get(block, _NOTHING) for block in pairs.distinct]
+        blocks = zip(pairs.types, pairs.distinct, lists, pairs.members(), strict=True)
+        _write(store, block_map, rows, _grown(model, blocks, keys, _key_texts(keys), raw), state)
 
 
 # -- refit ------------------------------------------------------------------------------------
@@ -1023,13 +1039,15 @@ def refit_stored(store: Storage, where: str, key: str, batch_size: int = DEFAULT
         open_block_map(store, size.rows).clear()
         block_map = new_block_map(store)  # a store made before runs gets them (but MongoDB)
         pairs = _BlockPairs.of(model, values)
-        by_batch: dict[int, list[tuple[int, int, list[int]]]] = {}
-        for block in zip(pairs.types, pairs.distinct, pairs.members(), strict=True):
-            by_batch.setdefault(block[2][0] // batch_size, []).append(block)  # with its first row
+        by_batch: dict[int, list[tuple[int, int, list[RecordKey] | None, list[int]]]] = {}
+        for kind, block, rows_in in zip(pairs.types, pairs.distinct, pairs.members(), strict=True):
+            # a block is written with the batch of its first row
+            by_batch.setdefault(rows_in[0] // batch_size, []).append((kind, block, _NOTHING, rows_in))
+        texts = _key_texts(keys)
         for start in range(0, len(keys), batch_size):
             chosen = range(start, min(start + batch_size, len(keys)))
             part = {keys[row]: StoredRow(values[row], groups[row]) for row in chosen}
-            _write(store, block_map, part, _grown(model, {}, by_batch.get(start // batch_size, []), keys))
+            _write(store, block_map, part, _grown(model, by_batch.get(start // batch_size, []), keys, texts))
         state = {
             MODEL_ENTRY: json.dumps(model.to_meta(), ensure_ascii=False).encode(),
             SIZE_ENTRY: _Size(len(keys), generation).encode(),
@@ -1178,7 +1196,8 @@ class _Checker:
             key: StoredRow(row_values, group)
             for key, row_values, group in zip(keys, values, groups, strict=True)
         }
-        grown = _grown(self.model, stored, zip(pairs.types, pairs.distinct, members, strict=True), keys, raw)
+        blocks = zip(pairs.types, pairs.distinct, lists, members, strict=True)
+        grown = _grown(self.model, blocks, keys, _key_texts(keys), raw)
         _write(self.store, self.blocks, added, grown, state)
         self._note_over(block for block, data in grown.items() if data == _OVER_CAP_JSON)
         first = dict(zip(keys, new, strict=True))
