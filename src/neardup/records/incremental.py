@@ -783,7 +783,7 @@ def _key_texts(keys: Sequence[RecordKey]) -> list[bytes]:
 class _BlockPairs:
     """A batch's blocks as arrays: each (row, block) pair of :func:`_block_columns`, row by
     row, and the distinct blocks they name (ascending), each with its key type and the number
-    of rows holding it. A batch has about 20 pairs a row, so they are kept in arrays, not in a
+    of rows holding it. A row has a pair per key type, so they are kept in arrays, not in a
     dict or list each."""
 
     rows: npt.NDArray[np.int64]  # the row of each pair

@@ -138,8 +138,9 @@ class PostgresDialect(SqlDialect):
 
     def values_table_made(self, table: str) -> list[str]:
         # Values stored as they are: past 2 kB PostgreSQL tries to compress each one (pglz),
-        # and a records index's block runs (sorted 64-bit keys and key lists) barely compress;
-        # the attempt made writing them several times slower for a few percent of space.
+        # and a records index's block runs (sorted 64-bit keys and key lists) and the kept
+        # texts (compressed already) barely compress, so the attempt only slows every write
+        # (docs/storage.md).
         return [f"ALTER TABLE {table} ALTER COLUMN value SET STORAGE EXTERNAL"]
 
     def one_of_texts(self, column: str, texts: list[str]) -> tuple[str, list[Any]]:
@@ -151,7 +152,7 @@ class PostgresDialect(SqlDialect):
     ) -> None:
         """One statement of three arrays (keys and key types as literals, values as one binary
         array): psycopg binds four parameters a row in Python, which cost ten times what the
-        server takes, and values written as hex text cost three times what binary does."""
+        server takes, and values written as hex text cost far more than binary (docs/storage.md)."""
         cursor.execute(
             f"INSERT INTO {table} (name, key_text, key_int, value) SELECT %s, k, i, v "
             f"FROM unnest(%s::text[], %s::smallint[], %b::bytea[]) AS u(k, i, v){self.upsert_clause()}",
