@@ -825,6 +825,11 @@ class _BlockPairs:
         bounds = [0, *np.cumsum(self.counts).tolist()]
         return [rows[start:end] for start, end in itertools.pairwise(bounds)]
 
+    def held(self, stored: Mapping[int, list[RecordKey] | None]) -> list[list[RecordKey] | None]:
+        """Each distinct block's stored list from ``stored`` (:func:`_read_blocks`): None over
+        its cap, empty where the block is not stored yet."""
+        return [stored.get(block, _NOTHING) for block in self.distinct]
+
     def blocks_of(self, row: int) -> list[int]:
         """The distinct blocks (indexes) of a row, in its order."""
         return self.of_pair[self.offsets[row] : self.offsets[row + 1]].tolist()  # type: ignore[no-any-return]
@@ -994,7 +999,7 @@ def _store_rows(
         raw: dict[int, bytes] = {}
         stored = _read_blocks(block_map, pairs.distinct, raw)
         rows = {key: StoredRow(row, group) for key, row, group in zip(keys, values, groups, strict=True)}
-        lists = [stored.get(block, _NOTHING) for block in pairs.distinct]
+        lists = pairs.held(stored)
         blocks = zip(pairs.types, pairs.distinct, lists, pairs.members(), strict=True)
         _write(store, block_map, rows, _grown(model, blocks, keys, _key_texts(keys), raw), state)
 
@@ -1140,7 +1145,7 @@ class _Checker:
         self._follow()
         pairs = _BlockPairs.of(self.model, batch.values)
         stored = self._read_blocks(set(pairs.distinct))
-        lists = [stored.get(block, _NOTHING) for block in pairs.distinct]
+        lists = pairs.held(stored)
         open_ = self._open(lists, pairs.types, [1] * len(lists))  # a row is checked alone
         found, names, rows = self._stored_candidates(pairs, open_, batch.keys)
         nodes, others = _nodes(found[1], names, len(batch.keys))
@@ -1185,7 +1190,7 @@ class _Checker:
         pairs = _BlockPairs.of(self.model, values)
         raw: dict[int, bytes] = {}
         stored = self._read_blocks(set(pairs.distinct), raw)
-        lists = [stored.get(block, _NOTHING) for block in pairs.distinct]
+        lists = pairs.held(stored)
         open_ = self._open(lists, pairs.types, pairs.counts.tolist())
         found, names, rows = self._stored_candidates(pairs, open_, keys)
         members = pairs.members()  # the new rows (positions in keys) of each block
