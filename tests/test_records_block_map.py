@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from neardup.errors import StorageDamagedError
@@ -16,6 +17,7 @@ from neardup.records.block_map import (
     BlockDocuments,
     BlockMap,
     BlockRuns,
+    _Part,
     new_block_map,
     open_block_map,
     stored_blocks,
@@ -106,6 +108,23 @@ def test_a_reader_whose_parts_a_merge_retired_reads_the_runs_again(
         store.close()
 
 
+def test_a_part_out_of_order_among_many_read_at_once_is_named(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(block_map_module, "PART_ENTRIES", 2)
+    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
+    try:
+        store.attach(STORE_SHAPE)
+        BlockRuns(store).put({key: b"[%d]" % key for key in range(1, 7)})  # parts run0.0-run0.2
+        assert BlockRuns(store).get([1, 3, 6]) == [b"[1]", b"[3]", b"[6]"]
+        swapped = _Part(np.asarray([4, 3], dtype=np.uint64), np.asarray([3, 6], dtype=np.uint32), b"[4][3]")
+        store.put_values(BLOCKS_MAP, ["run0.1"], [swapped.encode()])
+        with pytest.raises(StorageDamagedError, match=r"'run0\.1'"):
+            BlockRuns(store).get([1, 3, 6])
+    finally:
+        store.close()
+
+
 def test_a_damaged_part_is_a_storage_error_naming_the_way_out(tmp_path: object) -> None:
     store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
     try:
@@ -114,6 +133,12 @@ def test_a_damaged_part_is_a_storage_error_naming_the_way_out(tmp_path: object) 
         store.put_values(BLOCKS_MAP, ["run0.0"], [b"\x05\x00"])
         with pytest.raises(StorageDamagedError, match=r"run0\.0.*--refit"):
             BlockRuns(store).get([7])
+        # whole, but out of order: the keys, then the ends (checked for all parts read at once)
+        for keys, ends in (([9, 7], [3, 6]), ([7, 9], [7, 6])):
+            part = _Part(np.asarray(keys, dtype=np.uint64), np.asarray(ends, dtype=np.uint32), b"[1][2]")
+            store.put_values(BLOCKS_MAP, ["run0.0"], [part.encode()])
+            with pytest.raises(StorageDamagedError, match=r"run0\.0.*--refit"):
+                BlockRuns(store).get([7])
         store.put_values(BLOCKS_MAP, [DIRECTORY], [b"not json"])
         with pytest.raises(StorageDamagedError, match="runs"):
             BlockRuns(store).get([7])

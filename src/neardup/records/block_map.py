@@ -148,6 +148,8 @@ class _Part:
 
     @classmethod
     def decode(cls, name: str, value: bytes) -> _Part:
+        """The part stored as ``value``, its size checked; its order is checked by
+        :func:`_decoded`, for all the parts a read brings at once."""
         count = int.from_bytes(value[:8], "little") if len(value) >= 8 else -1
         head = 8 + 12 * count
         if count < 0 or len(value) < head:
@@ -156,13 +158,27 @@ class _Part:
         keys = np.frombuffer(value, dtype="<u8", count=count, offset=8).astype(np.uint64, copy=False)
         ends = np.frombuffer(value, dtype="<u4", count=count, offset=8 + 8 * count)
         ends = ends.astype(np.uint32, copy=False)
-        if count and (
-            int(ends[-1]) != len(value) - head
-            or not (keys[1:] > keys[:-1]).all()
-            or not (ends[1:] >= ends[:-1]).all()
-        ):
+        if count and int(ends[-1]) != len(value) - head:
             raise _damaged(name)
         return cls(keys, ends, value, head)
+
+
+def _decoded(names: Sequence[str], values: Sequence[bytes]) -> list[_Part]:
+    """The parts stored as ``values`` (:meth:`_Part.decode`), each one's keys checked to
+    ascend and its ends not to fall, in one pass over them all (a check reads thousands)."""
+    parts = [_Part.decode(name, value) for name, value in zip(names, values, strict=True)]
+    if not parts:
+        return parts
+    keys = np.concatenate([part.keys for part in parts])
+    ends = np.concatenate([part.ends for part in parts])
+    sizes = np.fromiter((len(part.keys) for part in parts), dtype=np.int64, count=len(parts))
+    wrong = np.zeros(len(keys), dtype=bool)
+    wrong[1:] = (keys[1:] <= keys[:-1]) | (ends[1:] < ends[:-1])
+    wrong[np.cumsum(sizes)[:-1]] = False  # a part's first entry follows another part's last
+    if wrong.any():
+        first = int(np.flatnonzero(wrong)[0])
+        raise _damaged(names[int(np.searchsorted(np.cumsum(sizes), first, side="right"))])
+    return parts
 
 
 @dataclass(frozen=True)
@@ -292,11 +308,11 @@ class BlockRuns(BlockMap):
         if missing:
             names = [_part_name(*key) for key in missing]
             values = self.store.get_values(BLOCKS_MAP, names)
-            for key, name, value in zip(missing, names, values, strict=True):
-                if value is None:
-                    raise _PartGone(name)
-                found[key] = _Part.decode(name, value)
-                self._cached += len(value)
+            read = [value for value in values if value is not None]
+            if len(read) < len(values):
+                raise _PartGone(names[values.index(None)])
+            found.update(zip(missing, _decoded(names, read), strict=True))
+            self._cached += sum(map(len, read))
         cache.update(found)  # the most recently used last
         return [found[key] for key in wanted]
 

@@ -53,6 +53,10 @@ BUSY_TIMEOUT = 60.0
 #: so each posting insert would read its B-tree pages back from the OS. Pages are allocated
 #: as they are read, so a small index costs no more.
 CACHE_KIB = 1 << 20
+#: Bytes of the file read through a memory map (SQLite caps it at its build's limit): a read
+#: then copies the OS's cached page once, into the value asked for, where the page cache would
+#: copy it into a page of its own first (a records check reads hundreds of MB of block parts).
+MMAP_BYTES = 1 << 40
 
 
 class SqliteDialect(SqlDialect):
@@ -95,6 +99,7 @@ class SqliteDialect(SqlDialect):
             target, uri=uri, isolation_level=None, check_same_thread=False, timeout=self.timeout
         )
         connection.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        connection.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         return connection
 
     def _connect_read_only(self, where: str) -> sqlite3.Connection:
