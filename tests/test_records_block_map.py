@@ -17,6 +17,7 @@ from neardup.records.block_map import (
     BlockDocuments,
     BlockMap,
     BlockRuns,
+    _Entries,
     _Part,
     new_block_map,
     open_block_map,
@@ -106,6 +107,26 @@ def test_a_reader_whose_parts_a_merge_retired_reads_the_runs_again(
         assert reader.get([5, 39, 59, 70]) == [first[5], b'"*"', b'"*"', None]
     finally:
         store.close()
+
+
+def _entries(items: dict[int, bytes]) -> _Entries:
+    keys = sorted(items)
+    ends = np.cumsum([len(items[key]) for key in keys], dtype=np.int64)
+    data = np.frombuffer(b"".join(items[key] for key in keys), dtype=np.uint8)
+    return _Entries(np.asarray(keys, dtype=np.uint64), ends, data)
+
+
+def test_entries_overlaid_keep_the_newest_bytes_of_each_key() -> None:
+    """A merge's overlay against a dict: keys in both, in one, empty sides, empty values."""
+    rng = random.Random(11)
+    for _ in range(200):
+        older = {rng.randrange(60): rng.randbytes(rng.randrange(4)) for _ in range(rng.randrange(30))}
+        newer = {rng.randrange(60): rng.randbytes(rng.randrange(4)) for _ in range(rng.randrange(30))}
+        merged = _entries(older).overlaid(_entries(newer))
+        expected = _entries({**older, **newer})
+        assert merged.keys.tolist() == expected.keys.tolist()
+        assert merged.ends.tolist() == expected.ends.tolist()
+        assert merged.data.tobytes() == expected.data.tobytes()
 
 
 def test_a_part_out_of_order_among_many_read_at_once_is_named(
