@@ -719,11 +719,13 @@ class PostingRuns:
             del self.filters[table]  # merged away
         return tables, state
 
-    def find(self, cursor: Any, keys: IntArray, extra: Sequence[str] = ()) -> list[tuple[Any, ...]]:
-        """(its posting keys among ``keys``, key_text, key_int, fingerprint, the ``extra``
-        record columns) of every live record that has one of ``keys``, once per record (a
-        near-duplicate shares several bands, and its row and signature would come once per
-        band); the keys as the dialect aggregates them (:meth:`SqlDialect.key_lists`)."""
+    def find(
+        self, cursor: Any, keys: IntArray, extra: Sequence[str] = ()
+    ) -> tuple[IntArray, IntArray, list[tuple[Any, ...]]]:
+        """Every live record that has one of ``keys``, once (a near-duplicate shares several
+        bands, and its row and signature would come once per band), as a row of (key_text,
+        key_int, fingerprint, the ``extra`` record columns), with its posting keys
+        among ``keys`` (:meth:`SqlDialect.posting_records`: found keys, the row of each)."""
         tables, state = self.open_for_reading(cursor)
         unique = np.sort(keys, axis=None)
         unique = unique[np.concatenate(([True], unique[1:] != unique[:-1]))] if unique.size else unique
@@ -745,15 +747,10 @@ class PostingRuns:
                 parts.append(f"SELECT k, id FROM {table} WHERE {condition}")
                 parameters.append(parameter)
         if not parts:
-            return []
-        columns = "".join(f", r.{column}" for column in extra)
-        return self.dialect.fetch(
-            cursor,
-            f"SELECT {self.dialect.key_list('p.k')}, r.key_text, r.key_int, r.fingerprint{columns} "
-            f"FROM {self.dialect.postings_to_join(' UNION ALL '.join(parts))} AS p "
-            f"JOIN {self.records_table} AS r ON r.id = p.id "
-            "GROUP BY r.id",
-            parameters,
+            return np.empty(0, np.int64), np.empty(0, np.int64), []
+        fields = ", ".join(f"r.{column}" for column in ("key_text", "key_int", "fingerprint", *extra))
+        return self.dialect.posting_records(
+            cursor, " UNION ALL ".join(parts), parameters, self.records_table, fields
         )
 
     def _recent_in_memory(self, cursor: Any, state: dict[str, Any]) -> bool:
@@ -877,18 +874,17 @@ class RunsLayout:
         keys = posting_keys(postings)
         with store._transaction() as cursor:
             store.dialect.prefer_indexes(cursor)
-            rows = self.runs.find(cursor, keys, store.record_fields if records else ())
+            found, owners, rows = self.runs.find(cursor, keys, store.record_fields if records else ())
         if not rows:
             return no_candidates(store.shape.words)
-        found, owners = store.dialect.key_lists([row[0] for row in rows])
         positions, found_rows = match_postings(
             keys.reshape(-1, 1).view(np.uint64), found.view(np.uint64).reshape(-1, 1)
         )
-        found_words = bytes_to_words([bytes(row[3]) for row in rows], store.shape.words)
-        record_keys = [key_from_columns(row[1], row[2]) for row in rows]
+        found_words = bytes_to_words([bytes(row[2]) for row in rows], store.shape.words)
+        record_keys = [key_from_columns(row[0], row[1]) for row in rows]
         read = {}
         if records:
-            read = {record.key: record for record in store.records_of([row[1:] for row in rows])}
+            read = {record.key: record for record in store.records_of(rows)}
         found_records = owners[found_rows]
         return Candidates(
             positions // keys.shape[1],

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import NeardupError, StorageUnsupportedError
 from .base import IntArray, Key
 from .urls import redacted
@@ -295,15 +297,28 @@ class SqlDialect:
         """An aggregate of the integers ``column`` of a group, read by :meth:`key_lists`."""
         raise self._no_runs()
 
-    def postings_to_join(self, postings: str) -> str:
-        """The derived table of ``postings`` (a SELECT of ``k, id``) that is joined to the
-        records: as it is, unless the dialect joins faster in another order."""
-        return f"({postings})"
-
     def key_lists(self, values: Sequence[Any]) -> tuple[IntArray, IntArray]:
         """The keys of the aggregates :meth:`key_list` made, concatenated, and the position
         in ``values`` each came from."""
         raise self._no_runs()
+
+    def posting_records(
+        self, cursor: Any, postings: str, parameters: list[Any], records_table: str, fields: str
+    ) -> tuple[IntArray, IntArray, list[tuple[Any, ...]]]:
+        """The records that ``postings`` (a SELECT of ``k, id`` with ``parameters``) name,
+        each once, as rows of ``fields`` (record columns), with the posting keys that found
+        them and the row each key belongs to. One statement: the postings joined to the
+        records and grouped by record, the keys aggregated (:meth:`key_list`)."""
+        rows = self.fetch(
+            cursor,
+            f"SELECT {self.key_list('p.k')}, {fields} FROM ({postings}) AS p "
+            f"JOIN {records_table} AS r ON r.id = p.id GROUP BY r.id",
+            parameters,
+        )
+        if not rows:
+            return np.empty(0, np.int64), np.empty(0, np.int64), []
+        keys, owners = self.key_lists([row[0] for row in rows])
+        return keys, owners, [tuple(row[1:]) for row in rows]
 
     # -- packed recent postings (one row per record: its id and all its posting keys) ----
     def create_packed_postings(self, cursor: Any, table: str) -> None:
