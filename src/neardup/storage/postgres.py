@@ -17,7 +17,6 @@ is taken, and its keys come back in parts of 512 MB (a bytea holds at most 1 GB)
 
 from __future__ import annotations
 
-import itertools
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -266,8 +265,8 @@ class PostgresDialect(SqlDialect):
         )
         return [(row[0], bytes(row[1])) for row in cursor.fetchall()]
 
-    def one_of_keys(self, values: IntArray) -> tuple[str, Any]:
-        return "k = ANY(%s::bigint[])", bigint_array(values.tolist())
+    def one_of_keys(self, values: IntArray, column: str = "k") -> tuple[str, Any]:
+        return f"{column} = ANY(%s::bigint[])", bigint_array(values.tolist())
 
     def lock_for_reading(self, cursor: Any, postings_table: str) -> None:
         cursor.execute(f"LOCK TABLE {postings_table} IN ACCESS SHARE MODE")
@@ -307,14 +306,6 @@ class PostgresDialect(SqlDialect):
             np.frombuffer(bytes(keys or b""), dtype=">i8").astype(np.int64),
             np.frombuffer(bytes(ids or b""), dtype=">i8").astype(np.int64),
         )
-
-    def key_list(self, column: str) -> str:
-        return f"array_agg({column})"
-
-    def key_lists(self, values: Sequence[Any]) -> tuple[IntArray, IntArray]:
-        counts = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-        keys = np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64, count=int(counts.sum()))
-        return keys, np.repeat(np.arange(len(values), dtype=np.int64), counts)
 
     def create_packed_postings(self, cursor: Any, table: str) -> None:
         cursor.execute(f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, keys BIGINT[] NOT NULL)")

@@ -13,6 +13,7 @@ engine has them. It knows nothing of tables beyond the names it is handed: the l
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 RECONNECT_TIMEOUT_S = 5.0
 #: Records the recent table of the column layout holds before they move to the records table.
 RECENT_ROWS = 32_768
+
+
+#: Record ids a statement when a query batch's candidates are read by id.
+IDS_PER_READ = 50_000
 
 
 class SqlDialect:
@@ -269,8 +274,9 @@ class SqlDialect:
         """(row name, bits) of every filter row of the runs ``names``."""
         raise self._no_runs()
 
-    def one_of_keys(self, values: IntArray) -> tuple[str, Any]:
-        """``k`` in ``values`` as a condition with one parameter."""
+    def one_of_keys(self, values: IntArray, column: str = "k") -> tuple[str, Any]:
+        """``column`` (a posting key by default) in ``values`` as a condition with one
+        parameter."""
         raise self._no_runs()
 
     def lock_for_reading(self, cursor: Any, postings_table: str) -> None:
@@ -293,32 +299,36 @@ class SqlDialect:
         runs' postings."""
         raise self._no_runs()
 
-    def key_list(self, column: str) -> str:
-        """An aggregate of the integers ``column`` of a group, read by :meth:`key_lists`."""
-        raise self._no_runs()
-
-    def key_lists(self, values: Sequence[Any]) -> tuple[IntArray, IntArray]:
-        """The keys of the aggregates :meth:`key_list` made, concatenated, and the position
-        in ``values`` each came from."""
-        raise self._no_runs()
-
     def posting_records(
         self, cursor: Any, postings: str, parameters: list[Any], records_table: str, fields: str
     ) -> tuple[IntArray, IntArray, list[tuple[Any, ...]]]:
         """The records that ``postings`` (a SELECT of ``k, id`` with ``parameters``) name,
-        each once, as rows of ``fields`` (record columns), with the posting keys that found
-        them and the row each key belongs to. One statement: the postings joined to the
-        records and grouped by record, the keys aggregated (:meth:`key_list`)."""
-        rows = self.fetch(
-            cursor,
-            f"SELECT {self.key_list('p.k')}, {fields} FROM ({postings}) AS p "
-            f"JOIN {records_table} AS r ON r.id = p.id GROUP BY r.id",
-            parameters,
-        )
-        if not rows:
-            return np.empty(0, np.int64), np.empty(0, np.int64), []
-        keys, owners = self.key_lists([row[0] for row in rows])
-        return keys, owners, [tuple(row[1:]) for row in rows]
+        each once, in id order, as rows of ``fields`` (columns of the records table ``r``),
+        with the posting keys that found them and the row each key belongs to. Two
+        statements: the postings, then the records of their distinct ids (in the table's own
+        order); one statement joining and grouping them sorted every posting for the GROUP BY
+        and aggregated the keys, which cost more than both (docs/index.md, "Reading the
+        candidates")."""
+        found = self.fetch(cursor, postings, parameters)
+        pairs = np.fromiter(itertools.chain.from_iterable(found), dtype=np.int64, count=2 * len(found))
+        keys, ids = pairs[0::2], pairs[1::2]
+        distinct, owners = np.unique(ids, return_inverse=True)
+        chunks = [distinct[start : start + IDS_PER_READ] for start in range(0, len(distinct), IDS_PER_READ)]
+
+        def read(columns: str) -> list[tuple[Any, ...]]:
+            rows: list[tuple[Any, ...]] = []
+            for chunk in chunks:
+                condition, parameter = self.one_of_keys(chunk, "r.id")
+                statement = f"SELECT {columns} FROM {records_table} AS r WHERE {condition} ORDER BY r.id"
+                rows += self.fetch(cursor, statement, [parameter])
+            return rows
+
+        rows = read(fields)
+        if len(rows) < len(distinct):  # removed records: their postings stay in older runs
+            present = np.isin(distinct, np.asarray([row[0] for row in read("r.id")], dtype=np.int64))
+            kept = present[owners]
+            return keys[kept], (np.cumsum(present) - 1)[owners[kept]], rows
+        return keys, owners.reshape(-1), rows
 
     # -- packed recent postings (one row per record: its id and all its posting keys) ----
     def create_packed_postings(self, cursor: Any, table: str) -> None:

@@ -17,7 +17,6 @@ an existing one keeps its own).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import sqlite3
@@ -54,8 +53,6 @@ BUSY_TIMEOUT = 60.0
 #: so each posting insert would read its B-tree pages back from the OS. Pages are allocated
 #: as they are read, so a small index costs no more.
 CACHE_KIB = 1 << 20
-#: Record ids per statement when a query's candidates are read by id.
-RECORDS_PER_READ = 50_000
 #: Bytes of the file read through a memory map (SQLite caps it at its build's limit): a read
 #: then copies the OS's cached page once, into the value asked for, where the page cache would
 #: copy it into a page of its own first (a records check reads hundreds of MB of block parts).
@@ -242,8 +239,8 @@ class SqliteDialect(SqlDialect):
         )
         return [(row[0], bytes(row[1])) for row in cursor.fetchall()]
 
-    def one_of_keys(self, values: IntArray) -> tuple[str, Any]:
-        return "k IN (SELECT value FROM json_each(?))", json.dumps(values.tolist())
+    def one_of_keys(self, values: IntArray, column: str = "k") -> tuple[str, Any]:
+        return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(values.tolist())
 
     def postings_between(
         self, cursor: Any, postings_table: str, first: int, stop: int
@@ -270,35 +267,6 @@ class SqliteDialect(SqlDialect):
         pairs = json.dumps(np.stack([keys, ids], axis=1).tolist())
         columns = "json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS id"
         return f"SELECT {columns} FROM json_each(?)", [pairs]
-
-    def posting_records(
-        self, cursor: Any, postings: str, parameters: list[Any], records_table: str, fields: str
-    ) -> tuple[IntArray, IntArray, list[tuple[Any, ...]]]:
-        """Two statements: the postings, then the records of their distinct ids in id order
-        (the records table's own order). Joined and grouped in one statement, SQLite sorts
-        every posting into a temporary B-tree first and aggregates its keys as text, which
-        costs more than both (docs/index.md, "The compact index")."""
-        cursor.execute(postings, parameters)
-        flat = cursor.fetchall()
-        pairs = np.fromiter(itertools.chain.from_iterable(flat), dtype=np.int64, count=2 * len(flat))
-        keys, ids = pairs[0::2], pairs[1::2]
-        distinct, owners = np.unique(ids, return_inverse=True)
-        rows: list[tuple[Any, ...]] = []
-        within = f"FROM {records_table} AS r WHERE r.id IN (SELECT value FROM json_each(?)) ORDER BY r.id"
-        chunks = [
-            json.dumps(distinct[start : start + RECORDS_PER_READ].tolist())
-            for start in range(0, len(distinct), RECORDS_PER_READ)
-        ]
-        for chunk in chunks:
-            rows += self.fetch(cursor, f"SELECT {fields} {within}", [chunk])
-        if len(rows) < len(distinct):  # removed records: their postings stay in older runs
-            live = [
-                row[0] for chunk in chunks for row in self.fetch(cursor, f"SELECT r.id {within}", [chunk])
-            ]
-            present = np.isin(distinct, np.asarray(live, dtype=np.int64))
-            found = present[owners]
-            return keys[found], (np.cumsum(present) - 1)[owners[found]], rows
-        return keys, owners.reshape(-1), rows
 
     def create_packed_postings(self, cursor: Any, table: str) -> None:
         cursor.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, keys TEXT NOT NULL)")
