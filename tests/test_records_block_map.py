@@ -39,6 +39,17 @@ def store(store_url: str) -> Iterator[Storage]:  # noqa: F811 - the imported fix
         opened.close()
 
 
+@pytest.fixture
+def sqlite(tmp_path: object) -> Iterator[Storage]:
+    """A new SQLite store attached as a records index's (runs are the SQL stores' layout)."""
+    opened = open_storage(f"sqlite:///{tmp_path}/blocks.db")
+    opened.attach(STORE_SHAPE)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
 def _value(rng: random.Random) -> bytes:
     return rng.choice([b'"*"', b"[]", f'["k{rng.randrange(10**6)}", {rng.randrange(99)}]'.encode()])
 
@@ -83,30 +94,25 @@ def test_a_block_map_reads_what_a_dict_holds_after_many_writes(
 
 
 def test_a_reader_whose_parts_a_merge_retired_reads_the_runs_again(
-    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+    sqlite: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(block_map_module, "PART_ENTRIES", 4)
-    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
-    try:
-        store.attach(STORE_SHAPE)
-        writer, reader = BlockRuns(store), BlockRuns(store)
-        first = {key: f'["{key}"]'.encode() for key in range(1, 40)}
-        writer.put(first)
-        assert reader.get([5, 39]) == [first[5], first[39]]  # its parts are cached now
-        stale = reader._directory()
-        later = {key: b'"*"' for key in range(20, 60)}
-        writer.put(later)  # as large as the first: the two merge, the first run is retired
-        assert all(
-            value is None for value in store.get_values(BLOCKS_MAP, [run.part_name(0) for run in stale.runs])
-        )
-        reader._parts.clear()
-        directories = [stale]  # the list of runs it read before the merge, then the store's
-        monkeypatch.setattr(
-            reader, "_directory", lambda: directories.pop() if directories else BlockRuns._directory(reader)
-        )
-        assert reader.get([5, 39, 59, 70]) == [first[5], b'"*"', b'"*"', None]
-    finally:
-        store.close()
+    writer, reader = BlockRuns(sqlite), BlockRuns(sqlite)
+    first = {key: f'["{key}"]'.encode() for key in range(1, 40)}
+    writer.put(first)
+    assert reader.get([5, 39]) == [first[5], first[39]]  # its parts are cached now
+    stale = reader._directory()
+    later = {key: b'"*"' for key in range(20, 60)}
+    writer.put(later)  # as large as the first: the two merge, the first run is retired
+    assert all(
+        value is None for value in sqlite.get_values(BLOCKS_MAP, [run.part_name(0) for run in stale.runs])
+    )
+    reader._parts.clear()
+    directories = [stale]  # the list of runs it read before the merge, then the store's
+    monkeypatch.setattr(
+        reader, "_directory", lambda: directories.pop() if directories else BlockRuns._directory(reader)
+    )
+    assert reader.get([5, 39, 59, 70]) == [first[5], b'"*"', b'"*"', None]
 
 
 def _entries(items: dict[int, bytes]) -> _Entries:
@@ -130,84 +136,64 @@ def test_entries_overlaid_keep_the_newest_bytes_of_each_key() -> None:
 
 
 def test_a_part_out_of_order_among_many_read_at_once_is_named(
-    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+    sqlite: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(block_map_module, "PART_ENTRIES", 2)
-    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
-    try:
-        store.attach(STORE_SHAPE)
-        BlockRuns(store).put({key: b"[%d]" % key for key in range(1, 7)})  # parts run0.0-run0.2
-        assert BlockRuns(store).get([1, 3, 6]) == [b"[1]", b"[3]", b"[6]"]
-        swapped = _Part(np.asarray([4, 3], dtype=np.uint64), np.asarray([3, 6], dtype=np.uint32), b"[4][3]")
-        store.put_values(BLOCKS_MAP, ["run0.1"], [swapped.encode()])
-        with pytest.raises(StorageDamagedError, match=r"'run0\.1'"):
-            BlockRuns(store).get([1, 3, 6])
-    finally:
-        store.close()
+    BlockRuns(sqlite).put({key: b"[%d]" % key for key in range(1, 7)})  # parts run0.0-run0.2
+    assert BlockRuns(sqlite).get([1, 3, 6]) == [b"[1]", b"[3]", b"[6]"]
+    swapped = _Part(np.asarray([4, 3], dtype=np.uint64), np.asarray([3, 6], dtype=np.uint32), b"[4][3]")
+    sqlite.put_values(BLOCKS_MAP, ["run0.1"], [swapped.encode()])
+    with pytest.raises(StorageDamagedError, match=r"'run0\.1'"):
+        BlockRuns(sqlite).get([1, 3, 6])
 
 
-def test_a_damaged_part_is_a_storage_error_naming_the_way_out(tmp_path: object) -> None:
-    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
-    try:
-        store.attach(STORE_SHAPE)
-        BlockRuns(store).put({7: b"[1]", 9: b"[2]"})
-        store.put_values(BLOCKS_MAP, ["run0.0"], [b"\x05\x00"])
+def test_a_damaged_part_is_a_storage_error_naming_the_way_out(sqlite: Storage) -> None:
+    BlockRuns(sqlite).put({7: b"[1]", 9: b"[2]"})
+    sqlite.put_values(BLOCKS_MAP, ["run0.0"], [b"\x05\x00"])
+    with pytest.raises(StorageDamagedError, match=r"run0\.0.*--refit"):
+        BlockRuns(sqlite).get([7])
+    # whole, but out of order: the keys, then the ends (checked for all parts read at once)
+    for keys, ends in (([9, 7], [3, 6]), ([7, 9], [7, 6])):
+        part = _Part(np.asarray(keys, dtype=np.uint64), np.asarray(ends, dtype=np.uint32), b"[1][2]")
+        sqlite.put_values(BLOCKS_MAP, ["run0.0"], [part.encode()])
         with pytest.raises(StorageDamagedError, match=r"run0\.0.*--refit"):
-            BlockRuns(store).get([7])
-        # whole, but out of order: the keys, then the ends (checked for all parts read at once)
-        for keys, ends in (([9, 7], [3, 6]), ([7, 9], [7, 6])):
-            part = _Part(np.asarray(keys, dtype=np.uint64), np.asarray(ends, dtype=np.uint32), b"[1][2]")
-            store.put_values(BLOCKS_MAP, ["run0.0"], [part.encode()])
-            with pytest.raises(StorageDamagedError, match=r"run0\.0.*--refit"):
-                BlockRuns(store).get([7])
-        store.put_values(BLOCKS_MAP, [DIRECTORY], [b"not json"])
-        with pytest.raises(StorageDamagedError, match="runs"):
-            BlockRuns(store).get([7])
-    finally:
-        store.close()
+            BlockRuns(sqlite).get([7])
+    sqlite.put_values(BLOCKS_MAP, [DIRECTORY], [b"not json"])
+    with pytest.raises(StorageDamagedError, match="runs"):
+        BlockRuns(sqlite).get([7])
 
 
-def test_the_layout_is_the_one_the_index_was_made_in(tmp_path: object) -> None:
+def test_the_layout_is_the_one_the_index_was_made_in(sqlite: Storage) -> None:
     """A new index gets runs (MongoDB: seed 002's documents); one made before runs, with
     rows stored and no list of runs, keeps a document per block until a refit."""
-    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
-    try:
-        store.attach(STORE_SHAPE)
-        assert isinstance(open_block_map(store, 0), BlockRuns)
-        assert isinstance(open_block_map(store, 10), BlockDocuments)
-        BlockRuns(store).put({})  # rows with no blocks: the layout is stored all the same
-        assert isinstance(open_block_map(store, 10), BlockRuns)
-        store.remove_values(BLOCKS_MAP, [DIRECTORY])
-        BlockDocuments(store).put({3: b"[1]"})
-        assert stored_blocks(store) == {3: b"[1]"}
-        BlockRuns(store).put({4: b"[2]"})
-        assert isinstance(open_block_map(store, 10), BlockRuns) and stored_blocks(store) == {4: b"[2]"}
-        assert isinstance(new_block_map(store), BlockRuns)
-        monkeypatched = type("Mongo", (), {"name": "mongodb"})()
-        assert isinstance(new_block_map(monkeypatched), BlockDocuments)  # type: ignore[arg-type]
-    finally:
-        store.close()
+    assert isinstance(open_block_map(sqlite, 0), BlockRuns)
+    assert isinstance(open_block_map(sqlite, 10), BlockDocuments)
+    BlockRuns(sqlite).put({})  # rows with no blocks: the layout is stored all the same
+    assert isinstance(open_block_map(sqlite, 10), BlockRuns)
+    sqlite.remove_values(BLOCKS_MAP, [DIRECTORY])
+    BlockDocuments(sqlite).put({3: b"[1]"})
+    assert stored_blocks(sqlite) == {3: b"[1]"}
+    BlockRuns(sqlite).put({4: b"[2]"})
+    assert isinstance(open_block_map(sqlite, 10), BlockRuns) and stored_blocks(sqlite) == {4: b"[2]"}
+    assert isinstance(new_block_map(sqlite), BlockRuns)
+    monkeypatched = type("Mongo", (), {"name": "mongodb"})()
+    assert isinstance(new_block_map(monkeypatched), BlockDocuments)  # type: ignore[arg-type]
 
 
 def test_a_reader_keeps_parts_within_its_cache_bound(
-    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+    sqlite: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past CACHE_BYTES the least recently used parts are let go, and lookups stay right."""
     monkeypatch.setattr(block_map_module, "PART_ENTRIES", 8)
     monkeypatch.setattr(block_map_module, "CACHE_BYTES", 600)
-    store = open_storage(f"sqlite:///{tmp_path}/blocks.db")
-    try:
-        store.attach(STORE_SHAPE)
-        rng = random.Random(9)
-        expected = {rng.getrandbits(64): _value(rng) for _ in range(400)}
-        BlockRuns(store).put(expected)
-        reader = BlockRuns(store)
-        for _ in range(5):
-            _check_against(reader, expected, rng)
-            assert reader._cached <= 600
-            assert reader._cached == sum(len(part.data) for part in reader._parts.values())
-    finally:
-        store.close()
+    rng = random.Random(9)
+    expected = {rng.getrandbits(64): _value(rng) for _ in range(400)}
+    BlockRuns(sqlite).put(expected)
+    reader = BlockRuns(sqlite)
+    for _ in range(5):
+        _check_against(reader, expected, rng)
+        assert reader._cached <= 600
+        assert reader._cached == sum(len(part.data) for part in reader._parts.values())
 
 
 @pytest.mark.servers
