@@ -16,8 +16,17 @@ Bytes: the SQLite file (database and WAL) per record, its tables' pages by role 
 postings, kept texts; SQLite's dbstat), and the value columns of a record (the stored words,
 the signature, the text digest).
 
+``--candidates`` also counts, for the compact kind, the candidates its check-and-add reads (the
+stored records sharing a band with a query, each estimated) and how many reach the threshold;
+how many of them would pass if a posting carried the record's 1-bit tail and only candidates
+agreeing in at least N of its bins were read (the ones reaching the threshold kept, in %); and
+the sizes of the posting lists (how many records a band key lists) with the share of what
+queries read that the largest keys make. The counting runs inside the timed check: time
+without it.
+
     nice -n 19 python3 benchmarks/compact_index.py --dir /path/to/scratch          # 10^6 stored
     nice -n 19 python3 benchmarks/compact_index.py --dir /tmp/x --stored 20000 --fresh 4000
+    python3 benchmarks/compact_index.py --dir /path/to/scratch --candidates
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -41,8 +53,10 @@ from scale_quality import haystack, read_dev
 
 from neardup import Index
 from neardup.dedup.documents import Prepared
+from neardup.index.compact_index import CompactIndex
 from neardup.index.config import IndexConfig
 from neardup.io.record import Record
+from neardup.storage.base import Candidates
 
 KINDS = ("band", "compact")
 CHUNK = 5000
@@ -127,13 +141,80 @@ def phase(kind: str, args: argparse.Namespace, batches: list[Prepared], pool: An
     with Index.open(str(path), config) as index:
         built = build(index, kind, stored, pool)
         load = os.getloadavg()[0]
+        counted = count_candidates(index) if args.candidates and kind == "compact" else None
         seconds, duplicates = check(index, kind, batches)
         count = len(index)
     out = {"built": built, "seconds": seconds, "duplicates": duplicates, "count": count}
+    if counted is not None:
+        out["candidates"] = counted | posting_lists(path)
     out |= {"load": (load, os.getloadavg()[0]), "bytes": storage_bytes(path, count)}
     if not args.keep:
         remove(path)
     return out
+
+
+#: Tail bins (of 64) a candidate must agree in, for the pass rates ``--candidates`` prints.
+TAIL_AGREEMENTS = (34, 36, 38, 40, 42, 44)
+
+
+def count_candidates(index: Index) -> dict[str, Any]:
+    """Counts of what the compact index decides during the check that follows: its decision
+    is wrapped (on this instance) to count the candidates, those reaching the threshold, and
+    those a tail agreement of each of :data:`TAIL_AGREEMENTS` would pass, by its records."""
+    compact = index.index
+    assert isinstance(compact, CompactIndex), "--candidates counts the compact index"
+    decide, tail = compact._decide, compact.scheme.words - 1  # the tail is the record's last word
+    counts: dict[str, Any] = {"queries": 0, "candidates": 0, "kept": 0}
+    counts["passed"] = dict.fromkeys(TAIL_AGREEMENTS, 0)
+    counts["kept passed"] = dict.fromkeys(TAIL_AGREEMENTS, 0)
+
+    def counting(found: Candidates, queries: npt.NDArray[np.uint64]) -> Candidates:
+        decided = decide(found, queries)
+        agree = 64 - np.bitwise_count(queries[found.rows, tail] ^ found.words[:, tail]).astype(np.int64)
+        chosen = {(int(row), key) for row, key in zip(decided.rows.tolist(), decided.keys, strict=True)}
+        kept = np.fromiter(
+            ((row, key) in chosen for row, key in zip(found.rows.tolist(), found.keys, strict=True)),
+            dtype=bool,
+            count=len(found.keys),
+        )
+        counts["queries"] += len(queries)
+        counts["candidates"] += len(found.keys)
+        counts["kept"] += int(kept.sum())
+        for least in TAIL_AGREEMENTS:
+            counts["passed"][least] += int((agree >= least).sum())
+            counts["kept passed"][least] += int((agree[kept] >= least).sum())
+        return decided
+
+    compact._decide = counting  # type: ignore[method-assign]
+    return counts
+
+
+def posting_lists(path: Path) -> dict[str, Any]:
+    """The records each posting key lists, over every run table of the store (the recent
+    postings, a few thousand, are left out)."""
+    with sqlite3.connect(path) as connection:
+        tables = [
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'neardup_run_%'"
+            )
+        ]
+        keys = [
+            np.fromiter((key for (key,) in connection.execute(f"SELECT k FROM {table}")), dtype=np.int64)
+            for table in tables
+        ]
+    _, sizes = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *keys]), return_counts=True)
+    largest = np.sort(sizes)[::-1].astype(np.float64)
+    read = np.cumsum(largest**2) / max(
+        float((largest**2).sum()), 1.0
+    )  # a query meets a key as often as it is listed
+    return {
+        "keys": len(sizes),
+        "median": float(np.median(sizes)) if len(sizes) else 0.0,
+        "99.9%": float(np.percentile(sizes, 99.9)) if len(sizes) else 0.0,
+        "largest": int(largest[0]) if len(sizes) else 0,
+        "read by largest": {top: float(read[min(top, len(read)) - 1]) for top in (1000, 10_000) if len(read)},
+    }
 
 
 def remove(path: Path) -> None:
@@ -178,6 +259,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2, help="processes preparing texts")
     parser.add_argument("--keep", action="store_true", help="keep the SQLite files")
+    parser.add_argument(
+        "--candidates", action="store_true", help="count the compact index's candidates and posting lists"
+    )
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     _, fresh = documents(0, args.fresh)
@@ -212,6 +296,23 @@ def report(
     print(f"{'bytes a record':18s} {'band':>9s} {'compact':>9s}")
     for name in results["band"]["bytes"]:
         print(f"{name:18s} {results['band']['bytes'][name]:9.1f} {results['compact']['bytes'][name]:9.1f}")
+    counted = results["compact"].get("candidates")
+    if counted:
+        print(
+            f"compact candidates: {counted['candidates'] / max(counted['queries'], 1):,.1f} a query "
+            f"({counted['candidates']:,} for {counted['queries']:,}), {counted['kept']:,} reach the threshold"
+        )
+        for least in TAIL_AGREEMENTS:
+            passed = counted["passed"][least] / max(counted["candidates"], 1)
+            kept = counted["kept passed"][least] / max(counted["kept"], 1)
+            print(f"  tail agreeing in >= {least} of 64 bins: {passed:6.1%} pass, {kept:7.2%} of those kept")
+        shares = ", ".join(
+            f"largest {top:,}: {share:.0%}" for top, share in counted["read by largest"].items()
+        )
+        print(
+            f"posting lists: {counted['keys']:,} keys, median {counted['median']:.0f}, 99.9% <= "
+            f"{counted['99.9%']:.0f}, largest {counted['largest']:,}; share of reads by the {shares}"
+        )
 
 
 if __name__ == "__main__":
