@@ -26,6 +26,7 @@ from neardup.io.record import Record
 from neardup.similarity.compact import RECORD_BYTES, CompactScheme, compact_similarity
 from neardup.similarity.shingles import Shingles
 from neardup.similarity.sketches import SKETCH_WORDS, text_sketches
+from neardup.storage import runs as runs_module
 from tests.conftest import read_jsonl, shared_file
 from tests.test_storage_conformance import band_corpus, band_queries, store_url  # noqa: F401 - fixture
 
@@ -102,6 +103,60 @@ def test_queries_equal_brute_force_and_removal(compact: Callable[[], SimhashInde
     expected = brute(index.scheme, stored, queries, query_sketches)
     assert [triples(matches) for matches in index.query_many(queries, signatures=query_sketches)] == expected
     assert len(index) == 200
+
+
+@pytest.mark.parametrize("engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.servers)])
+def test_what_a_process_keeps_of_runs_and_records_answers_like_brute_force(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The long posting lists and the screened records' words a process keeps
+    (``KnownLists``, ``KnownWords``) answer as a read of the store would: queries asked again
+    from the copies, after removals of records they hold, after merges retire the runs they
+    came from, and after another handle drops the store and makes it again (ids from 1)."""
+    monkeypatch.setattr(runs_module, "RUN_RECORDS", 30)
+    monkeypatch.setattr(runs_module, "KNOWN_LIST_POSTINGS", 2)
+    url = (
+        f"sqlite:///{tmp_path}/c.db"
+        if engine == "sqlite"
+        else str(request.getfixturevalue("fresh_postgres_url"))
+    )
+    keys, values, sketches = band_corpus(400, seed=43)
+    queries, query_sketches = band_queries(values, sketches, seed=9)
+
+    def answers(index: SimhashIndex) -> list[list[tuple[int, bool, object]]]:
+        found = index.query_many(queries, signatures=query_sketches)
+        return [triples(matches) for matches in found]
+
+    with open_stored(url, IndexConfig.compact()) as index:
+        for low in range(0, 300, 30):
+            index.add_many(keys[low : low + 30], values[low : low + 30], signatures=sketches[low : low + 30])
+        stored = {key: (int(values[row]), sketches[row]) for row, key in enumerate(keys[:300])}
+        expected = brute(index.scheme, stored, queries, query_sketches)
+        assert answers(index) == expected
+        layout = index.storage.layout  # type: ignore[attr-defined]
+        assert layout.known is not None and layout.known._known.sum() > 200
+        assert layout.runs.known.postings > 0  # lists of two postings and more, kept
+        assert answers(index) == expected  # now from the copies
+        removed = keys[:300:4]
+        index.remove_many(removed)
+        for key in removed:
+            del stored[key]
+        assert answers(index) == brute(index.scheme, stored, queries, query_sketches)
+        held = set(layout.runs.known._lists)
+        for low in range(300, 400, 10):  # cuts and merges retire the runs the lists came from
+            index.add_many(keys[low : low + 10], values[low : low + 10], signatures=sketches[low : low + 10])
+        stored.update({key: (int(values[row]), sketches[row]) for row, key in enumerate(keys) if row >= 300})
+        assert answers(index) == brute(index.scheme, stored, queries, query_sketches)
+        assert not held <= set(layout.runs.known._lists)
+        with open_stored(url, IndexConfig.compact()) as other:
+            other.storage.drop()
+        again_keys, again_values, again_sketches = band_corpus(200, seed=44)
+        with open_stored(url, IndexConfig.compact()) as other:
+            other.add_many(again_keys, again_values, signatures=again_sketches)
+        stored = {key: (int(again_values[row]), again_sketches[row]) for row, key in enumerate(again_keys)}
+        queries, query_sketches = band_queries(again_values, again_sketches, seed=10)
+        expected = brute(index.scheme, stored, queries, query_sketches)
+        assert answers(index) == expected and sum(map(len, expected)) > 200
 
 
 def test_the_estimate_rejects_what_only_a_band_brings() -> None:

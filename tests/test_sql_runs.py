@@ -22,7 +22,16 @@ from neardup.similarity.bands import BandScheme
 from neardup.storage import runs as runs_module
 from neardup.storage.base import Key
 from neardup.storage.postgres import PostgresDialect
-from neardup.storage.runs import LAYOUT, PostingRuns, RunsLayout, build_filter, may_contain, posting_keys
+from neardup.storage.runs import (
+    LAYOUT,
+    KnownLists,
+    KnownWords,
+    PostingRuns,
+    RunsLayout,
+    build_filter,
+    may_contain,
+    posting_keys,
+)
 from neardup.storage.sql import SqlStorage
 from neardup.storage.sqlite import _foreign_tables
 
@@ -426,3 +435,51 @@ def test_a_cut_writes_each_posting_once_in_key_order_whoever_holds_the_postings(
                 assert sorted(found) == expected
                 seen += len(ids)
             assert seen == int(state["cut"])
+
+
+def test_known_words_are_let_go_for_another_store_or_a_rollback_and_stay_within_their_bytes() -> None:
+    """A process's copy of stored words answers only for the store it was read from (its
+    ``made``), is dropped when ids went back (a rollback hands them out again), copies
+    nothing of a store made before ``made``, and holds the ids that fit its bytes."""
+    known = KnownWords(2, limit=17 * 10)  # 10 ids of 2 words and a flag
+    words = np.arange(24, dtype=np.uint64).reshape(12, 2)
+    ids = np.arange(12, dtype=np.int64)
+    known.follow({"made": None, "next_id": 12})
+    known.learn(ids, words)
+    assert not known.lookup(ids)[0].any()  # a store without made: nothing copied
+    known.follow({"made": "a", "next_id": 12})
+    known.learn(ids, words)
+    held, found = known.lookup(ids)
+    assert held.tolist() == [True] * 10 + [False] * 2  # ids 10 and 11 do not fit
+    assert (found[:10] == words[:10]).all() and not found[10:].any()
+    known.follow({"made": "a", "next_id": 20})
+    assert known.lookup(ids)[0].sum() == 10  # more records: the copy holds
+    known.follow({"made": "a", "next_id": 15})
+    assert not known.lookup(ids)[0].any()  # ids went back
+    known.learn(ids[:3], words[:3])
+    known.follow({"made": "b", "next_id": 15})
+    assert not known.lookup(ids)[0].any()  # another store
+
+
+def test_known_lists_keep_the_long_lists_of_live_runs_within_their_postings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process keeps a run's lists of at least KNOWN_LIST_POSTINGS postings, answers them
+    (and only them) from the copy, lets a merged-away run's go, and starts again past its
+    limit."""
+    monkeypatch.setattr(runs_module, "KNOWN_LIST_POSTINGS", 3)
+    known = KnownLists(limit=8)
+    keys = np.array([5, 7, 5, 9, 5, 7, 7], dtype=np.int64)
+    ids = np.array([1, 2, 3, 4, 5, 6, 7], dtype=np.int64)
+    known.learn("run_a", keys, ids)
+    asked = np.array([5, 7, 9, 11], dtype=np.int64)
+    rest, found_keys, found_ids = known.split("run_a", asked)
+    assert rest.tolist() == [9, 11]  # 9 lists one posting: asked of the run again
+    pairs = sorted(zip(found_keys.tolist(), found_ids.tolist(), strict=True))
+    assert pairs == [(5, 1), (5, 3), (5, 5), (7, 2), (7, 6), (7, 7)]
+    assert known.split("run_b", asked)[0].tolist() == asked.tolist()  # another run: nothing known
+    known.keep_runs(["run_b"])
+    assert known.split("run_a", asked)[0].tolist() == asked.tolist() and known.postings == 0
+    known.learn("run_a", keys, ids)
+    known.learn("run_b", np.repeat(np.int64(3), 4), np.arange(4, dtype=np.int64))  # past 8: all let go
+    assert known.postings == 4 and known.split("run_a", asked)[0].tolist() == asked.tolist()

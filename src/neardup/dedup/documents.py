@@ -99,7 +99,6 @@ from ..similarity.verify import (
 from ..storage import DEFAULT_URL
 from ..storage.base import (
     MAX_KEY_BYTES,
-    Candidates,
     Key,
     StoredRecord,
     check_key,
@@ -1272,11 +1271,12 @@ def _band_prefilter(index: SimhashIndex, verifier: Verifier | None) -> Decide | 
         return None
     floor = estimate_floor(bands.bands * bands.rows, verifier.cutoff - CHECK_MARGIN)
 
-    def prefilter(found: Candidates, queries: npt.NDArray[np.uint64]) -> Candidates:
-        if found.words.shape[1] < bands.words:
-            return found
-        similar = estimate_from_bins(bands.bins(queries[found.rows]), bands.bins(found.words))
-        return found.subset(np.flatnonzero(similar >= floor))
+    def prefilter(
+        queries: npt.NDArray[np.uint64], rows: npt.NDArray[np.int64], words: npt.NDArray[np.uint64]
+    ) -> npt.NDArray[np.bool_]:
+        if words.shape[1] < bands.words:
+            return np.ones(rows.size, dtype=np.bool_)
+        return np.asarray(estimate_from_bins(bands.bins(queries[rows]), bands.bins(words)) >= floor)
 
     return prefilter
 

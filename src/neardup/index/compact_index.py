@@ -146,13 +146,15 @@ class CompactIndex(SimhashIndex):
         compact estimate is the whole decision, so a ``prefilter`` adds nothing."""
         return search(self.storage, self.scheme, words, distance, records=records, decide=self._decide)
 
-    def _decide(self, found: Candidates, queries: npt.NDArray[np.uint64]) -> Candidates:
-        """The candidates whose estimate against their query reaches :attr:`threshold`."""
+    def _decide(
+        self, queries: npt.NDArray[np.uint64], rows: npt.NDArray[np.int64], words: npt.NDArray[np.uint64]
+    ) -> npt.NDArray[np.bool_]:
+        """Which candidates' estimate against their query reaches :attr:`threshold`."""
         scheme = self.scheme
-        if found.words.shape[1] < scheme.words:
+        if words.shape[1] < scheme.words:
             raise StorageUnsupportedError(
-                f"{self.storage.name} returned {found.words.shape[1]}-word records; a compact index "
+                f"{self.storage.name} returned {words.shape[1]}-word records; a compact index "
                 f"decides by its {scheme.words}-word records"
             )
-        similar = compact_similarity(scheme, queries[found.rows], found.words)
-        return found.subset(np.flatnonzero(similar >= self.threshold - 1e-12))
+        similar = compact_similarity(scheme, queries[rows], words)
+        return np.asarray(similar >= self.threshold - 1e-12)

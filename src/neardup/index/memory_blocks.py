@@ -45,6 +45,7 @@ from ..storage.base import (
     Candidates,
     Key,
     RecordBatch,
+    Screen,
     Storage,
     StoredRecord,
     key_exists_error,
@@ -359,7 +360,9 @@ class MemoryBlockIndex(Storage):
         slots = self.find_many(keys, key_hashes(keys)).tolist()
         return [None if slot < 0 else self._record(slot) for slot in slots]
 
-    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
+    def candidates(
+        self, postings: UInt64Array, *, records: bool = False, screen: Screen | None = None
+    ) -> Candidates:
         """The records sharing a posting key with each query, as a store answers (the index
         itself asks :meth:`search_many`, which screens on the fingerprint before it reads it):
         the members of each query's bucket of each table that have its key exactly."""
@@ -379,7 +382,8 @@ class MemoryBlockIndex(Storage):
         slots = np.concatenate([*slot_parts, tail[tail_rows]])
         keep = self.alive[slots]
         rows, slots = rows[keep], slots[keep]
-        return Candidates(rows, [self.key_at(slot) for slot in slots.tolist()], self.words[slots])
+        found = Candidates(rows, [self.key_at(slot) for slot in slots.tolist()], self.words[slots])
+        return found.screened(screen)
 
     def search_many(self, words: UInt64Array, max_distance: int) -> tuple[IntArray, list[Key], UInt64Array]:
         rows, slots, _ = self.search_slots(words, max_distance)

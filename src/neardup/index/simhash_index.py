@@ -27,6 +27,7 @@ lives above it in :mod:`neardup.dedup.documents`, which uses only the public met
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -111,8 +112,10 @@ Keep = Callable[
 ]
 
 #: Which candidates of a batch of queries to keep by their stored words alone, before their
-#: records are read: (found, the queries' stored words) → the kept candidates.
-Decide = Callable[[Candidates, UInt64Array], Candidates]
+#: records are read: (the queries' stored words, the candidates' query rows, their stored
+#: words) → one bool per candidate (a :data:`~neardup.storage.base.Screen` once the batch is
+#: given).
+Decide = Callable[[UInt64Array, npt.NDArray[np.int64], UInt64Array], npt.NDArray[np.bool_]]
 
 
 def match_order(match: Match) -> tuple[int, bool, Key]:
@@ -514,8 +517,8 @@ class SimhashIndex:
         can (SQL stores), which saves a statement per batch over :meth:`get_many`.
         ``keep`` (a verifier's verdict on candidates) decides which are matches before the
         ``max_matches`` cap, nearest first, so it is asked about few more than the cap.
-        ``prefilter(found, queries)`` drops candidates by their stored words before their
-        records are read (then read for the rest alone)."""
+        ``prefilter(queries, rows, words)`` drops candidates by their stored words before
+        their records are read (then read for the rest alone)."""
         distance = self._distance(max_distance)
         cap = check_max_matches(max_matches)
         words = self._stored_words(self.words(fingerprints), signatures)
@@ -813,18 +816,21 @@ def search(
     at a time. ``records``: with the stored record of every key found (their signatures
     verify the matches, their cluster ids place a new record), read with the postings where
     the store can (one statement fewer per batch), else by :meth:`Storage.get_many`.
-    ``decide(found, queries)`` keeps the candidates of a batch of queries that an index
-    decides by their whole stored words (a compact index, the band bins' prefilter), before
-    distances are checked; the records of those it keeps are then read alone."""
+    ``decide(queries, rows, words)`` keeps the candidates of a batch of queries that an
+    index decides by their whole stored words (a compact index, the band bins' prefilter),
+    before distances are checked: the store screens them before it reads the rest of their
+    records (:meth:`Storage.candidates`); the records of those it keeps are then read alone."""
     width = scheme.fingerprint_words
     postings = scheme.keys(words)
     with_postings = records and storage.reads_records and decide is None
     parts, read = [], {}
     for start in range(0, words.shape[0], storage.query_batch):
-        found = storage.candidates(postings[start : start + storage.query_batch], records=with_postings)
+        batch = words[start : start + storage.query_batch]
+        screen = None if decide is None else functools.partial(decide, batch)
+        found = storage.candidates(
+            postings[start : start + storage.query_batch], records=with_postings, screen=screen
+        )
         read.update(found.records)
-        if decide is not None and found.keys:
-            found = decide(found, words[start : start + storage.query_batch])
         parts.append(verified(found, words, max_distance, start, width))
     if not parts:
         return no_candidates(width)

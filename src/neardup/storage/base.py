@@ -44,6 +44,10 @@ from ..fingerprint.token_cache import fmix64
 Key = int | str
 UInt64Array = npt.NDArray[np.uint64]
 IntArray = npt.NDArray[np.int64]
+#: Which candidates a query batch keeps by their stored words alone: (query rows, stored
+#: words) → one bool each. An index decides with it (a compact index's estimate, a band
+#: index's prefilter); a store may apply it before it reads the rest of the records.
+Screen = Callable[[IntArray, UInt64Array], npt.NDArray[np.bool_]]
 
 #: The longest id every store holds, in UTF-8 bytes (an int's decimal text counts as its
 #: bytes): MariaDB/MySQL's key column is VARCHAR(255), and one rule for every store means an
@@ -168,6 +172,12 @@ class Candidates:
         """The candidates at ``positions``, in that order (the records read stay)."""
         keys = [self.keys[i] for i in positions.tolist()]
         return Candidates(self.rows[positions], keys, self.words[positions], self.records)
+
+    def screened(self, screen: Screen | None) -> Candidates:
+        """The candidates ``screen`` keeps (all of them without one)."""
+        if screen is None or not self.keys:
+            return self
+        return self.subset(np.flatnonzero(screen(self.rows, self.words)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,10 +310,13 @@ class Storage(ABC):
         """The stored record of each key (None where absent), in order."""
 
     @abstractmethod
-    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
+    def candidates(
+        self, postings: UInt64Array, *, records: bool = False, screen: Screen | None = None
+    ) -> Candidates:
         """The records that share at least one posting key with each query, given the
         queries' (q, columns) posting keys: a key matches the same column's keys only
-        (``records``: with their stored records too, where :attr:`reads_records`)."""
+        (``records``: with their stored records too, where :attr:`reads_records`), and that
+        ``screen`` keeps (the runs layout screens before it reads the records' other columns)."""
 
     @abstractmethod
     def size(self) -> int:

@@ -25,6 +25,7 @@ from .base import (
     PostingCounts,
     RecordBatch,
     RecordShape,
+    Screen,
     Storage,
     StoredRecord,
     UInt64Array,
@@ -156,7 +157,9 @@ class MemoryStorage(Storage):
             held = [self.records.get(plain_key(key)) for key in keys]
         return [None if entry is None else entry.record for entry in held]
 
-    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
+    def candidates(
+        self, postings: UInt64Array, *, records: bool = False, screen: Screen | None = None
+    ) -> Candidates:
         rows: list[int] = []
         keys: list[Key] = []
         with self._local_lock:
@@ -170,7 +173,7 @@ class MemoryStorage(Storage):
             return no_candidates(self.shape.words)
         read = {entry.record.key: entry.record for entry in held} if records else {}
         words = np.stack([entry.words for entry in held])
-        return Candidates(np.asarray(rows, dtype=np.int64), keys, words, read)
+        return Candidates(np.asarray(rows, dtype=np.int64), keys, words, read).screened(screen)
 
     def size(self) -> int:
         return len(self.records)

@@ -64,6 +64,7 @@ from .base import (
     Key,
     PostingCounts,
     RecordBatch,
+    Screen,
     Storage,
     StoredRecord,
     UInt64Array,
@@ -432,7 +433,9 @@ class MongoStorage(Storage):
         with self._local_lock, self._errors("removing values"):
             self._atomically(write, lambda: None)
 
-    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
+    def candidates(
+        self, postings: UInt64Array, *, records: bool = False, screen: Screen | None = None
+    ) -> Candidates:
         """One find per batch: by posting fields (records) or bucket ``_id`` (buckets); the
         members' posting keys (their fields, or the buckets they were found in) pair them
         with the queries."""
@@ -455,7 +458,8 @@ class MongoStorage(Storage):
         if not keys:
             return no_candidates(width)
         words = bytes_to_words(found_words, width)
-        return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], words[found_rows])
+        keys_found = [keys[i] for i in found_rows.tolist()]
+        return Candidates(query_rows, keys_found, words[found_rows]).screened(screen)
 
     def _find_postings(self, postings: UInt64Array) -> list[dict[str, Any]]:
         """The record documents with one of the batch's keys in a posting field."""

@@ -329,12 +329,6 @@ class PostgresDialect(SqlDialect):
             cursor, f"{self.unpacked(table)} WHERE p.id >= %s AND p.id < %s", (first, stop)
         )
 
-    def given_postings(self, keys: IntArray, ids: IntArray) -> tuple[str, list[Any]]:
-        return "SELECT * FROM unnest(%s::bigint[], %s::bigint[]) AS g(k, id)", [
-            bigint_array(keys.tolist()),
-            bigint_array(ids.tolist()),
-        ]
-
 
 def from_url(url: str, parts: SplitResult, options: dict[str, str]) -> SqlStorage:
     check_options(options, {"table"}, url)

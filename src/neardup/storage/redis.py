@@ -82,6 +82,7 @@ from .base import (
     Key,
     PostingCounts,
     RecordBatch,
+    Screen,
     Storage,
     StoredRecord,
     UInt64Array,
@@ -524,7 +525,9 @@ class RedisStorage(Storage):
     #: Queries per read of their buckets (one bucket per query and table).
     query_batch = 4096
 
-    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
+    def candidates(
+        self, postings: UInt64Array, *, records: bool = False, screen: Screen | None = None
+    ) -> Candidates:
         """One MGET of each distinct (table, block) bucket of the batch; a member found in
         bucket b is a candidate of every query whose posting key in b's table is b's. The
         words returned are the members' fingerprint words (all that a bucket keeps)."""
@@ -555,7 +558,7 @@ class RedisStorage(Storage):
         query_rows = found.rows[np.repeat(found.starts[at], sizes) + offsets].astype(np.int64)
         decoded = {member: decode_key(member) for member in members}
         keys = [decoded[members[row]] for row in member_rows.tolist()]
-        return Candidates(query_rows, keys, bytes_to_words(prints, width)[member_rows])
+        return Candidates(query_rows, keys, bytes_to_words(prints, width)[member_rows]).screened(screen)
 
     def _read_buckets(self, found: Buckets, names: list[bytes]) -> list[bytes | None]:
         """The value of each bucket of ``found`` (named ``names``): one MGET in layout 2; in

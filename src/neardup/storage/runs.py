@@ -70,6 +70,7 @@ from .base import (
     IntArray,
     PostingCounts,
     RecordBatch,
+    Screen,
     UInt64Array,
     bytes_to_words,
     key_columns,
@@ -104,6 +105,14 @@ KEYS_PER_READ = 1 << 22
 #: Bytes of a filter per row of the filters table at most (a row holds one blob, and SQL
 #: engines refuse values past 1 GB): a run of 537 M postings has a 1 GiB filter.
 FILTER_PART_BYTES = 1 << 28
+#: Postings a key must list in a run for a process to keep the list (:class:`KnownLists`):
+#: the long lists are few keys and most of what queries read.
+KNOWN_LIST_POSTINGS = 3
+#: Postings a process keeps in :class:`KnownLists` at most (all are let go past it).
+KNOWN_LISTS_POSTINGS = 1 << 25
+#: Bytes of stored words a process keeps (:class:`KnownWords`); records whose ids lie past
+#: what fits are read each time.
+KNOWN_WORDS_BYTES = 1 << 30
 #: A position in a run's (key, id) order: everything up to and including it, None for nothing
 #: yet, "end" for everything.
 Position = list[int] | str | None
@@ -289,6 +298,120 @@ class RecentPostings:
             self._pieces = [(merged_keys[order], merged_ids[order])]
 
 
+class KnownLists:
+    """One process's copy of the long posting lists it has read from runs, by run and key.
+
+    Queries of a large collection of related texts meet the same long lists again and
+    again (a common passage makes the same band keys), and reading a list back from a run
+    costs a row per posting. Runs never change and their names are never reused, so a list
+    kept under its run's name stays true until the run is merged away (:meth:`keep_runs`).
+    Only lists of at least :data:`KNOWN_LIST_POSTINGS` are kept: the rest cost a lookup
+    either way."""
+
+    def __init__(self, limit: int = KNOWN_LISTS_POSTINGS) -> None:
+        self.limit = limit
+        self.postings = 0
+        self._lists: dict[str, dict[int, IntArray]] = {}
+
+    def keep_runs(self, tables: Sequence[str]) -> None:
+        """Let go of the lists of runs not in ``tables`` (merged away)."""
+        for table in set(self._lists) - set(tables):
+            self.postings -= sum(ids.size for ids in self._lists.pop(table).values())
+
+    def split(self, table: str, keys: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+        """(keys not known, then the keys and ids of the known lists' postings) of ``keys`` in
+        run ``table``."""
+        lists = self._lists.get(table)
+        if not lists:
+            return keys, np.empty(0, np.int64), np.empty(0, np.int64)
+        held = [lists.get(key) for key in keys.tolist()]
+        known = np.fromiter((ids is not None for ids in held), dtype=np.bool_, count=len(held))
+        found = [ids for ids in held if ids is not None]
+        if not found:
+            return keys, np.empty(0, np.int64), np.empty(0, np.int64)
+        sizes = np.fromiter((ids.size for ids in found), dtype=np.int64, count=len(found))
+        return keys[~known], np.repeat(keys[known], sizes), np.concatenate(found)
+
+    def learn(self, table: str, keys: IntArray, ids: IntArray) -> None:
+        """Keep the long lists among the postings ``keys``/``ids`` read from run ``table``."""
+        if not keys.size:
+            return
+        order = np.argsort(keys, kind="stable")
+        keys, ids = keys[order], ids[order]
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        sizes = np.diff(np.append(starts, keys.size))
+        long = np.flatnonzero(sizes >= KNOWN_LIST_POSTINGS)
+        if not long.size:
+            return
+        if self.postings + int(sizes[long].sum()) > self.limit:
+            self._lists, self.postings = {}, 0
+        lists = self._lists.setdefault(table, {})
+        for start, size in zip(starts[long].tolist(), sizes[long].tolist(), strict=True):
+            lists[int(keys[start])] = ids[start : start + size].copy()
+            self.postings += size
+
+
+class KnownWords:
+    """One process's copy of the stored words of the records it has screened
+    (:meth:`RunsLayout.candidates`), by record id: an array indexed by id.
+
+    A query batch of a large store finds hundreds of candidates a query, mostly the same
+    records again (those that share common passages), and a screen needs only their words.
+    A record's words never change and its id is never handed out again (:meth:`PostingRuns.
+    reserve_ids`), so the copy stays true for as long as the store is the same one: it is let
+    go when the meta row's ``made`` differs (a store dropped and made again hands out ids from
+    1 again; stores without ``made`` are not copied) or ``next_id`` went back (a rollback).
+    A removed record's words stay here; the read of the kept candidates' rows leaves it out.
+    """
+
+    def __init__(self, width: int, limit: int = KNOWN_WORDS_BYTES) -> None:
+        self.width = width
+        #: Ids below this fit in ``limit`` bytes (words and a flag an id).
+        self.capacity = limit // (8 * width + 1)
+        self.made: str | None = None
+        self.next_id = 0
+        self._known = np.zeros(0, dtype=np.bool_)
+        self._words = np.zeros((0, width), dtype=np.uint64)
+
+    def follow(self, state: dict[str, Any]) -> None:
+        """Keep the copy only if ``state`` is the same store, no ids gone back."""
+        made, next_id = state.get("made"), int(state["next_id"])
+        if made is None or made != self.made or next_id < self.next_id:
+            self.made = made
+            self._known = np.zeros(0, dtype=np.bool_)
+            self._words = np.zeros((0, self.width), dtype=np.uint64)
+        self.next_id = next_id
+
+    def lookup(self, ids: IntArray) -> tuple[npt.NDArray[np.bool_], UInt64Array]:
+        """Which of ``ids`` are known, and the words of each ((n, width); zeros where not)."""
+        inside = ids < self._known.size
+        known = np.zeros(ids.size, dtype=np.bool_)
+        known[inside] = self._known[ids[inside]]
+        words = np.zeros((ids.size, self.width), dtype=np.uint64)
+        words[known] = self._words[ids[known]]
+        return known, words
+
+    def learn(self, ids: IntArray, words: UInt64Array) -> None:
+        """Keep the words of ``ids`` (those below :attr:`capacity`) of a store that has
+        ``made`` (:meth:`follow`)."""
+        if self.made is None:
+            return
+        fits = ids < self.capacity
+        ids, words = ids[fits], words[fits]
+        if not ids.size:
+            return
+        needed = int(ids.max()) + 1
+        if needed > self._known.size:
+            size = min(self.capacity, max(needed, 2 * self._known.size))
+            known = np.zeros(size, dtype=np.bool_)
+            known[: self._known.size] = self._known
+            grown = np.zeros((size, self.width), dtype=np.uint64)
+            grown[: self._words.shape[0]] = self._words
+            self._known, self._words = known, grown
+        self._known[ids] = True
+        self._words[ids] = words
+
+
 class PostingRuns:
     """The SQL of the runs layout for one table prefix, in ``dialect``; the caller owns the
     transaction. Merges run after the add, in steps, where the dialect says so (SQLite), and
@@ -308,6 +431,7 @@ class PostingRuns:
         #: Filters of merged runs being copied, by run table: (position read, words).
         self.building: dict[str, tuple[Position, UInt64Array]] = {}
         self.recent = RecentPostings()
+        self.known = KnownLists()
         #: The batch being added in the open transaction: (stamp, first id, its posting keys
         #: and their ids).
         self._adding: tuple[str | None, int, IntArray, IntArray] | None = None
@@ -323,7 +447,15 @@ class PostingRuns:
         cursor.execute(
             f"CREATE TABLE {self.filters_table} (name VARCHAR(80) PRIMARY KEY, bits {blob} NOT NULL)"
         )
-        state = {"runs": [], "cut": 0, "next_id": 1, "removed": 0, "stamp": _stamp(), "packed": True}
+        state = {
+            "runs": [],
+            "cut": 0,
+            "next_id": 1,
+            "removed": 0,
+            "stamp": _stamp(),
+            "made": _stamp(),
+            "packed": True,
+        }
         cursor.execute(
             f"INSERT INTO {self.meta_table} (name, value) VALUES ('layout', {p}), ('runs', {p})",
             (LAYOUT, json.dumps(state)),
@@ -332,10 +464,11 @@ class PostingRuns:
     def state(self, cursor: Any) -> dict[str, Any]:
         """The meta row ``runs``: ``runs`` ([{"table", "postings", "tier"}], oldest first),
         ``cut`` (the last record id whose postings are in a run), ``next_id``, ``removed``
-        (records removed so far), ``stamp`` (new at every cut,
-        :class:`RecentPostings`; absent in stores whose recent postings are indexed
-        by key), ``packed`` (true: the recent postings are one row per record, see
-        :meth:`add`; absent in stores made before, one row per posting), and where
+        (records removed so far), ``stamp`` (new at every cut, :class:`RecentPostings`;
+        absent in stores whose recent postings are indexed by key), ``made`` (one per store,
+        so ids from 1 again are another store's: :class:`KnownWords`; stores made before get
+        it at their next add), ``packed`` (true: the recent postings are one row per record,
+        see :meth:`add`; absent in stores made before, one row per posting), and where
         merges run in steps ``merges`` ([{"table", "sources", "tier", "after", "postings",
         "capacity"}]: merged runs being copied, not read yet) and ``retired`` ([{"table",
         "postings"}]: runs merged away, to drop)."""
@@ -364,6 +497,7 @@ class PostingRuns:
             empty = np.empty(0, np.int64)
             self.recent.reset(state, empty, empty)  # no recent postings: nothing to read
         state["next_id"] = first + count
+        state.setdefault("made", _stamp())
         self._save(cursor, state)
         return list(range(first, first + count)), state
 
@@ -717,41 +851,45 @@ class PostingRuns:
                 self.filters[table] = np.frombuffer(joined, dtype=np.uint64)
         for table in set(self.filters) - set(tables):
             del self.filters[table]  # merged away
+        self.known.keep_runs(tables)
         return tables, state
 
-    def find(
-        self, cursor: Any, keys: IntArray, extra: Sequence[str] = ()
-    ) -> tuple[IntArray, IntArray, list[tuple[Any, ...]]]:
-        """Every live record that has one of ``keys``, once (a near-duplicate shares several
-        bands, and its row and signature would come once per band), as a row of (key_text,
-        key_int, fingerprint, the ``extra`` record columns), with its posting keys
-        among ``keys`` (:meth:`SqlDialect.posting_records`: found keys, the row of each)."""
+    def find(self, cursor: Any, keys: IntArray) -> tuple[IntArray, IntArray, dict[str, Any]]:
+        """(key, id) of every posting under one of ``keys``, removed records' included (a
+        remove deletes the record row only), and the state read."""
         tables, state = self.open_for_reading(cursor)
         unique = np.sort(keys, axis=None)
         unique = unique[np.concatenate(([True], unique[1:] != unique[:-1]))] if unique.size else unique
         parts, parameters = [], []
+        found_keys, found_ids = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
         if self._recent_in_memory(cursor, state):
-            found_keys, found_ids = self.recent.find(unique)
-            if found_keys.size:
-                part, given = self.dialect.given_postings(found_keys, found_ids)
-                parts.append(part)
-                parameters.extend(given)
+            recent_keys, recent_ids = self.recent.find(unique)
+            found_keys.append(recent_keys)
+            found_ids.append(recent_ids)
         else:  # a store without stamps: its recent postings are indexed by key
             condition, parameter = self.dialect.one_of_keys(unique)
-            parts.append(f"SELECT k, id FROM {tables[0]} WHERE {condition}")
+            parts.append(f"SELECT -1, k, id FROM {tables[0]} WHERE {condition}")
             parameters.append(parameter)
-        for table in tables[1:]:
-            passed = unique[may_contain(self.filters[table], unique)]
+        asked = []  # the runs read, by number
+        for number, table in enumerate(tables[1:]):
+            passed, known_keys, known_ids = self.known.split(
+                table, unique[may_contain(self.filters[table], unique)]
+            )
+            found_keys.append(known_keys)
+            found_ids.append(known_ids)
             if passed.size:
                 condition, parameter = self.dialect.one_of_keys(passed)
-                parts.append(f"SELECT k, id FROM {table} WHERE {condition}")
+                parts.append(f"SELECT {number}, k, id FROM {table} WHERE {condition}")
                 parameters.append(parameter)
-        if not parts:
-            return np.empty(0, np.int64), np.empty(0, np.int64), []
-        fields = ", ".join(f"r.{column}" for column in ("key_text", "key_int", "fingerprint", *extra))
-        return self.dialect.posting_records(
-            cursor, " UNION ALL ".join(parts), parameters, self.records_table, fields
-        )
+                asked.append(number)
+        if parts:
+            found = self.dialect.int_rows(cursor, " UNION ALL ".join(parts), parameters, 3)
+            for number in asked:
+                mine = found[:, 0] == number
+                self.known.learn(tables[1 + number], found[mine, 1], found[mine, 2])
+            found_keys.append(found[:, 1])
+            found_ids.append(found[:, 2])
+        return np.concatenate(found_keys), np.concatenate(found_ids), state
 
     def _recent_in_memory(self, cursor: Any, state: dict[str, Any]) -> bool:
         """Bring this process's copy of the recent postings to ``state`` (reading another
@@ -807,6 +945,8 @@ class RunsLayout:
         self.store = store
         self.runs = PostingRuns(store.dialect, store.prefix, store.records_table, store.meta_table)
         self.runs.on_commit = store._on_commit
+        #: The words of the records this process has screened (made at the first screen).
+        self.known: KnownWords | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -869,29 +1009,62 @@ class RunsLayout:
         """The record rows went; their postings are skipped by reads and dropped by merges."""
         self.runs.note_removed(cursor, count)
 
-    def candidates(self, postings: UInt64Array, records: bool) -> Candidates:
+    def candidates(self, postings: UInt64Array, records: bool, screen: Screen | None) -> Candidates:
+        """The postings of a batch's keys, then (with a ``screen``) the pairs it keeps by the
+        records' words (:meth:`_screened`), then the rows of the records left, by id."""
         store = self.store
         keys = posting_keys(postings)
+        extra = store.record_fields if records else ()
+        fields = ", ".join(f"r.{column}" for column in ("key_text", "key_int", "fingerprint", *extra))
         with store._transaction() as cursor:
             store.dialect.prefer_indexes(cursor)
-            found, owners, rows = self.runs.find(cursor, keys, store.record_fields if records else ())
+            found_keys, found_ids, state = self.runs.find(cursor, keys)
+            positions, hits = match_postings(
+                keys.reshape(-1, 1).view(np.uint64), found_keys.view(np.uint64).reshape(-1, 1)
+            )
+            query_rows, ids = positions // keys.shape[1], found_ids[hits]
+            if screen is not None and ids.size:
+                query_rows, ids = self._screened(cursor, state, query_rows, ids, screen)
+            distinct, owners = np.unique(ids, return_inverse=True)
+            rows = store.dialect.records_by_id(cursor, distinct, self.runs.records_table, fields)
         if not rows:
             return no_candidates(store.shape.words)
-        positions, found_rows = match_postings(
-            keys.reshape(-1, 1).view(np.uint64), found.view(np.uint64).reshape(-1, 1)
-        )
-        found_words = bytes_to_words([bytes(row[2]) for row in rows], store.shape.words)
-        record_keys = [key_from_columns(row[0], row[1]) for row in rows]
+        owners = owners.reshape(-1)
+        if len(rows) < distinct.size:  # removed records: their postings stay in older runs
+            present = np.isin(distinct, np.fromiter((row[0] for row in rows), np.int64, len(rows)))
+            live = present[owners]
+            query_rows, owners = query_rows[live], (np.cumsum(present) - 1)[owners[live]]
+        found_words = bytes_to_words([bytes(row[3]) for row in rows], store.shape.words)
+        record_keys = [key_from_columns(row[1], row[2]) for row in rows]
         read = {}
         if records:
-            read = {record.key: record for record in store.records_of(rows)}
-        found_records = owners[found_rows]
-        return Candidates(
-            positions // keys.shape[1],
-            [record_keys[i] for i in found_records.tolist()],
-            found_words[found_records],
-            read,
-        )
+            read = {record.key: record for record in store.records_of([row[1:] for row in rows])}
+        return Candidates(query_rows, [record_keys[i] for i in owners.tolist()], found_words[owners], read)
+
+    def _screened(
+        self, cursor: Any, state: dict[str, Any], query_rows: IntArray, ids: IntArray, screen: Screen
+    ) -> tuple[IntArray, IntArray]:
+        """The (query row, record id) pairs whose records' words ``screen`` keeps: the words
+        this process knows (:class:`KnownWords`), the others read by id and learnt. Pairs of
+        removed records this process has not read before go here; the others with the rows."""
+        if self.known is None or self.known.width != self.store.shape.words:
+            self.known = KnownWords(self.store.shape.words)
+        self.known.follow(state)
+        distinct, owners = np.unique(ids, return_inverse=True)
+        have, words = self.known.lookup(distinct)
+        missing = distinct[~have]
+        if missing.size:
+            rows = self.store.dialect.records_by_id(cursor, missing, self.runs.records_table, "r.fingerprint")
+            read = np.fromiter((row[0] for row in rows), np.int64, len(rows))
+            read_words = bytes_to_words([bytes(row[1]) for row in rows], self.store.shape.words)
+            self.known.learn(read, read_words)
+            at = np.searchsorted(distinct, read)
+            words[at] = read_words
+            have[at] = True
+        owners = owners.reshape(-1)
+        live = np.flatnonzero(have[owners])
+        kept = live[screen(query_rows[live], words[owners[live]])]
+        return query_rows[kept], ids[kept]
 
     def posting_counts(self) -> list[PostingCounts]:
         with self.store._transaction() as cursor:

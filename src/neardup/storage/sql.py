@@ -43,6 +43,7 @@ from .base import (
     PostingCounts,
     RecordBatch,
     RecordShape,
+    Screen,
     Storage,
     StoredRecord,
     UInt64Array,
@@ -121,7 +122,7 @@ class SqlLayout(Protocol):
     def removed(self, cursor: Any, count: int) -> None:
         """``count`` records' rows were deleted in the open transaction."""
 
-    def candidates(self, postings: UInt64Array, records: bool) -> Candidates:
+    def candidates(self, postings: UInt64Array, records: bool, screen: Screen | None) -> Candidates:
         """The records under each query's posting keys (see :meth:`Storage.candidates`)."""
         ...
 
@@ -446,8 +447,10 @@ class SqlStorage(Storage):
                         found[record.key] = record
         return [found.get(key) for key in keys]
 
-    def candidates(self, postings: UInt64Array, *, records: bool = False) -> Candidates:
-        return self.layout.candidates(postings, records)
+    def candidates(
+        self, postings: UInt64Array, *, records: bool = False, screen: Screen | None = None
+    ) -> Candidates:
+        return self.layout.candidates(postings, records, screen)
 
     def size(self) -> int:
         total = 0

@@ -31,6 +31,7 @@ from .base import (
     Candidates,
     PostingCounts,
     RecordBatch,
+    Screen,
     UInt64Array,
     bytes_to_words,
     key_columns,
@@ -114,7 +115,7 @@ class ColumnsLayout:
     def removed(self, cursor: Any, count: int) -> None:
         """The rows held the postings: nothing is left to do."""
 
-    def candidates(self, postings: UInt64Array, records: bool) -> Candidates:
+    def candidates(self, postings: UInt64Array, records: bool, screen: Screen | None) -> Candidates:
         store, dialect = self.store, self.store.dialect
         blocks = to_signed(postings)
         conditions, values = [], []
@@ -142,7 +143,8 @@ class ColumnsLayout:
             read = {
                 record.key: record for record in store.records_of([row[: 3 + len(extra)] for row in rows])
             }
-        return Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows], read)
+        found = Candidates(query_rows, [keys[i] for i in found_rows.tolist()], found_words[found_rows], read)
+        return found.screened(screen)
 
     def posting_counts(self) -> list[PostingCounts]:
         counts = []

@@ -294,41 +294,26 @@ class SqlDialect:
         """(keys, ids) of the recent postings of records ``first`` ≤ id < ``stop``."""
         raise self._no_runs()
 
-    def given_postings(self, keys: IntArray, ids: IntArray) -> tuple[str, list[Any]]:
-        """A table of the given (k, id) pairs and its parameters, for the union with the
-        runs' postings."""
-        raise self._no_runs()
+    def int_rows(self, cursor: Any, statement: str, parameters: list[Any], columns: int) -> IntArray:
+        """The rows of ``statement``, a SELECT of ``columns`` integers, as an (n, columns)
+        array."""
+        found = self.fetch(cursor, statement, parameters)
+        flat = np.fromiter(itertools.chain.from_iterable(found), dtype=np.int64, count=columns * len(found))
+        return flat.reshape(len(found), columns)
 
-    def posting_records(
-        self, cursor: Any, postings: str, parameters: list[Any], records_table: str, fields: str
-    ) -> tuple[IntArray, IntArray, list[tuple[Any, ...]]]:
-        """The records that ``postings`` (a SELECT of ``k, id`` with ``parameters``) name,
-        each once, in id order, as rows of ``fields`` (columns of the records table ``r``),
-        with the posting keys that found them and the row each key belongs to. Two
-        statements: the postings, then the records of their distinct ids (in the table's own
-        order); one statement joining and grouping them sorted every posting for the GROUP BY
-        and aggregated the keys, which cost more than both (docs/index.md, "Reading the
-        candidates")."""
-        found = self.fetch(cursor, postings, parameters)
-        pairs = np.fromiter(itertools.chain.from_iterable(found), dtype=np.int64, count=2 * len(found))
-        keys, ids = pairs[0::2], pairs[1::2]
-        distinct, owners = np.unique(ids, return_inverse=True)
-        chunks = [distinct[start : start + IDS_PER_READ] for start in range(0, len(distinct), IDS_PER_READ)]
-
-        def read(columns: str) -> list[tuple[Any, ...]]:
-            rows: list[tuple[Any, ...]] = []
-            for chunk in chunks:
-                condition, parameter = self.one_of_keys(chunk, "r.id")
-                statement = f"SELECT {columns} FROM {records_table} AS r WHERE {condition} ORDER BY r.id"
-                rows += self.fetch(cursor, statement, [parameter])
-            return rows
-
-        rows = read(fields)
-        if len(rows) < len(distinct):  # removed records: their postings stay in older runs
-            present = np.isin(distinct, np.asarray([row[0] for row in read("r.id")], dtype=np.int64))
-            kept = present[owners]
-            return keys[kept], (np.cumsum(present) - 1)[owners[kept]], rows
-        return keys, owners.reshape(-1), rows
+    def records_by_id(
+        self, cursor: Any, ids: IntArray, records_table: str, fields: str
+    ) -> list[tuple[Any, ...]]:
+        """The rows ``(r.id, fields)`` (columns of the records table ``r``) of the sorted,
+        distinct record ``ids`` still stored, in id order: a read by id in the table's own
+        order, where joining the postings to the records and grouping them by record sorted
+        every posting for the GROUP BY (docs/index.md, "Reading the candidates")."""
+        rows: list[tuple[Any, ...]] = []
+        for start in range(0, len(ids), IDS_PER_READ):
+            condition, parameter = self.one_of_keys(ids[start : start + IDS_PER_READ], "r.id")
+            statement = f"SELECT r.id, {fields} FROM {records_table} AS r WHERE {condition} ORDER BY r.id"
+            rows += self.fetch(cursor, statement, [parameter])
+        return rows
 
     # -- packed recent postings (one row per record: its id and all its posting keys) ----
     def create_packed_postings(self, cursor: Any, table: str) -> None:

@@ -263,11 +263,6 @@ class SqliteDialect(SqlDialect):
                 found_ids.append(np.fromstring(ids, dtype=np.int64, sep=","))
         return np.concatenate(found_keys), np.concatenate(found_ids)
 
-    def given_postings(self, keys: IntArray, ids: IntArray) -> tuple[str, list[Any]]:
-        pairs = json.dumps(np.stack([keys, ids], axis=1).tolist())
-        columns = "json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS id"
-        return f"SELECT {columns} FROM json_each(?)", [pairs]
-
     def create_packed_postings(self, cursor: Any, table: str) -> None:
         cursor.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, keys TEXT NOT NULL)")
 
