@@ -12,7 +12,13 @@ import pytest
 
 from neardup import Index
 from neardup.similarity.bands import BandScheme
-from neardup.similarity.sketches import CHECK_MARGIN, PREFILTER_MISS, estimate_floor, estimate_from_bins
+from neardup.similarity.sketches import (
+    CHECK_MARGIN,
+    PREFILTER_MISS,
+    estimate_floor,
+    estimate_from_bins,
+    estimate_from_packed_bins,
+)
 from neardup.storage.base import Candidates
 
 from .conftest import REPOSITORY
@@ -34,6 +40,27 @@ def test_the_floor_is_the_binomial_quantile(bins: int, jaccard: float) -> None:
     assert binomial_below(bins, p, kept) <= PREFILTER_MISS
     assert kept == 0 or binomial_below(bins, p, kept + 1) > PREFILTER_MISS
     assert estimate_floor(bins, min(1.0, jaccard + 0.05)) >= floor
+
+
+def test_packed_bins_estimate_what_their_bytes_estimate() -> None:
+    """Bins packed eight to a word (a compact record's band bins) give the estimate of their
+    bytes, for every count of agreeing bytes in a word, top bits included, one row against
+    many."""
+    rng = np.random.default_rng(8)
+    left = np.frombuffer(rng.bytes(4000 * 48), dtype=np.uint64).reshape(4000, 6).copy()
+    right = left.copy()
+    changed = rng.random((4000, 48)) < rng.random((4000, 1))  # from no byte to every byte
+    right.view(np.uint8)[changed] ^= rng.integers(1, 256, size=int(changed.sum())).astype(np.uint8)
+    right.view(np.uint8)[:10] ^= np.uint8(0x80)  # bytes differing in their top bit alone
+    assert np.array_equal(
+        estimate_from_packed_bins(left, right), estimate_from_bins(left.view(np.uint8), right.view(np.uint8))
+    )
+    assert np.array_equal(
+        estimate_from_packed_bins(left[0], right),
+        estimate_from_bins(left[0].view(np.uint8), right.view(np.uint8)),
+    )
+    with pytest.raises(Exception, match="cannot be compared"):
+        estimate_from_packed_bins(left[:, :2], right[:, :3])
 
 
 def test_the_floor_refuses_no_bins() -> None:

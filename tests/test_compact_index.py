@@ -112,9 +112,11 @@ def test_what_a_process_keeps_of_runs_and_records_answers_like_brute_force(
     """The long posting lists and the screened records' words a process keeps
     (``KnownLists``, ``KnownWords``) answer as a read of the store would: queries asked again
     from the copies, after removals of records they hold, after merges retire the runs they
-    came from, and after another handle drops the store and makes it again (ids from 1)."""
+    came from, and after another handle drops the store and makes it again (ids from 1);
+    the records past what the copy holds are read each time."""
     monkeypatch.setattr(runs_module, "RUN_RECORDS", 30)
     monkeypatch.setattr(runs_module, "KNOWN_LIST_POSTINGS", 2)
+    monkeypatch.setattr(runs_module, "KNOWN_WORDS_BYTES", 65 * 150)  # ids past 150: read each time
     url = (
         f"sqlite:///{tmp_path}/c.db"
         if engine == "sqlite"
@@ -134,7 +136,7 @@ def test_what_a_process_keeps_of_runs_and_records_answers_like_brute_force(
         expected = brute(index.scheme, stored, queries, query_sketches)
         assert answers(index) == expected
         layout = index.storage.layout  # type: ignore[attr-defined]
-        assert layout.known is not None and layout.known._known.sum() > 200
+        assert layout.known is not None and layout.known._known.sum() == 149  # ids 1-149
         assert layout.runs.known.postings > 0  # lists of two postings and more, kept
         assert answers(index) == expected  # now from the copies
         removed = keys[:300:4]

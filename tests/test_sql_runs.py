@@ -446,19 +446,18 @@ def test_known_words_are_let_go_for_another_store_or_a_rollback_and_stay_within_
     ids = np.arange(12, dtype=np.int64)
     known.follow({"made": None, "next_id": 12})
     known.learn(ids, words)
-    assert not known.lookup(ids)[0].any()  # a store without made: nothing copied
+    assert not known.holds(ids).any()  # a store without made: nothing copied
     known.follow({"made": "a", "next_id": 12})
     known.learn(ids, words)
-    held, found = known.lookup(ids)
-    assert held.tolist() == [True] * 10 + [False] * 2  # ids 10 and 11 do not fit
-    assert (found[:10] == words[:10]).all() and not found[10:].any()
+    assert known.holds(ids).tolist() == [True] * 10 + [False] * 2  # ids 10 and 11 do not fit
+    assert (known.words_of(ids[:10]) == words[:10]).all()
     known.follow({"made": "a", "next_id": 20})
-    assert known.lookup(ids)[0].sum() == 10  # more records: the copy holds
+    assert known.holds(ids).sum() == 10  # more records: the copy holds
     known.follow({"made": "a", "next_id": 15})
-    assert not known.lookup(ids)[0].any()  # ids went back
+    assert not known.holds(ids).any()  # ids went back
     known.learn(ids[:3], words[:3])
     known.follow({"made": "b", "next_id": 15})
-    assert not known.lookup(ids)[0].any()  # another store
+    assert not known.holds(ids).any()  # another store
 
 
 def test_known_lists_keep_the_long_lists_of_live_runs_within_their_postings(

@@ -819,10 +819,11 @@ def search(
     ``decide(queries, rows, words)`` keeps the candidates of a batch of queries that an
     index decides by their whole stored words (a compact index, the band bins' prefilter),
     before distances are checked: the store screens them before it reads the rest of their
-    records (:meth:`Storage.candidates`); the records of those it keeps are then read alone."""
+    records (:meth:`Storage.candidates`); the records of those it keeps are read with them
+    where the store screens first (:attr:`Storage.screens_first`), else alone after."""
     width = scheme.fingerprint_words
     postings = scheme.keys(words)
-    with_postings = records and storage.reads_records and decide is None
+    with_postings = records and storage.reads_records and (decide is None or storage.screens_first)
     parts, read = [], {}
     for start in range(0, words.shape[0], storage.query_batch):
         batch = words[start : start + storage.query_batch]

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from ..distance import row_distances
 from ..errors import ConfigError, InputError
 from .bands import SKETCH_BYTES, BandScheme
-from .sketches import estimate_from_bins
+from .sketches import estimate_from_packed_bins
 
 UInt64Array = npt.NDArray[np.uint64]
 FloatArray = npt.NDArray[np.float64]
@@ -136,7 +136,7 @@ def compact_similarity(scheme: CompactScheme, left: UInt64Array, right: UInt64Ar
     b = np.ascontiguousarray(right, dtype=np.uint64)
     start = scheme.fingerprint_words
     bins = scheme.band_bins
-    whole = estimate_from_bins(a[:, start:].view(np.uint8)[:, :bins], b[:, start:].view(np.uint8)[:, :bins])
+    whole = estimate_from_packed_bins(a[:, start : start + bins // 8], b[:, start : start + bins // 8])
     tail_words = scheme.tail_bins // 64
     if not tail_words:
         return whole

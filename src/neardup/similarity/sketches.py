@@ -266,6 +266,24 @@ def estimate_from_bins(left: npt.ArrayLike, right: npt.ArrayLike) -> FloatArray:
     return np.asarray(np.clip(_estimate_of_agreement(agree), 0.0, 1.0), dtype=np.float64)
 
 
+#: The low seven bits of each byte of a word (:func:`estimate_from_packed_bins`).
+_LOW_SEVEN = np.uint64(0x7F7F7F7F7F7F7F7F)
+
+
+def estimate_from_packed_bins(left: npt.ArrayLike, right: npt.ArrayLike) -> FloatArray:
+    """:func:`estimate_from_bins` of one-byte bins packed eight to a uint64 word (rows of
+    words, last axis; broadcasting as there): the agreeing bins are the zero bytes of the
+    XOR, counted in the words without unpacking them (a byte is zero when neither its low
+    seven bits, which carry into its top bit once 0x7F is added, nor its top bit are set)."""
+    a, b = np.asarray(left, dtype=np.uint64), np.asarray(right, dtype=np.uint64)
+    if b.shape[-1] != a.shape[-1] or a.shape[-1] == 0:
+        raise InputError(f"bins of {8 * a.shape[-1]} and {8 * b.shape[-1]} values cannot be compared")
+    differ = a ^ b
+    zero_tops = ~(((differ & _LOW_SEVEN) + _LOW_SEVEN) | differ | _LOW_SEVEN)
+    agree = np.bitwise_count(zero_tops).sum(axis=-1, dtype=np.int64) / (8 * a.shape[-1])
+    return np.asarray(np.clip(_estimate_of_agreement(agree), 0.0, 1.0), dtype=np.float64)
+
+
 def _estimate_of_agreement(share: npt.ArrayLike) -> FloatArray:
     """Ĵ of the share of one-byte bins that agree: the chance agreements taken out."""
     chance = 1.0 / BIN_VALUES

@@ -212,6 +212,9 @@ class Storage(ABC):
     query_batch = QUERY_BATCH
     #: Whether :meth:`candidates` can read the found records in the same statement.
     reads_records = False
+    #: Whether :meth:`candidates` screens before it reads the records (``records=True``
+    #: then reads the records of the candidates kept only).
+    screens_first = False
 
     def __init__(self) -> None:
         self._shape: RecordShape | None = None

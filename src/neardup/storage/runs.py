@@ -382,14 +382,18 @@ class KnownWords:
             self._words = np.zeros((0, self.width), dtype=np.uint64)
         self.next_id = next_id
 
-    def lookup(self, ids: IntArray) -> tuple[npt.NDArray[np.bool_], UInt64Array]:
-        """Which of ``ids`` are known, and the words of each ((n, width); zeros where not)."""
+    def holds(self, ids: IntArray) -> npt.NDArray[np.bool_]:
+        """Which of ``ids`` this copy holds."""
+        if not ids.size or int(ids.max()) < self._known.size:
+            return self._known[ids]
         inside = ids < self._known.size
-        known = np.zeros(ids.size, dtype=np.bool_)
-        known[inside] = self._known[ids[inside]]
-        words = np.zeros((ids.size, self.width), dtype=np.uint64)
-        words[known] = self._words[ids[known]]
-        return known, words
+        held = np.zeros(ids.size, dtype=np.bool_)
+        held[inside] = self._known[ids[inside]]
+        return held
+
+    def words_of(self, ids: IntArray) -> UInt64Array:
+        """The words of ``ids``, which this copy holds (:meth:`holds`)."""
+        return self._words[ids]
 
     def learn(self, ids: IntArray, words: UInt64Array) -> None:
         """Keep the words of ``ids`` (those below :attr:`capacity`) of a store that has
@@ -940,6 +944,7 @@ class RunsLayout:
     #: Queries per candidates call: a batch's keys travel as one parameter (a JSON text or
     #: an array), so a call per 256 queries would only repeat each call's fixed costs.
     query_batch = QUERY_BATCH_RUNS
+    screens_first = True
 
     def __init__(self, store: SqlStorage) -> None:
         self.store = store
@@ -1047,23 +1052,33 @@ class RunsLayout:
         """The (query row, record id) pairs whose records' words ``screen`` keeps: the words
         this process knows (:class:`KnownWords`), the others read by id and learnt. Pairs of
         removed records this process has not read before go here; the others with the rows."""
-        if self.known is None or self.known.width != self.store.shape.words:
-            self.known = KnownWords(self.store.shape.words)
-        self.known.follow(state)
-        distinct, owners = np.unique(ids, return_inverse=True)
-        have, words = self.known.lookup(distinct)
-        missing = distinct[~have]
-        if missing.size:
+        width = self.store.shape.words
+        if self.known is None or self.known.width != width:
+            self.known = KnownWords(width, KNOWN_WORDS_BYTES)
+        known = self.known
+        known.follow(state)
+        held = known.holds(ids)
+        if held.all():
+            words = known.words_of(ids)
+        else:
+            missing = np.unique(ids[~held])
             rows = self.store.dialect.records_by_id(cursor, missing, self.runs.records_table, "r.fingerprint")
             read = np.fromiter((row[0] for row in rows), np.int64, len(rows))
-            read_words = bytes_to_words([bytes(row[1]) for row in rows], self.store.shape.words)
-            self.known.learn(read, read_words)
-            at = np.searchsorted(distinct, read)
-            words[at] = read_words
-            have[at] = True
-        owners = owners.reshape(-1)
-        live = np.flatnonzero(have[owners])
-        kept = live[screen(query_rows[live], words[owners[live]])]
+            read_words = bytes_to_words([bytes(row[1]) for row in rows], width)
+            known.learn(read, read_words)
+            held = known.holds(ids)
+            words = np.empty((ids.size, width), dtype=np.uint64)
+            words[held] = known.words_of(ids[held])
+            live = held.copy()
+            rest = np.flatnonzero(~held)  # not copied (past the copy's bytes, or no copy): as read
+            if rest.size and read.size:
+                at = np.minimum(np.searchsorted(read, ids[rest]), read.size - 1)
+                present = read[at] == ids[rest]  # the others were removed
+                words[rest[present]] = read_words[at[present]]
+                live[rest[present]] = True
+            if not live.all():
+                query_rows, ids, words = query_rows[live], ids[live], words[live]
+        kept = screen(query_rows, words)
         return query_rows[kept], ids[kept]
 
     def posting_counts(self) -> list[PostingCounts]:

@@ -107,6 +107,8 @@ class SqlLayout(Protocol):
     locks_writes: bool
     #: Queries per :meth:`candidates` call (see :attr:`Storage.query_batch`).
     query_batch: int
+    #: See :attr:`Storage.screens_first`.
+    screens_first: bool
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -352,6 +354,10 @@ class SqlStorage(Storage):
     def attach(self, shape: RecordShape) -> None:
         super().attach(shape)
         self._layout = None
+
+    @property
+    def screens_first(self) -> bool:  # type: ignore[override]
+        return self.layout.screens_first
 
     @property
     def query_batch(self) -> int:  # type: ignore[override]

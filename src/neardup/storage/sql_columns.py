@@ -52,6 +52,7 @@ class ColumnsLayout:
 
     locks_writes = False
     query_batch = QUERY_BATCH
+    screens_first = False
 
     def __init__(self, store: SqlStorage) -> None:
         self.store = store
