@@ -33,6 +33,7 @@ from neardup.storage.runs import (
     posting_keys,
 )
 from neardup.storage.sql import SqlStorage
+from neardup.storage.sql_dialects import SqlDialect
 from neardup.storage.sqlite import _foreign_tables
 
 from .test_sql_recent import sketches
@@ -482,3 +483,33 @@ def test_known_lists_keep_the_long_lists_of_live_runs_within_their_postings(
     known.learn("run_a", keys, ids)
     known.learn("run_b", np.repeat(np.int64(3), 4), np.arange(4, dtype=np.int64))  # past 8: all let go
     assert known.postings == 4 and known.split("run_a", asked)[0].tolist() == asked.tolist()
+
+
+def test_postings_past_sqlites_length_limit_are_read_row_by_row(
+    tmp_path: Path, small_runs: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite reads a batch's postings as one text a column; a batch whose text would pass the
+    connection's length limit is read row by row, with the same answers."""
+    count = 400
+    values = np.random.default_rng(7).integers(0, 2**63, size=count, dtype=np.uint64)
+    sketch = sketches(count, seed=8)[np.arange(count) // 40 * 40]  # ten groups of 40 copies
+    monkeypatch.setattr(runs_module, "KNOWN_LIST_POSTINGS", count + 1)  # every batch asks the runs
+    rows_read = []
+    by_rows = SqlDialect.int_rows
+    monkeypatch.setattr(
+        SqlDialect, "int_rows", lambda self, *args: rows_read.append(1) or by_rows(self, *args)
+    )
+    with SimhashIndex.open(f"sqlite:///{tmp_path}/r.db?layout=runs", BANDS) as index:
+        index.add_many(list(range(count)), values, signatures=sketch)
+        asked = values[::40], sketch[::40]
+        expected = [
+            sorted(match.key for match in matches)
+            for matches in index.query_many(*asked[:1], signatures=asked[1])
+        ]
+        assert [len(keys) for keys in expected] == [40] * 10 and not rows_read
+        storage_of(index).dialect.connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 8000)
+        found = [
+            sorted(match.key for match in matches)
+            for matches in index.query_many(*asked[:1], signatures=asked[1])
+        ]
+        assert found == expected and rows_read
