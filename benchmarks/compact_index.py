@@ -56,7 +56,6 @@ from neardup.dedup.documents import Prepared
 from neardup.index.compact_index import CompactIndex
 from neardup.index.config import IndexConfig
 from neardup.io.record import Record
-from neardup.storage.base import Candidates
 
 KINDS = ("band", "compact")
 CHUNK = 5000
@@ -168,22 +167,18 @@ def count_candidates(index: Index) -> dict[str, Any]:
     counts["passed"] = dict.fromkeys(TAIL_AGREEMENTS, 0)
     counts["kept passed"] = dict.fromkeys(TAIL_AGREEMENTS, 0)
 
-    def counting(found: Candidates, queries: npt.NDArray[np.uint64]) -> Candidates:
-        decided = decide(found, queries)
-        agree = 64 - np.bitwise_count(queries[found.rows, tail] ^ found.words[:, tail]).astype(np.int64)
-        chosen = {(int(row), key) for row, key in zip(decided.rows.tolist(), decided.keys, strict=True)}
-        kept = np.fromiter(
-            ((row, key) in chosen for row, key in zip(found.rows.tolist(), found.keys, strict=True)),
-            dtype=bool,
-            count=len(found.keys),
-        )
+    def counting(
+        queries: npt.NDArray[np.uint64], rows: npt.NDArray[np.int64], words: npt.NDArray[np.uint64]
+    ) -> npt.NDArray[np.bool_]:
+        kept = decide(queries, rows, words)
+        agree = 64 - np.bitwise_count(queries[rows, tail] ^ words[:, tail]).astype(np.int64)
         counts["queries"] += len(queries)
-        counts["candidates"] += len(found.keys)
+        counts["candidates"] += int(rows.size)
         counts["kept"] += int(kept.sum())
         for least in TAIL_AGREEMENTS:
             counts["passed"][least] += int((agree >= least).sum())
             counts["kept passed"][least] += int((agree[kept] >= least).sum())
-        return decided
+        return kept
 
     compact._decide = counting  # type: ignore[method-assign]
     return counts
