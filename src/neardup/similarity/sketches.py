@@ -278,9 +278,13 @@ def estimate_from_packed_bins(left: npt.ArrayLike, right: npt.ArrayLike) -> Floa
     a, b = np.asarray(left, dtype=np.uint64), np.asarray(right, dtype=np.uint64)
     if b.shape[-1] != a.shape[-1] or a.shape[-1] == 0:
         raise InputError(f"bins of {8 * a.shape[-1]} and {8 * b.shape[-1]} values cannot be compared")
-    differ = a ^ b
-    zero_tops = ~(((differ & _LOW_SEVEN) + _LOW_SEVEN) | differ | _LOW_SEVEN)
-    agree = np.bitwise_count(zero_tops).sum(axis=-1, dtype=np.int64) / (8 * a.shape[-1])
+    differ = np.bitwise_xor(a, b)
+    tops = np.bitwise_and(differ, _LOW_SEVEN)  # every pass in place: one array for all of them
+    tops += _LOW_SEVEN
+    tops |= differ
+    tops |= _LOW_SEVEN
+    np.invert(tops, out=tops)
+    agree = np.bitwise_count(tops).sum(axis=-1, dtype=np.int64) / (8 * a.shape[-1])
     return np.asarray(np.clip(_estimate_of_agreement(agree), 0.0, 1.0), dtype=np.float64)
 
 
