@@ -224,9 +224,47 @@ def bigint_array(values: Any) -> str:
 MAX_PIECES = 8
 
 
+class SortedPostings:
+    """(key, id) postings in pieces sorted by key, searched by numpy: a piece per addition,
+    merged into one past :data:`MAX_PIECES` (so one stable sort merges them)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[IntArray, IntArray]] = []
+        self.size = 0
+
+    def add(self, keys: IntArray, ids: IntArray) -> None:
+        if keys.size:
+            order = np.argsort(keys, kind="stable")
+            self.pieces.append((np.asarray(keys, np.int64)[order], np.asarray(ids, np.int64)[order]))
+            self.size += keys.size
+        if len(self.pieces) > MAX_PIECES:
+            merged_keys = np.concatenate([piece[0] for piece in self.pieces])
+            merged_ids = np.concatenate([piece[1] for piece in self.pieces])
+            order = np.argsort(merged_keys, kind="stable")
+            self.pieces = [(merged_keys[order], merged_ids[order])]
+
+    def find(self, keys: IntArray) -> tuple[npt.NDArray[np.bool_], IntArray, IntArray]:
+        """Which of the sorted, distinct ``keys`` have postings here, and (key, id) of those
+        postings."""
+        listed = np.zeros(keys.size, dtype=np.bool_)
+        found_keys, found_ids = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        for stored, ids in self.pieces:
+            # Few keys are found: the right ends are searched for those alone.
+            low = np.searchsorted(stored, keys, side="left")
+            hit = np.flatnonzero(stored[np.minimum(low, stored.size - 1)] == keys)
+            if not hit.size:
+                continue
+            listed[hit] = True
+            sizes = np.searchsorted(stored, keys[hit], side="right") - low[hit]
+            starts = np.repeat(low[hit] - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+            found_keys.append(np.repeat(keys[hit], sizes))
+            found_ids.append(ids[starts])
+        return listed, np.concatenate(found_keys), np.concatenate(found_ids)
+
+
 class RecentPostings:
-    """One process's copy of the recent postings of one state of a store: sorted pieces of
-    (key, id).
+    """One process's copy of the recent postings of one state of a store
+    (:class:`SortedPostings`).
 
     The recent postings (``<prefix>_postings``: those of the records added since the last cut)
     change with every add. Kept in a B-tree by posting key they would cost each commit one random
@@ -241,7 +279,7 @@ class RecentPostings:
     def __init__(self) -> None:
         self.stamp: str | None = None
         self.next_id = 0
-        self._pieces: list[tuple[IntArray, IntArray]] = []
+        self._held = SortedPostings()
 
     def usable_for(self, state: dict[str, Any]) -> str:
         """How these postings relate to a store's ``state``: ``"current"`` (the same),
@@ -254,52 +292,31 @@ class RecentPostings:
 
     def reset(self, state: dict[str, Any], keys: IntArray, ids: IntArray) -> None:
         """Exactly ``keys``/``ids``: the recent postings of ``state``."""
-        self.stamp, self.next_id, self._pieces = state.get("stamp"), int(state["next_id"]), []
-        self._add(keys, ids)
+        self.stamp, self.next_id, self._held = state.get("stamp"), int(state["next_id"]), SortedPostings()
+        self._held.add(keys, ids)
 
     def extend(self, keys: IntArray, ids: IntArray, next_id: int) -> None:
         """The postings of the records from :attr:`next_id` up to ``next_id`` (excluded)."""
-        self._add(keys, ids)
+        self._held.add(keys, ids)
         self.next_id = next_id
 
     def keys(self) -> list[IntArray]:
         """Every recent posting's key, in parts."""
-        return [piece[0] for piece in self._pieces]
+        return [piece[0] for piece in self._held.pieces]
 
     def postings(self) -> list[tuple[IntArray, IntArray]]:
         """Every recent posting, as (keys, ids) parts each sorted by key."""
-        return list(self._pieces)
+        return list(self._held.pieces)
 
     def find(self, keys: IntArray) -> tuple[IntArray, IntArray]:
         """(key, id) of every recent posting whose key is one of the sorted, distinct ``keys``."""
-        found_keys, found_ids = [], []
-        for stored, ids in self._pieces:
-            # Few keys are found: the right ends are searched for those alone.
-            low = np.searchsorted(stored, keys, side="left")
-            hit = np.flatnonzero(stored[np.minimum(low, stored.size - 1)] == keys)
-            if not hit.size:
-                continue
-            sizes = np.searchsorted(stored, keys[hit], side="right") - low[hit]
-            starts = np.repeat(low[hit] - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
-            found_keys.append(np.repeat(keys[hit], sizes))
-            found_ids.append(ids[starts])
-        if not found_keys:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        return np.concatenate(found_keys), np.concatenate(found_ids)
-
-    def _add(self, keys: IntArray, ids: IntArray) -> None:
-        if keys.size:
-            order = np.argsort(keys, kind="stable")
-            self._pieces.append((np.asarray(keys, np.int64)[order], np.asarray(ids, np.int64)[order]))
-        if len(self._pieces) > MAX_PIECES:
-            merged_keys = np.concatenate([piece[0] for piece in self._pieces])
-            merged_ids = np.concatenate([piece[1] for piece in self._pieces])
-            order = np.argsort(merged_keys, kind="stable")
-            self._pieces = [(merged_keys[order], merged_ids[order])]
+        _, found_keys, found_ids = self._held.find(keys)
+        return found_keys, found_ids
 
 
 class KnownLists:
-    """One process's copy of the long posting lists it has read from runs, by run and key.
+    """One process's copy of the long posting lists it has read from runs, by run
+    (:class:`SortedPostings`).
 
     Queries of a large collection of related texts meet the same long lists again and
     again (a common passage makes the same band keys), and reading a list back from a run
@@ -311,26 +328,21 @@ class KnownLists:
     def __init__(self, limit: int = KNOWN_LISTS_POSTINGS) -> None:
         self.limit = limit
         self.postings = 0
-        self._lists: dict[str, dict[int, IntArray]] = {}
+        self._lists: dict[str, SortedPostings] = {}
 
     def keep_runs(self, tables: Sequence[str]) -> None:
         """Let go of the lists of runs not in ``tables`` (merged away)."""
         for table in set(self._lists) - set(tables):
-            self.postings -= sum(ids.size for ids in self._lists.pop(table).values())
+            self.postings -= self._lists.pop(table).size
 
     def split(self, table: str, keys: IntArray) -> tuple[IntArray, IntArray, IntArray]:
-        """(keys not known, then the keys and ids of the known lists' postings) of ``keys`` in
-        run ``table``."""
+        """(the sorted, distinct ``keys`` not known, then the keys and ids of the known lists'
+        postings) in run ``table``."""
         lists = self._lists.get(table)
-        if not lists:
+        if lists is None:
             return keys, np.empty(0, np.int64), np.empty(0, np.int64)
-        held = [lists.get(key) for key in keys.tolist()]
-        known = np.fromiter((ids is not None for ids in held), dtype=np.bool_, count=len(held))
-        found = [ids for ids in held if ids is not None]
-        if not found:
-            return keys, np.empty(0, np.int64), np.empty(0, np.int64)
-        sizes = np.fromiter((ids.size for ids in found), dtype=np.int64, count=len(found))
-        return keys[~known], np.repeat(keys[known], sizes), np.concatenate(found)
+        known, found_keys, found_ids = lists.find(keys)
+        return keys[~known], found_keys, found_ids
 
     def learn(self, table: str, keys: IntArray, ids: IntArray) -> None:
         """Keep the long lists among the postings ``keys``/``ids`` read from run ``table``."""
@@ -340,15 +352,13 @@ class KnownLists:
         keys, ids = keys[order], ids[order]
         starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
         sizes = np.diff(np.append(starts, keys.size))
-        long = np.flatnonzero(sizes >= KNOWN_LIST_POSTINGS)
-        if not long.size:
+        long = np.repeat(sizes >= KNOWN_LIST_POSTINGS, sizes)
+        if not long.any():
             return
-        if self.postings + int(sizes[long].sum()) > self.limit:
+        if self.postings + int(long.sum()) > self.limit:
             self._lists, self.postings = {}, 0
-        lists = self._lists.setdefault(table, {})
-        for start, size in zip(starts[long].tolist(), sizes[long].tolist(), strict=True):
-            lists[int(keys[start])] = ids[start : start + size].copy()
-            self.postings += size
+        self._lists.setdefault(table, SortedPostings()).add(keys[long], ids[long])
+        self.postings += int(long.sum())
 
 
 class KnownWords:
