@@ -17,6 +17,7 @@ import pytest
 
 from neardup import IncrementalDeduper, SimhashIndex, Verifier
 from neardup.errors import ConfigError, KeyExistsError
+from neardup.index.compact_index import open_stored
 from neardup.index.config import IndexConfig
 from neardup.similarity.bands import BandScheme
 from neardup.storage import runs as runs_module
@@ -488,28 +489,35 @@ def test_known_lists_keep_the_long_lists_of_live_runs_within_their_postings(
 def test_postings_past_sqlites_length_limit_are_read_row_by_row(
     tmp_path: Path, small_runs: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SQLite reads a batch's postings as one text a column; a batch whose text would pass the
-    connection's length limit is read row by row, with the same answers."""
+    """SQLite reads a batch's postings and its candidates' words as one text a column; a batch
+    whose text would pass the connection's length limit is read row by row, with the same
+    answers."""
     count = 400
     values = np.random.default_rng(7).integers(0, 2**63, size=count, dtype=np.uint64)
     sketch = sketches(count, seed=8)[np.arange(count) // 40 * 40]  # ten groups of 40 copies
     monkeypatch.setattr(runs_module, "KNOWN_LIST_POSTINGS", count + 1)  # every batch asks the runs
-    rows_read = []
-    by_rows = SqlDialect.int_rows
+    monkeypatch.setattr(runs_module, "KNOWN_WORDS_BYTES", 0)  # and reads its candidates' words
+    read_by_rows: list[str] = []
+    by_rows, words_by_rows = SqlDialect.int_rows, SqlDialect.words_by_id
     monkeypatch.setattr(
-        SqlDialect, "int_rows", lambda self, *args: rows_read.append(1) or by_rows(self, *args)
+        SqlDialect, "int_rows", lambda self, *args: read_by_rows.append("postings") or by_rows(self, *args)
     )
-    with SimhashIndex.open(f"sqlite:///{tmp_path}/r.db?layout=runs", BANDS) as index:
+    monkeypatch.setattr(
+        SqlDialect,
+        "words_by_id",
+        lambda self, *args: read_by_rows.append("words") or words_by_rows(self, *args),
+    )
+    with open_stored(f"sqlite:///{tmp_path}/r.db?layout=runs", IndexConfig.compact()) as index:
         index.add_many(list(range(count)), values, signatures=sketch)
         asked = values[::40], sketch[::40]
         expected = [
             sorted(match.key for match in matches)
-            for matches in index.query_many(*asked[:1], signatures=asked[1])
+            for matches in index.query_many(asked[0], signatures=asked[1])
         ]
-        assert [len(keys) for keys in expected] == [40] * 10 and not rows_read
+        assert [len(keys) for keys in expected] == [40] * 10 and not read_by_rows
         storage_of(index).dialect.connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 8000)
         found = [
             sorted(match.key for match in matches)
-            for matches in index.query_many(*asked[:1], signatures=asked[1])
+            for matches in index.query_many(asked[0], signatures=asked[1])
         ]
-        assert found == expected and rows_read
+        assert found == expected and set(read_by_rows) == {"postings", "words"}

@@ -421,13 +421,17 @@ def words_to_bytes(words: UInt64Array) -> list[bytes]:
 
 def bytes_to_words(values: Sequence[bytes], width: int) -> UInt64Array:
     """Inverse of :func:`words_to_bytes`; a value of the wrong size is a corrupt store."""
-    joined = b"".join(values)
-    if len(joined) != len(values) * width * 8:
+    return joined_words(b"".join(values), len(values), width)
+
+
+def joined_words(joined: bytes, count: int, width: int) -> UInt64Array:
+    """The words of ``count`` stored values of ``width`` words laid end to end in ``joined``."""
+    if len(joined) != count * width * 8:
         raise StorageDamagedError(
             f"a stored fingerprint is not {width * 8} bytes long: the store is damaged "
             "or was written by another program"
         )
-    return np.frombuffer(joined, dtype="<u8").astype(np.uint64).reshape(len(values), width)
+    return np.frombuffer(joined, dtype="<u8").astype(np.uint64).reshape(count, width)
 
 
 def words_to_int(row: UInt64Array, width: int = 1) -> int:

@@ -1072,9 +1072,7 @@ class RunsLayout:
             words = known.words_of(ids)
         else:
             missing = np.unique(ids[~held])
-            rows = self.store.dialect.records_by_id(cursor, missing, self.runs.records_table, "r.fingerprint")
-            read = np.fromiter((row[0] for row in rows), np.int64, len(rows))
-            read_words = bytes_to_words([bytes(row[1]) for row in rows], width)
+            read, read_words = self.store.dialect.words_by_id(cursor, missing, self.runs.records_table, width)
             known.learn(read, read_words)
             held = known.holds(ids)
             words = np.empty((ids.size, width), dtype=np.uint64)

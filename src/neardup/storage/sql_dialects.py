@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import NeardupError, StorageUnsupportedError
-from .base import IntArray, Key
+from .base import IntArray, Key, UInt64Array, bytes_to_words
 from .urls import redacted
 
 if TYPE_CHECKING:
@@ -314,6 +314,15 @@ class SqlDialect:
             statement = f"SELECT r.id, {fields} FROM {records_table} AS r WHERE {condition} ORDER BY r.id"
             rows += self.fetch(cursor, statement, [parameter])
         return rows
+
+    def words_by_id(
+        self, cursor: Any, ids: IntArray, records_table: str, width: int
+    ) -> tuple[IntArray, UInt64Array]:
+        """(ids, stored words) of the sorted, distinct record ``ids`` still stored, in id
+        order."""
+        rows = self.records_by_id(cursor, ids, records_table, "r.fingerprint")
+        found = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        return found, bytes_to_words([bytes(row[1]) for row in rows], width)
 
     # -- packed recent postings (one row per record: its id and all its posting keys) ----
     def create_packed_postings(self, cursor: Any, table: str) -> None:

@@ -39,10 +39,10 @@ from ..errors import (
     StorageUnavailableError,
 )
 from . import check_options
-from .base import IntArray
+from .base import IntArray, UInt64Array, joined_words
 from .runs import KEYS_PER_READ, TABLE_BITS
 from .sql import DEFAULT_PREFIX, SqlStorage
-from .sql_dialects import SqlDialect
+from .sql_dialects import IDS_PER_READ, SqlDialect
 from .urls import redacted
 
 #: Seconds to wait for another process's write lock before giving up.
@@ -256,6 +256,31 @@ class SqliteDialect(SqlDialect):
         if read[0] is None:
             return np.empty((0, columns), dtype=np.int64)
         return np.stack([np.fromstring(text, dtype=np.int64, sep=",") for text in read], axis=1)
+
+    def words_by_id(
+        self, cursor: Any, ids: IntArray, records_table: str, width: int
+    ) -> tuple[IntArray, UInt64Array]:
+        """The ids as one comma-separated text and the words as one hex text (as
+        :meth:`int_rows`), sorted by id after; past SQLite's length limit, row by row."""
+        found_ids, found_words = [np.empty(0, np.int64)], [np.empty((0, width), np.uint64)]
+        for start in range(0, len(ids), IDS_PER_READ):
+            condition, parameter = self.one_of_keys(ids[start : start + IDS_PER_READ], "id")
+            statement = (
+                "SELECT group_concat(id), group_concat(hex(fingerprint), '') "
+                f"FROM {records_table} WHERE {condition}"
+            )
+            try:
+                cursor.execute(statement, [parameter])
+            except sqlite3.DataError:
+                return super().words_by_id(cursor, ids, records_table, width)
+            listed, words = cursor.fetchone()
+            if listed is not None:
+                read = np.fromstring(listed, dtype=np.int64, sep=",")
+                found_ids.append(read)
+                found_words.append(joined_words(bytes.fromhex(words), read.size, width))
+        every = np.concatenate(found_ids)
+        order = np.argsort(every, kind="stable")
+        return every[order], np.concatenate(found_words)[order]
 
     def postings_between(
         self, cursor: Any, postings_table: str, first: int, stop: int
