@@ -11,6 +11,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,7 +36,7 @@ from neardup.storage.runs import (
 )
 from neardup.storage.sql import SqlStorage
 from neardup.storage.sql_dialects import SqlDialect
-from neardup.storage.sqlite import _foreign_tables
+from neardup.storage.sqlite import SqliteDialect, _foreign_tables
 
 from .test_sql_recent import sketches
 
@@ -521,3 +522,46 @@ def test_postings_past_sqlites_length_limit_are_read_row_by_row(
             for matches in index.query_many(asked[0], signatures=asked[1])
         ]
         assert found == expected and set(read_by_rows) == {"postings", "words"}
+
+
+def test_a_screen_missing_many_words_reads_every_records_words_in_one_pass(
+    tmp_path: Path, small_runs: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A screen that misses the words of many of a store's records reads every record's words
+    in id order (where the process's copy holds them all) and answers as reads by id do;
+    past SQLite's length limit that pass goes row by row."""
+    count = 400
+    values = np.random.default_rng(9).integers(0, 2**63, size=count, dtype=np.uint64)
+    sketch = sketches(count, seed=10)[np.arange(count) // 40 * 40]  # ten groups of 40 copies
+    removed = list(range(0, count, 7))
+    url = f"sqlite:///{tmp_path}/w.db?layout=runs"
+    with open_stored(url, IndexConfig.compact()) as index:
+        index.add_many(list(range(count)), values, signatures=sketch)
+        index.remove_many(removed)
+    calls: list[str] = []
+    for cls in (SqliteDialect, SqlDialect):
+        for name in ("words_below", "words_by_id"):
+            read = getattr(cls, name)
+
+            def spied(
+                self: SqlDialect, *args: object, read: Any = read, label: str = f"{cls.__name__}.{name}"
+            ) -> Any:
+                calls.append(label)
+                return read(self, *args)
+
+            monkeypatch.setattr(cls, name, spied)
+
+    def answers(limit: int | None = None) -> list[list[Key]]:
+        calls.clear()
+        with open_stored(url) as index:
+            if limit is not None:
+                storage_of(index).dialect.connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
+            found = index.query_many(values[::40], signatures=sketch[::40])
+        return [sorted(match.key for match in matches) for matches in found]
+
+    expected = [sorted(set(range(low, low + 40)) - set(removed)) for low in range(0, count, 40)]
+    assert answers() == expected and calls == ["SqliteDialect.words_below"]
+    assert answers(limit=20_000) == expected  # the filters fit, the words do not
+    assert calls == ["SqliteDialect.words_below", "SqlDialect.words_below"]
+    monkeypatch.setattr(runs_module, "WHOLE_COPY_SHARE", 0)  # never one pass: by id
+    assert answers() == expected and calls == ["SqliteDialect.words_by_id"]

@@ -113,6 +113,10 @@ KNOWN_LISTS_POSTINGS = 1 << 25
 #: Bytes of stored words a process keeps (:class:`KnownWords`); records whose ids lie past
 #: what fits are read each time.
 KNOWN_WORDS_BYTES = 1 << 30
+#: A screen that misses the words of more than 1/WHOLE_COPY_SHARE of a store's ids reads the
+#: words of every record, in one pass in id order, where :class:`KnownWords` holds them all:
+#: a read by id costs several times a row of the pass.
+WHOLE_COPY_SHARE = 8
 #: A position in a run's (key, id) order: everything up to and including it, None for nothing
 #: yet, "end" for everything.
 Position = list[int] | str | None
@@ -400,6 +404,10 @@ class KnownWords:
         held = np.zeros(ids.size, dtype=np.bool_)
         held[inside] = self._known[ids[inside]]
         return held
+
+    def holds_every(self, stop: int) -> bool:
+        """Whether this copy would hold every id below ``stop``."""
+        return self.made is not None and stop <= self.capacity
 
     def words_of(self, ids: IntArray) -> UInt64Array:
         """The words of ``ids``, which this copy holds (:meth:`holds`)."""
@@ -1072,7 +1080,11 @@ class RunsLayout:
             words = known.words_of(ids)
         else:
             missing = np.unique(ids[~held])
-            read, read_words = self.store.dialect.words_by_id(cursor, missing, self.runs.records_table, width)
+            dialect, table, stop = self.store.dialect, self.runs.records_table, int(state["next_id"])
+            if known.holds_every(stop) and missing.size * WHOLE_COPY_SHARE >= stop:
+                read, read_words = dialect.words_below(cursor, stop, table, width)  # one pass
+            else:
+                read, read_words = dialect.words_by_id(cursor, missing, table, width)
             known.learn(read, read_words)
             held = known.holds(ids)
             words = np.empty((ids.size, width), dtype=np.uint64)

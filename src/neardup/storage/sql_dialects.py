@@ -324,6 +324,23 @@ class SqlDialect:
         found = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         return found, bytes_to_words([bytes(row[1]) for row in rows], width)
 
+    def words_below(
+        self, cursor: Any, stop: int, records_table: str, width: int
+    ) -> tuple[IntArray, UInt64Array]:
+        """(ids, stored words) of every record stored with an id below ``stop``, in id order
+        (:data:`IDS_PER_READ` ids a statement)."""
+        found, words = [np.empty(0, np.int64)], [np.empty((0, width), np.uint64)]
+        for start in range(0, stop, IDS_PER_READ):
+            p = self.placeholder
+            rows = self.fetch(
+                cursor,
+                f"SELECT id, fingerprint FROM {records_table} WHERE id >= {p} AND id < {p} ORDER BY id",
+                [start, min(start + IDS_PER_READ, stop)],
+            )
+            found.append(np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows)))
+            words.append(bytes_to_words([bytes(row[1]) for row in rows], width))
+        return np.concatenate(found), np.concatenate(words)
+
     # -- packed recent postings (one row per record: its id and all its posting keys) ----
     def create_packed_postings(self, cursor: Any, table: str) -> None:
         """The recent postings table of a packed store: ``id`` (the primary key, appended

@@ -260,27 +260,51 @@ class SqliteDialect(SqlDialect):
     def words_by_id(
         self, cursor: Any, ids: IntArray, records_table: str, width: int
     ) -> tuple[IntArray, UInt64Array]:
-        """The ids as one comma-separated text and the words as one hex text (as
-        :meth:`int_rows`), sorted by id after; past SQLite's length limit, row by row."""
-        found_ids, found_words = [np.empty(0, np.int64)], [np.empty((0, width), np.uint64)]
+        """As :meth:`_words_where`; past SQLite's length limit, row by row."""
+        parts = []
         for start in range(0, len(ids), IDS_PER_READ):
             condition, parameter = self.one_of_keys(ids[start : start + IDS_PER_READ], "id")
-            statement = (
-                "SELECT group_concat(id), group_concat(hex(fingerprint), '') "
-                f"FROM {records_table} WHERE {condition}"
-            )
-            try:
-                cursor.execute(statement, [parameter])
-            except sqlite3.DataError:
+            part = self._words_where(cursor, condition, [parameter], records_table, width)
+            if part is None:
                 return super().words_by_id(cursor, ids, records_table, width)
-            listed, words = cursor.fetchone()
-            if listed is not None:
-                read = np.fromstring(listed, dtype=np.int64, sep=",")
-                found_ids.append(read)
-                found_words.append(joined_words(bytes.fromhex(words), read.size, width))
-        every = np.concatenate(found_ids)
-        order = np.argsort(every, kind="stable")
-        return every[order], np.concatenate(found_words)[order]
+            parts.append(part)
+        return _joined(parts, width)
+
+    def words_below(
+        self, cursor: Any, stop: int, records_table: str, width: int
+    ) -> tuple[IntArray, UInt64Array]:
+        """As :meth:`_words_where`, :data:`IDS_PER_READ` ids a statement; past SQLite's
+        length limit, row by row."""
+        parts = []
+        for start in range(0, stop, IDS_PER_READ):
+            condition = "id >= ? AND id < ?"
+            part = self._words_where(
+                cursor, condition, [start, min(start + IDS_PER_READ, stop)], records_table, width
+            )
+            if part is None:
+                return super().words_below(cursor, stop, records_table, width)
+            parts.append(part)
+        return _joined(parts, width)
+
+    def _words_where(
+        self, cursor: Any, condition: str, parameters: list[Any], records_table: str, width: int
+    ) -> tuple[IntArray, UInt64Array] | None:
+        """(ids, words) of the records where ``condition`` holds, the ids as one comma-separated
+        text and the words as one hex text (as :meth:`int_rows`), sorted by id after; None
+        past SQLite's length limit."""
+        texts = "group_concat(id), group_concat(hex(fingerprint), '')"
+        statement = f"SELECT {texts} FROM {records_table} WHERE {condition}"
+        try:
+            cursor.execute(statement, parameters)
+        except sqlite3.DataError:
+            return None
+        listed, words = cursor.fetchone()
+        if listed is None:
+            return np.empty(0, np.int64), np.empty((0, width), np.uint64)
+        read = np.fromstring(listed, dtype=np.int64, sep=",")
+        found = joined_words(bytes.fromhex(words), read.size, width)
+        order = np.argsort(read, kind="stable")
+        return read[order], found[order]
 
     def postings_between(
         self, cursor: Any, postings_table: str, first: int, stop: int
@@ -504,3 +528,10 @@ def _flag(value: str | None, name: str, url: str) -> bool:
     if value.lower() not in ("1", "0", "true", "false", "yes", "no", ""):
         raise ConfigError(f"{name}={value!r} in {redacted(url)!r} must be 1 or 0")
     return value.lower() in ("1", "true", "yes", "")
+
+
+def _joined(parts: list[tuple[IntArray, UInt64Array]], width: int) -> tuple[IntArray, UInt64Array]:
+    """Parts of (ids, words), each in id order and after the one before, as one."""
+    if not parts:
+        return np.empty(0, np.int64), np.empty((0, width), np.uint64)
+    return np.concatenate([part[0] for part in parts]), np.concatenate([part[1] for part in parts])
