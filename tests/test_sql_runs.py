@@ -570,3 +570,38 @@ def test_a_screen_missing_many_words_reads_every_records_words_in_one_pass(
     monkeypatch.setattr(runs_module, "WHOLE_COPY_SHARE", 0)  # never one pass: by id
     assert answers() == expected
     assert calls == ["SqliteDialect.words_by_id" if sqlite else "SqlDialect.words_by_id"]
+
+
+def test_a_screening_process_knows_the_words_of_what_it_adds_once_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records a screening process adds join its copy of words when their add commits
+    (a later screen reads none of them), and not when the add rolls back."""
+    count = 80
+    values = np.random.default_rng(11).integers(0, 2**63, size=count, dtype=np.uint64)
+    sketch = sketches(count, seed=12)[np.arange(count) // 20 * 20]  # four groups of 20 copies
+    with open_stored(f"sqlite:///{tmp_path}/a.db?layout=runs", IndexConfig.compact()) as index:
+        index.add_many(list(range(40)), values[:40], signatures=sketch[:40])
+        assert [len(found) for found in index.query_many(values[:40:20], signatures=sketch[:40:20])] == [
+            20,
+            20,
+        ]
+        layout = storage_of(index).layout
+        assert isinstance(layout, RunsLayout) and layout.known is not None
+        index.add_many(list(range(40, 60)), values[40:60], signatures=sketch[40:60])
+        storage = storage_of(index)
+        with pytest.raises(RuntimeError), storage._transaction(write=True):
+            index.add_many(list(range(60, 80)), values[60:80], signatures=sketch[60:80])
+            raise RuntimeError("rolled back")
+        assert layout.known.holds(np.arange(1, 61)).all() and not layout.known.holds(np.arange(61, 81)).any()
+        read: list[int] = []
+        by_id = SqliteDialect.words_by_id
+        monkeypatch.setattr(
+            SqliteDialect, "words_by_id", lambda self, *args: read.append(1) or by_id(self, *args)
+        )
+        assert [len(found) for found in index.query_many(values[:60:20], signatures=sketch[:60:20])] == [
+            20,
+            20,
+            20,
+        ]
+        assert not read

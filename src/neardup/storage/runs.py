@@ -367,7 +367,8 @@ class KnownLists:
 
 class KnownWords:
     """One process's copy of the stored words of the records it has screened
-    (:meth:`RunsLayout.candidates`), by record id: an array indexed by id.
+    (:meth:`RunsLayout.candidates`) or added since (once the add commits), by record id: an
+    array indexed by id.
 
     A query batch of a large store finds hundreds of candidates a query, mostly the same
     records again (those that share common passages), and a screen needs only their words.
@@ -998,6 +999,10 @@ class RunsLayout:
                 raise raced_key_error(store.where, exc) from exc
             self.runs.add(cursor, keys, ids, state)
             self.runs.cut_if_full(cursor, state, max(ids))
+            if self.known is not None:  # a screening process knows its own records' words
+                known, added = self.known, np.asarray(ids, dtype=np.int64)
+                words = np.asarray(batch.words, dtype=np.uint64)
+                store._on_commit(lambda: known.learn(added, words))
             if store.dialect.merge_in_steps and self.runs.merge_work(state):
                 # Once the outermost transaction (check-and-add's, if any) has committed:
                 # merges hold no adding transaction open.
@@ -1087,8 +1092,11 @@ class RunsLayout:
                 read, read_words = dialect.words_by_id(cursor, missing, table, width)
             known.learn(read, read_words)
             held = known.holds(ids)
-            words = np.empty((ids.size, width), dtype=np.uint64)
-            words[held] = known.words_of(ids[held])
+            words = (
+                known.words_of(np.where(held, ids, 0))
+                if held.any()
+                else np.empty((ids.size, width), np.uint64)
+            )
             live = held.copy()
             rest = np.flatnonzero(~held)  # not copied (past the copy's bytes, or no copy): as read
             if rest.size and read.size:
