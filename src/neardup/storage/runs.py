@@ -370,7 +370,7 @@ class KnownWords:
     (:meth:`RunsLayout.candidates`) or added since (once the add commits), by record id: an
     array indexed by id.
 
-    A query batch of a large store finds hundreds of candidates a query, mostly the same
+    A query batch of a large store finds many candidates a query, mostly the same
     records again (those that share common passages), and a screen needs only their words.
     A record's words never change and its id is never handed out again (:meth:`PostingRuns.
     reserve_ids`), so the copy stays true for as long as the store is the same one: it is let
